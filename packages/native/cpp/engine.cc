@@ -1,0 +1,505 @@
+#include "engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+#include "crc32c.h"
+#include "cuda.h"
+#include "io_queue.h"
+
+namespace tiersync {
+namespace {
+
+// Memory copies without checksums are cut into pieces this large so one big descriptor spreads over workers.
+constexpr uint64_t kSplitBytes = 8ull << 20;
+// Copies check for cancellation and deadlines between chunks of this size.
+constexpr uint64_t kCopyChunk = 64ull << 20;
+// With checksums, copy and checksum in chunks that stay in L2 between the two passes.
+constexpr uint64_t kCrcChunk = 256ull << 10;
+// File work: adjacent descriptors coalesce into groups up to this size, run as ops of kIoOpBytes each.
+constexpr uint64_t kFileGroupBytes = 32ull << 20;
+constexpr uint64_t kIoOpBytes = 1ull << 20;
+constexpr size_t kMaxIov = IOV_MAX;
+
+bool IsDevice(const Endpoint& e) { return e.memory && e.memory->kind() != MemoryKind::Host; }
+bool IsCuda(const Endpoint& e) { return e.memory && e.memory->kind() == MemoryKind::Cuda; }
+
+Path Classify(const Endpoint& s, const Endpoint& d) {
+  if (s.file) return IsDevice(d) ? Path::FileToDevice : Path::FileToHost;
+  if (d.file) return IsDevice(s) ? Path::DeviceToFile : Path::HostToFile;
+  if (IsDevice(s)) return IsDevice(d) ? Path::DeviceToDevice : Path::DeviceToHost;
+  return IsDevice(d) ? Path::HostToDevice : Path::HostToHost;
+}
+
+bool Aligned(uint64_t v) { return v % File::kDirectAlignment == 0; }
+
+std::string Where(size_t i) { return "descriptor " + std::to_string(i) + ": "; }
+
+// Each worker keeps one CUDA stream per device, created on first use.
+struct CudaStreams {
+  std::unordered_map<int, cuda::Stream> streams;
+  cuda::Stream For(int device) {
+    const cuda::Api& api = cuda::Require();
+    cuda::Check(api.SetDevice(device), "cudaSetDevice");
+    auto it = streams.find(device);
+    if (it != streams.end()) return it->second;
+    cuda::Stream s = nullptr;
+    cuda::Check(api.StreamCreateWithFlags(&s, 1 /* cudaStreamNonBlocking */), "cudaStreamCreateWithFlags");
+    streams[device] = s;
+    return s;
+  }
+  ~CudaStreams() {
+    if (streams.empty()) return;
+    const cuda::Api& api = cuda::Require();
+    for (auto& [device, s] : streams) {
+      api.SetDevice(device);
+      api.StreamDestroy(s);
+    }
+  }
+};
+thread_local CudaStreams* tlsStreams = nullptr;
+
+}  // namespace
+
+const char* PathName(Path p) {
+  switch (p) {
+    case Path::HostToHost: return "host->host";
+    case Path::HostToDevice: return "host->device";
+    case Path::DeviceToHost: return "device->host";
+    case Path::DeviceToDevice: return "device->device";
+    case Path::HostToFile: return "host->file";
+    case Path::FileToHost: return "file->host";
+    case Path::DeviceToFile: return "device->file";
+    case Path::FileToDevice: return "file->device";
+    case Path::Count: break;
+  }
+  return "?";
+}
+
+void Batch::Fail(Code code, const std::string& message) {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  if (failed) return;
+  failed = true;
+  errorCode = code;
+  errorMessage = message;
+  int none = 0;
+  cancel.compare_exchange_strong(none, static_cast<int>(CancelReason::Failed));
+}
+
+bool Batch::Stopped(uint64_t nowNs) {
+  if (cancel.load(std::memory_order_relaxed) != 0) return true;
+  if (deadlineNs != 0 && nowNs > deadlineNs) {
+    int none = 0;
+    cancel.compare_exchange_strong(none, static_cast<int>(CancelReason::Timeout));
+    return true;
+  }
+  return false;
+}
+
+Engine::Engine(const EngineOptions& options, Sink sink) : options_(options), sink_(std::move(sink)) {
+  unsigned n = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (options_.ioDepth == 0) options_.ioDepth = 1;
+  uring_ = options.preferUring && IoQueue::UringAvailable(nullptr);
+  workers_.reserve(n);
+  for (unsigned i = 0; i < n; i++) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Validate(Batch& b) {
+  if (b.priority < 0 || b.priority >= kPriorities) throw NativeError(Code::InvalidArgument, "priority must be 0, 1 or 2");
+  for (size_t i = 0; i < b.endpoints.size(); i++) {
+    const Endpoint& e = b.endpoints[i];
+    if (!e.memory == !e.file) throw NativeError(Code::InvalidArgument, "endpoint " + std::to_string(i) + " is not an arena or file");
+    if ((e.memory && e.memory->closed()) || (e.file && e.file->closed()))
+      throw NativeError(Code::Closed, "endpoint " + std::to_string(i) + " is closed");
+  }
+  if (!b.expected.empty() && b.expected.size() != b.descriptors.size())
+    throw NativeError(Code::InvalidArgument, "expected checksums: " + std::to_string(b.expected.size()) +
+                                                 " given for " + std::to_string(b.descriptors.size()) + " descriptors");
+  std::vector<uint64_t> fileSizes(b.endpoints.size(), UINT64_MAX);
+  b.paths.resize(b.descriptors.size());
+  for (size_t i = 0; i < b.descriptors.size(); i++) {
+    const Descriptor& d = b.descriptors[i];
+    if (d.src >= b.endpoints.size() || d.dst >= b.endpoints.size())
+      throw NativeError(Code::InvalidArgument, Where(i) + "endpoint index out of range");
+    if (d.length == 0) throw NativeError(Code::InvalidArgument, Where(i) + "length must be > 0");
+    const Endpoint& s = b.endpoints[d.src];
+    const Endpoint& t = b.endpoints[d.dst];
+    if (s.file && t.file) throw NativeError(Code::Unsupported, Where(i) + "file->file copies are not supported");
+    if ((s.file && IsCuda(t)) || (t.file && IsCuda(s)))
+      throw NativeError(Code::Unsupported, Where(i) + "cuda<->file needs GPUDirect Storage; stage through a host arena");
+    if (IsCuda(s) && IsCuda(t) && (b.checksums || !b.expected.empty()))
+      throw NativeError(Code::Unsupported, Where(i) + "checksums need a host-visible side; cuda->cuda has none");
+    auto checkMemory = [&](const Endpoint& e, uint64_t off, const char* role) {
+      uint64_t size = e.memory->size();
+      if (off > size || d.length > size - off)
+        throw NativeError(Code::OutOfRange, Where(i) + role + " range [" + std::to_string(off) + ", " +
+                                                std::to_string(off) + "+" + std::to_string(d.length) +
+                                                ") exceeds arena size " + std::to_string(size));
+    };
+    if (s.memory) checkMemory(s, d.srcOffset, "source");
+    if (t.memory) checkMemory(t, d.dstOffset, "destination");
+    if (t.file && !t.file->writable())
+      throw NativeError(Code::ReadOnly, Where(i) + "destination file " + t.file->path() + " is opened read-only");
+    if (s.file) {
+      uint64_t& size = fileSizes[d.src];
+      if (size == UINT64_MAX) size = s.file->Size();
+      if (d.srcOffset > size || d.length > size - d.srcOffset)
+        throw NativeError(Code::OutOfRange, Where(i) + "reads [" + std::to_string(d.srcOffset) + ", +" +
+                                                std::to_string(d.length) + ") past the end of " + s.file->path() +
+                                                " (" + std::to_string(size) + " bytes)");
+    }
+    if (d.src == d.dst && d.srcOffset < d.dstOffset + d.length && d.dstOffset < d.srcOffset + d.length)
+      throw NativeError(Code::Overlap, Where(i) + "source and destination ranges overlap");
+    if (s.memory && t.memory && s.memory == t.memory && d.srcOffset < d.dstOffset + d.length &&
+        d.dstOffset < d.srcOffset + d.length)
+      throw NativeError(Code::Overlap, Where(i) + "source and destination ranges overlap");
+    const Endpoint* f = s.file ? &s : (t.file ? &t : nullptr);
+    if (f && f->file->direct() == DirectMode::Always) {
+      const Endpoint& m = s.file ? t : s;
+      uint64_t fileOff = s.file ? d.srcOffset : d.dstOffset;
+      uint64_t memAddr = reinterpret_cast<uint64_t>(m.memory->host()) + (s.file ? d.dstOffset : d.srcOffset);
+      if (!Aligned(fileOff) || !Aligned(d.length) || !Aligned(memAddr))
+        throw NativeError(Code::Misaligned, Where(i) + "O_DIRECT needs file offset, length and memory address aligned to " +
+                                                std::to_string(File::kDirectAlignment) + " bytes (file offset " +
+                                                std::to_string(fileOff) + ", length " + std::to_string(d.length) + ")");
+    }
+    b.paths[i] = Classify(s, t);
+    b.bytes += d.length;
+  }
+}
+
+void Engine::Plan(Batch& b) {
+  const size_t n = b.descriptors.size();
+  if (b.checksums || !b.expected.empty()) b.crcs.assign(n, 0);
+  // Sort by (source, destination, file offset) so that adjacent file ranges meet and coalesce.
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  auto fileOffset = [&](uint32_t i) {
+    const Descriptor& d = b.descriptors[i];
+    return b.endpoints[d.src].file ? d.srcOffset : d.dstOffset;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    const Descriptor& a = b.descriptors[x];
+    const Descriptor& c = b.descriptors[y];
+    if (a.src != c.src) return a.src < c.src;
+    if (a.dst != c.dst) return a.dst < c.dst;
+    return fileOffset(x) < fileOffset(y);
+  });
+  const bool splittable = !b.checksums && b.expected.empty();
+  uint64_t groupBytes = 0, groupEnd = 0;
+  for (uint32_t i : order) {
+    const Descriptor& d = b.descriptors[i];
+    const bool file = b.endpoints[d.src].file || b.endpoints[d.dst].file;
+    if (!file) {
+      uint64_t step = splittable ? kSplitBytes : d.length;
+      for (uint64_t off = 0; off < d.length; off += step) {
+        b.pieces.push_back({i, off, std::min(step, d.length - off)});
+        b.groups.push_back({static_cast<uint32_t>(b.pieces.size() - 1), static_cast<uint32_t>(b.pieces.size())});
+      }
+      groupBytes = 0;
+      continue;
+    }
+    bool extend = false;
+    if (!b.groups.empty() && groupBytes > 0) {
+      const Group& g = b.groups.back();
+      const Descriptor& prev = b.descriptors[b.pieces[g.end - 1].descriptor];
+      extend = prev.src == d.src && prev.dst == d.dst && groupEnd == fileOffset(i) &&
+               groupBytes + d.length <= kFileGroupBytes && (g.end - g.begin) < kMaxIov;
+    }
+    b.pieces.push_back({i, 0, d.length});
+    if (extend) {
+      b.groups.back().end++;
+      groupBytes += d.length;
+    } else {
+      b.groups.push_back({static_cast<uint32_t>(b.pieces.size() - 1), static_cast<uint32_t>(b.pieces.size())});
+      groupBytes = d.length;
+    }
+    groupEnd = fileOffset(i) + d.length;
+  }
+}
+
+void Engine::Submit(std::shared_ptr<Batch> batch) {
+  Validate(*batch);
+  Plan(*batch);
+  batch->submittedNs = NowNs();
+  batch->remaining = batch->groups.size();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) throw NativeError(Code::Closed, "transfer engine is closed");
+    if (!batch->groups.empty()) {
+      live_[batch->id] = batch;
+      for (uint32_t g = 0; g < batch->groups.size(); g++) queues_[batch->priority].push_back({batch, g});
+    }
+  }
+  if (batch->groups.empty()) {
+    batch->finishedNs = NowNs();
+    completed_++;
+    sink_(batch);
+    return;
+  }
+  cv_.notify_all();
+}
+
+bool Engine::Cancel(uint64_t id, CancelReason reason) {
+  std::shared_ptr<Batch> batch;
+  size_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return false;
+    batch = it->second.lock();
+    if (!batch) return false;
+    int none = 0;
+    batch->cancel.compare_exchange_strong(none, static_cast<int>(reason));
+    auto& q = queues_[batch->priority];
+    auto keep = std::remove_if(q.begin(), q.end(), [&](const Task& t) { return t.batch.get() == batch.get(); });
+    dropped = static_cast<size_t>(q.end() - keep);
+    q.erase(keep, q.end());
+  }
+  for (size_t i = 0; i < dropped; i++) FinishGroup(batch);
+  return true;
+}
+
+void Engine::Shutdown() {
+  std::vector<Task> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && workers_.empty()) return;
+    stopping_ = true;
+    for (auto& [id, weak] : live_)
+      if (auto b = weak.lock()) {
+        int none = 0;
+        b->cancel.compare_exchange_strong(none, static_cast<int>(CancelReason::Shutdown));
+      }
+    for (auto& q : queues_) {
+      for (auto& t : q) dropped.push_back(std::move(t));
+      q.clear();
+    }
+  }
+  cv_.notify_all();
+  for (auto& w : workers_)
+    if (w.joinable()) w.join();
+  workers_.clear();
+  for (auto& t : dropped) FinishGroup(t.batch);
+}
+
+void Engine::WorkerLoop(unsigned) {
+  IoQueue io(options_.preferUring, options_.ioDepth);
+  CudaStreams streams;
+  tlsStreams = &streams;
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !queues_[0].empty() || !queues_[1].empty() || !queues_[2].empty();
+      });
+      int p = 0;
+      while (p < kPriorities && queues_[p].empty()) p++;
+      if (p == kPriorities) break;  // stopping with nothing left
+      task = std::move(queues_[p].front());
+      queues_[p].pop_front();
+      running_++;
+    }
+    uint64_t start = NowNs();
+    Batch& b = *task.batch;
+    if (!b.Stopped(start)) {
+      try {
+        Execute(b, b.groups[task.group], io);
+      } catch (const NativeError& e) {
+        b.Fail(e.code(), e.what());
+      } catch (const std::exception& e) {
+        b.Fail(Code::Io, e.what());
+      }
+    }
+    busyNs_ += NowNs() - start;
+    running_--;
+    FinishGroup(task.batch);
+  }
+  tlsStreams = nullptr;
+}
+
+void Engine::Execute(Batch& b, const Group& g, IoQueue& io) {
+  const Descriptor& d = b.descriptors[b.pieces[g.begin].descriptor];
+  if (b.endpoints[d.src].file || b.endpoints[d.dst].file)
+    ExecuteFile(b, g, io);
+  else
+    ExecuteMemory(b, g);
+}
+
+void Engine::ExecuteMemory(Batch& b, const Group& g) {
+  for (uint32_t k = g.begin; k < g.end; k++) {
+    const Piece& piece = b.pieces[k];
+    const Descriptor& d = b.descriptors[piece.descriptor];
+    Memory& src = *b.endpoints[d.src].memory;
+    Memory& dst = *b.endpoints[d.dst].memory;
+    const uint64_t len = piece.length;
+    const uint64_t start = NowNs();
+    const bool crc = !b.crcs.empty();
+    uint32_t sum = 0;
+    if (src.kind() == MemoryKind::Cuda || dst.kind() == MemoryKind::Cuda) {
+      const cuda::Api& api = cuda::Require();
+      int device = src.kind() == MemoryKind::Cuda ? src.device() : dst.device();
+      if (src.kind() == MemoryKind::Host) static_cast<HostArena&>(src).EnsureCudaRegistered();
+      if (dst.kind() == MemoryKind::Host) static_cast<HostArena&>(dst).EnsureCudaRegistered();
+      const uint8_t* from = (src.kind() == MemoryKind::Cuda ? src.device_ptr() : src.host()) + d.srcOffset + piece.offset;
+      uint8_t* to = (dst.kind() == MemoryKind::Cuda ? dst.device_ptr() : dst.host()) + d.dstOffset + piece.offset;
+      // Sim memory is plain host memory to CUDA (pageable), so it copies like host memory.
+      int kind = src.kind() == MemoryKind::Cuda ? (dst.kind() == MemoryKind::Cuda ? cuda::DeviceToDevice : cuda::DeviceToHost)
+                                                : cuda::HostToDevice;
+      if (crc && src.kind() != MemoryKind::Cuda) sum = Crc32c(0, from, len);
+      cuda::Stream s = tlsStreams->For(device);
+      cuda::Check(api.MemcpyAsync(to, from, len, kind, s), "cudaMemcpyAsync");
+      cuda::Check(api.StreamSynchronize(s), "cudaStreamSynchronize");
+      if (crc && src.kind() == MemoryKind::Cuda) sum = Crc32c(0, to, len);
+    } else {
+      const uint8_t* from = src.host() + d.srcOffset + piece.offset;
+      uint8_t* to = dst.host() + d.dstOffset + piece.offset;
+      const uint64_t chunk = crc ? kCrcChunk : kCopyChunk;
+      for (uint64_t off = 0; off < len; off += chunk) {
+        if (off && b.Stopped(NowNs())) return;
+        uint64_t n = std::min(chunk, len - off);
+        std::memcpy(to + off, from + off, n);
+        if (crc) sum = Crc32c(sum, to + off, n);  // the chunk is still in cache
+      }
+      // Emulated link: finish no earlier than the modeled wire time.
+      auto model = [&](Memory& m, bool toDevice) -> uint64_t {
+        return m.kind() == MemoryKind::Sim ? static_cast<SimDevice&>(m).ReserveLink(len, toDevice, start) : 0;
+      };
+      uint64_t until = std::max(model(dst, true), model(src, false));
+      if (until > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(until - NowNs()));
+    }
+    if (crc) {
+      b.crcs[piece.descriptor] = sum;
+      if (!b.expected.empty() && b.expected[piece.descriptor] != sum) {
+        std::lock_guard<std::mutex> lock(b.errorMutex);
+        b.mismatches.push_back(piece.descriptor);
+        mismatches_++;
+      }
+    }
+    int p = static_cast<int>(b.paths[piece.descriptor]);
+    bytes_[p] += len;
+    ops_[p]++;
+  }
+}
+
+void Engine::ExecuteFile(Batch& b, const Group& g, IoQueue& io) {
+  const Descriptor& first = b.descriptors[b.pieces[g.begin].descriptor];
+  const bool write = b.endpoints[first.dst].file != nullptr;
+  File& file = write ? *b.endpoints[first.dst].file : *b.endpoints[first.src].file;
+  Memory& mem = write ? *b.endpoints[first.src].memory : *b.endpoints[first.dst].memory;
+  const bool crc = !b.crcs.empty();
+
+  std::vector<IoOp> ops;
+  auto flush = [&](IoOp& op) {
+    if (op.bytes == 0) return;
+    bool aligned = Aligned(op.offset) && Aligned(op.bytes);
+    for (const iovec& v : op.iov)
+      aligned = aligned && Aligned(reinterpret_cast<uint64_t>(v.iov_base)) && Aligned(v.iov_len);
+    bool direct = aligned && file.directFd() >= 0;
+    op.fd = direct ? file.directFd() : file.fd();
+    (direct ? directOps_ : bufferedOps_)++;
+    ops.push_back(std::move(op));
+    op = IoOp{};
+  };
+  IoOp op;
+  op.write = write;
+  for (uint32_t k = g.begin; k < g.end; k++) {
+    const Piece& piece = b.pieces[k];
+    const Descriptor& d = b.descriptors[piece.descriptor];
+    uint8_t* memory = mem.host() + (write ? d.srcOffset : d.dstOffset);
+    const uint64_t fileOff = write ? d.dstOffset : d.srcOffset;
+    if (write && crc) b.crcs[piece.descriptor] = Crc32c(0, memory, d.length);
+    for (uint64_t off = 0; off < d.length;) {
+      if (op.bytes == 0) {
+        op.offset = fileOff + off;
+        op.write = write;
+      }
+      uint64_t n = std::min(d.length - off, kIoOpBytes - op.bytes);
+      op.iov.push_back({memory + off, n});
+      op.bytes += n;
+      off += n;
+      if (op.bytes >= kIoOpBytes || op.iov.size() >= kMaxIov) flush(op);
+    }
+  }
+  flush(op);
+  io.Run(ops);
+  uint64_t total = 0;
+  for (uint32_t k = g.begin; k < g.end; k++) {
+    const Piece& piece = b.pieces[k];
+    const Descriptor& d = b.descriptors[piece.descriptor];
+    if (!write && crc) b.crcs[piece.descriptor] = Crc32c(0, mem.host() + d.dstOffset, d.length);
+    if (crc && !b.expected.empty() && b.expected[piece.descriptor] != b.crcs[piece.descriptor]) {
+      std::lock_guard<std::mutex> lock(b.errorMutex);
+      b.mismatches.push_back(piece.descriptor);
+      mismatches_++;
+    }
+    total += d.length;
+    ops_[static_cast<int>(b.paths[piece.descriptor])]++;
+  }
+  bytes_[static_cast<int>(b.paths[b.pieces[g.begin].descriptor])] += total;
+}
+
+void Engine::FinishGroup(const std::shared_ptr<Batch>& batch) {
+  if (batch->remaining.fetch_sub(1) != 1) return;
+  Batch& b = *batch;
+  if (b.durable && b.cancel.load() == 0) {
+    std::vector<File*> synced;
+    for (const Descriptor& d : b.descriptors) {
+      File* f = b.endpoints[d.dst].file.get();
+      if (!f || std::find(synced.begin(), synced.end(), f) != synced.end()) continue;
+      synced.push_back(f);
+      if (fdatasync(f->fd()) != 0) b.Fail(Code::Io, "fdatasync of " + f->path() + " failed: " + ErrnoText(errno));
+    }
+  }
+  std::sort(b.mismatches.begin(), b.mismatches.end());
+  b.finishedNs = NowNs();
+  int reason = b.cancel.load();
+  if (b.failed)
+    failed_++;
+  else if (reason == static_cast<int>(CancelReason::Timeout))
+    timedOut_++;
+  else if (reason != 0)
+    cancelled_++;
+  else
+    completed_++;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(b.id);
+  }
+  sink_(batch);
+}
+
+EngineStats Engine::Stats() {
+  EngineStats s;
+  for (int p = 0; p < static_cast<int>(Path::Count); p++) {
+    s.bytes[p] = bytes_[p];
+    s.ops[p] = ops_[p];
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int p = 0; p < kPriorities; p++) s.queued[p] = queues_[p].size();
+    s.inflightBatches = live_.size();
+  }
+  s.running = running_;
+  s.completedBatches = completed_;
+  s.failedBatches = failed_;
+  s.cancelledBatches = cancelled_;
+  s.timedOutBatches = timedOut_;
+  s.checksumMismatches = mismatches_;
+  s.busyNs = busyNs_;
+  s.directOps = directOps_;
+  s.bufferedOps = bufferedOps_;
+  s.threads = static_cast<unsigned>(workers_.size());
+  s.uring = uring_;
+  return s;
+}
+
+}  // namespace tiersync

@@ -1,0 +1,1 @@
+export const placeholder = 1;
