@@ -374,7 +374,10 @@ void Engine::ExecuteMemory(Batch& b, const Group& g) {
         return m.kind() == MemoryKind::Sim ? static_cast<SimDevice&>(m).ReserveLink(len, toDevice, start) : 0;
       };
       uint64_t until = std::max(model(dst, true), model(src, false));
-      if (until > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(until - NowNs()));
+      for (uint64_t now = NowNs(); now < until; now = NowNs()) {
+        if (b.Stopped(now)) return;
+        std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000)));
+      }
     }
     if (crc) {
       b.crcs[piece.descriptor] = sum;

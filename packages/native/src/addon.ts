@@ -1,0 +1,93 @@
+/**
+ * Loads the compiled addon (built by node-gyp at install) and hands it the TierSyncError class, so native code
+ * throws the same typed errors as TypeScript. Internal: the public API wraps these raw classes.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TierSyncError } from './errors.js';
+
+/** Raw native classes and functions; see cpp/*.cc. */
+export interface NativeAddon {
+  HostArena: new (options: object) => NativeHostArena;
+  DeviceArena: new (options: object) => NativeDeviceArena;
+  FileHandle: new (options: object) => NativeFile;
+  TransferEngine: new (options: object) => NativeEngine;
+  setErrorClass(cls: unknown): void;
+  crc32c(data: ArrayBufferView, seed?: number): number;
+  crc32cHardware: boolean;
+  cudaStatus(): { available: boolean; devices: number; runtimeVersion: number; library: string; reason?: string };
+  ioUringStatus(): { available: boolean; reason?: string };
+  probeDirect(dir: string): { supported: boolean; reason?: string };
+  benchMemcpy(dst: NativeEndpoint, src: NativeEndpoint, bytes: number, threads: number, chunk: number): number;
+  benchFileLoop(path: string, mode: 'write' | 'read', arena: NativeEndpoint, bytes: number, block: number): number;
+}
+export interface NativeHostArena {
+  view(offset: number, length: number): Uint8Array;
+  close(): void;
+  info(): { capacity: number; pageSize: number; attached: boolean; attachNote: string; locked: boolean; closed: boolean };
+}
+export interface NativeDeviceArena {
+  close(): void;
+  info(): { capacity: number; backend: 'sim' | 'cuda'; device: number; closed: boolean };
+}
+export interface NativeFile {
+  close(): void;
+  size(): number;
+  info(): { path: string; writable: boolean; direct: boolean; closed: boolean };
+}
+export type NativeEndpoint = NativeHostArena | NativeDeviceArena | NativeFile;
+export interface NativeEngine {
+  submit(
+    endpoints: NativeEndpoint[],
+    descriptors: Float64Array,
+    options: object,
+  ): { id: number; promise: Promise<NativeBatchResult> };
+  cancel(id: number, reason: 'abort' | 'timeout'): boolean;
+  stats(): NativeEngineStats;
+  close(): Promise<void>;
+}
+export interface NativeBatchResult {
+  id: number;
+  bytes: number;
+  descriptors: number;
+  seconds: number;
+  checksums?: Uint32Array;
+  mismatches?: number[];
+}
+export interface NativeEngineStats {
+  paths: Record<string, { bytes: number; ops: number }>;
+  queued: { demand: number; prefetch: number; writeBack: number };
+  running: number;
+  inflightBatches: number;
+  completedBatches: number;
+  failedBatches: number;
+  cancelledBatches: number;
+  timedOutBatches: number;
+  checksumMismatches: number;
+  busyMs: number;
+  directOps: number;
+  bufferedOps: number;
+  threads: number;
+  io: 'io_uring' | 'sync';
+}
+
+function load(): NativeAddon {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // src/ and dist/ both sit one level below the package root, where node-gyp puts build/.
+  const root = join(here, '..');
+  const candidates = [join(root, 'build', 'Release', 'tiersync_native.node'), join(root, 'build', 'Debug', 'tiersync_native.node')];
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) {
+    throw new TierSyncError(
+      `the tiersync native addon is not built (looked for ${candidates.join(', ')}); run \`pnpm --filter @tiersync/native rebuild\``,
+      'ERR_UNAVAILABLE',
+    );
+  }
+  const addon = createRequire(import.meta.url)(found) as NativeAddon;
+  addon.setErrorClass(TierSyncError);
+  return addon;
+}
+
+export const native: NativeAddon = load();

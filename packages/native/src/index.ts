@@ -1,0 +1,20 @@
+/**
+ * @tiersync/native: the native transfer core. Arenas (host, device), open files, the transfer engine that moves
+ * bytes between them on native threads, CRC32C, and machine probes.
+ */
+export { TierSyncError, type ErrorCode, type TierSyncErrorOptions } from './errors.js';
+export { HostArena, DeviceArena, cudaStatus, type HostArenaOptions, type DeviceArenaOptions } from './arena.js';
+export { FileHandle, probeDirect, DIRECT_ALIGNMENT, type DirectMode, type FileHandleOptions } from './file.js';
+export {
+  TransferBatch,
+  TransferEngine,
+  type Endpoint,
+  type Priority,
+  type SubmitOptions,
+  type TransferResult,
+  type TransferStats,
+  type TransferEngineOptions,
+} from './engine.js';
+export { PageAllocator, type Slot } from './page-allocator.js';
+export { crc32c } from './crc32c.js';
+export { probeMachine, type MachineReport } from './probe.js';

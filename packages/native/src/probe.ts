@@ -1,0 +1,51 @@
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { native } from './addon.js';
+
+export interface MachineReport {
+  cores: number;
+  memoryBytes: number;
+  crc32c: 'sse4.2' | 'table';
+  ioUring: { available: boolean; reason?: string };
+  direct: { path: string; supported: boolean; reason?: string };
+  cuda: ReturnType<typeof native.cudaStatus>;
+  hugePages: { transparent: string; reserved: number; note: string };
+  /** RLIMIT_MEMLOCK as text from /proc/self/limits ("unlimited" or bytes). */
+  memlock: string;
+}
+
+function readOr(path: string, fallback: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return fallback;
+  }
+}
+
+/** What this machine offers the transfer core. `directPath`: a folder to test O_DIRECT on. */
+export function probeMachine(directPath: string = os.tmpdir()): MachineReport {
+  const thp = readOr('/sys/kernel/mm/transparent_hugepage/enabled', 'unknown').trim();
+  const thpMode = /\[(\w+)\]/.exec(thp)?.[1] ?? thp;
+  const reserved = Number(/HugePages_Total:\s+(\d+)/.exec(readOr('/proc/meminfo', ''))?.[1] ?? 0);
+  const memlock = /Max locked memory\s+(\S+)/.exec(readOr('/proc/self/limits', ''))?.[1] ?? 'unknown';
+  const direct = existsSync(directPath)
+    ? native.probeDirect(directPath)
+    : { supported: false, reason: `${directPath} does not exist` };
+  return {
+    cores: os.availableParallelism(),
+    memoryBytes: os.totalmem(),
+    crc32c: native.crc32cHardware ? 'sse4.2' : 'table',
+    ioUring: native.ioUringStatus(),
+    direct: { path: directPath, ...direct },
+    cuda: native.cudaStatus(),
+    hugePages: {
+      transparent: thpMode,
+      reserved,
+      note:
+        reserved > 0
+          ? `${reserved} reserved huge pages (MAP_HUGETLB possible)`
+          : `no reserved huge pages; arenas use madvise(MADV_HUGEPAGE)${thpMode === 'never' ? ', which THP mode "never" ignores' : ''}`,
+    },
+    memlock,
+  };
+}
