@@ -20,7 +20,8 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     Napi::Object o = OptionsArg(info, 0);
     EngineOptions opts;
     opts.threads = static_cast<unsigned>(OptUint(o, "threads", 0));
-    opts.ioDepth = static_cast<unsigned>(OptUint(o, "ioDepth", 16));
+    opts.ioDepth = static_cast<unsigned>(OptUint(o, "ioDepth", 8));
+    opts.batchScheduling = OptBool(o, "batchScheduling", true);
     std::string io = OptString(o, "io", "auto");
     if (io != "auto" && io != "sync") Throw(env, Code::InvalidArgument, "io must be 'auto' or 'sync', got '" + io + "'");
     if (opts.threads > 1024) Throw(env, Code::InvalidArgument, "threads must be at most 1024");

@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +24,7 @@ constexpr uint64_t kCopyChunk = 64ull << 20;
 constexpr uint64_t kCrcChunk = 256ull << 10;
 // File work: adjacent descriptors coalesce into groups up to this size, run as ops of kIoOpBytes each.
 constexpr uint64_t kFileGroupBytes = 32ull << 20;
-constexpr uint64_t kIoOpBytes = 1ull << 20;
+constexpr uint64_t kIoOpBytes = 4ull << 20;  // a common max_sectors_kb: larger requests get split anyway
 constexpr size_t kMaxIov = IOV_MAX;
 
 bool IsDevice(const Endpoint& e) { return e.memory && e.memory->kind() != MemoryKind::Host; }
@@ -291,6 +292,12 @@ void Engine::Shutdown() {
 }
 
 void Engine::WorkerLoop(unsigned) {
+  // Workers are throughput threads: SCHED_BATCH tells the scheduler so, and lets the JS thread preempt them
+  // when it wakes (a completion, a timer), which keeps the caller's event loop responsive under a storm.
+  if (options_.batchScheduling) {
+    sched_param param{};
+    sched_setscheduler(0, SCHED_BATCH, &param);
+  }
   IoQueue io(options_.preferUring, options_.ioDepth);
   CudaStreams streams;
   tlsStreams = &streams;

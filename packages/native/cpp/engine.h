@@ -79,7 +79,8 @@ struct Batch {
 struct EngineOptions {
   unsigned threads = 0;  // 0: one per core
   bool preferUring = true;
-  unsigned ioDepth = 16;
+  unsigned ioDepth = 8;
+  bool batchScheduling = true;  // run workers under SCHED_BATCH
 };
 
 struct EngineStats {

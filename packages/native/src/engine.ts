@@ -158,10 +158,12 @@ export type TransferStats = NativeEngineStats;
 export interface TransferEngineOptions {
   /** Worker threads. Default: one per core. */
   threads?: number;
-  /** io_uring queue depth per worker for file I/O. Default 16. */
+  /** io_uring queue depth per worker for file I/O (ops of up to 4 MiB). Default 8. */
   ioDepth?: number;
   /** 'auto' uses io_uring when built with liburing and the kernel allows it; 'sync' forces preadv/pwritev. Default 'auto'. */
   io?: 'auto' | 'sync';
+  /** Run workers under SCHED_BATCH so the JS thread preempts them when it wakes. Default true. */
+  batchScheduling?: boolean;
 }
 
 /**

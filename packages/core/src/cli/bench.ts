@@ -1,0 +1,73 @@
+import { parseArgs } from 'node:util';
+import { TierSyncError } from '@tiersync/native';
+import { runTransferBench, type TransferBenchReport } from '../bench/transfer.js';
+import { GiB, KiB, formatBytes } from '../bench/stats.js';
+import type { Command } from './main.js';
+
+const usage = `Usage: tiersync bench <suite> [options]
+
+Suites:
+  transfer   the native engine against memcpy and a plain O_DIRECT file loop, measured in the same run
+
+Options:
+  --json             print one JSON object as the last line of stdout (progress goes to stderr)
+  --bytes N          bytes moved per path and page size, e.g. 4GiB (default 4GiB)
+  --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
+  --threads N        engine and memcpy threads (default: one per core)
+  --repetitions N    engine/baseline pairs per figure (default 3)`;
+
+const UNITS: Record<string, number> = { B: 1, KiB: KiB, MiB: KiB * KiB, GiB, TiB: GiB * KiB };
+
+/** Parses "4GiB", "512MiB", "1048576" into bytes. */
+export function parseBytes(text: string, name: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?$/.exec(text.trim());
+  if (!m) throw new TierSyncError(`${name} must look like 4GiB, 512MiB or a byte count, got '${text}'`, 'ERR_INVALID_ARGUMENT');
+  return Math.round(Number(m[1]) * (UNITS[m[2] ?? 'B'] ?? 1));
+}
+
+function table(r: TransferBenchReport): string {
+  const rows = [`transfer benchmark: ${formatBytes(r.bytesPerPath)} per path, ${r.threads} threads, io ${r.io}`, `machine: ${r.machine}`, ''];
+  rows.push('path            page      GiB/s   baseline  ratio');
+  for (const p of r.paths) {
+    rows.push(`${p.path.padEnd(15)} ${formatBytes(p.pageBytes).padEnd(9)} ${String(p.GiBps).padStart(6)}   ${String(p.baselineGiBps).padStart(6)}   ${p.ratio}`);
+  }
+  for (const f of r.file.byPageSize) {
+    rows.push(`${'file write'.padEnd(15)} ${formatBytes(f.pageBytes).padEnd(9)} ${String(f.write.GiBps).padStart(6)}   ${String(f.write.baselineGiBps).padStart(6)}   ${f.write.ratio}`);
+    rows.push(`${'file read'.padEnd(15)} ${formatBytes(f.pageBytes).padEnd(9)} ${String(f.read.GiBps).padStart(6)}   ${String(f.read.baselineGiBps).padStart(6)}   ${f.read.ratio}`);
+  }
+  rows.push('', `event loop during a ${formatBytes(r.eventLoop.stormBytes)} storm: p99 ${r.eventLoop.p99Ms} ms, max ${r.eventLoop.maxMs} ms (idle p99 ${r.eventLoop.idleP99Ms} ms)`);
+  return rows.join('\n');
+}
+
+export const benchCommand: Command = {
+  summary: 'run a benchmark suite (transfer)',
+  usage,
+  async run(args) {
+    const { values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        json: { type: 'boolean' },
+        bytes: { type: 'string' },
+        dir: { type: 'string' },
+        threads: { type: 'string' },
+        repetitions: { type: 'string' },
+      },
+    });
+    const suite = positionals[0];
+    if (suite !== 'transfer') {
+      console.error(`tiersync bench: unknown suite '${suite ?? ''}'\n\n${usage}`);
+      return 2;
+    }
+    const log = (line: string) => (values.json ? console.error(line) : console.log(line));
+    const report = await runTransferBench({
+      ...(values.bytes ? { bytesPerPath: parseBytes(values.bytes, '--bytes') } : {}),
+      ...(values.dir ? { dir: values.dir } : {}),
+      ...(values.threads ? { threads: parseBytes(values.threads, '--threads') } : {}),
+      ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}),
+      log,
+    });
+    console.log(values.json ? JSON.stringify(report) : `\n${table(report)}`);
+    return 0;
+  },
+};

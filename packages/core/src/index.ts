@@ -1,0 +1,7 @@
+/**
+ * @tiersync/core: the tiersync memory hierarchy. For now it re-exports the native core's public API and the CLI
+ * entry point; the hierarchy (block index, policy engine, TierSync API) builds on top.
+ */
+export * from '@tiersync/native';
+export { main as runCli } from './cli/main.js';
+export { runTransferBench, type TransferBenchReport, type TransferBenchOptions } from './bench/transfer.js';

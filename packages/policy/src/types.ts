@@ -1,0 +1,123 @@
+/**
+ * The uniform eviction-policy interface. Every algorithm in this package, and every custom policy registered
+ * through {@link registerPolicy}, implements it, so the live hierarchy and the offline simulator drive them alike.
+ */
+
+/**
+ * Identity of a cached object. tiersync uses KV page keys (chained hashes); they may be numbers (a 52-bit hash
+ * prefix) or strings (a hex digest). Numbers must be finite. Keys compare with `SameValueZero` (as `Map` keys).
+ */
+export type PolicyKey = number | string;
+
+/**
+ * What `capacity` counts: `'bytes'` charges each object its size; `'objects'` charges each object 1 whatever its
+ * size (the libCacheSim `ignore_obj_size` convention).
+ */
+export type CapacityUnit = 'bytes' | 'objects';
+
+/** Options every policy accepts. */
+export interface PolicyOptions {
+  /** Capacity in `unit`s. A positive safe integer. Required. */
+  capacity: number;
+  /** What `capacity` counts. Default `'bytes'`. */
+  unit?: CapacityUnit;
+}
+
+/**
+ * An eviction policy over a set of resident objects with a shared capacity.
+ *
+ * The request flow, the same as libCacheSim's `cache_get_base` (see {@link replay}):
+ * 1. `access(key)`: a hit updates the policy's metadata and returns `true`. A miss returns `false`; a policy with
+ *    ghost history (ARC, S3-FIFO) consumes the key's ghost entry here and remembers it for step 3.
+ * 2. `canAdmit(key, size)`: whether step 3 would succeed. `false` for an object larger than the capacity, for one
+ *    that cannot fit beside the pinned objects, and for what the policy itself refuses (S3-FIFO).
+ * 3. `insert(key, size)`: evicts victims until the object fits, then inserts it; returns the victims in order.
+ *
+ * Pinned objects (pin count > 0) are never victims; they still count towards `used`.
+ * Sizes are in bytes (positive safe integers); `used` and `capacity` are in `unit`s.
+ */
+export interface EvictionPolicy<K extends PolicyKey = PolicyKey> {
+  /** Registry name of the algorithm (`'lru'`, `'s3fifo'`, ...). */
+  readonly name: string;
+  /** Capacity in `unit`s. */
+  readonly capacity: number;
+  /** What `capacity` and `used` count. */
+  readonly unit: CapacityUnit;
+  /** Units held by resident objects (bytes, or the object count when `unit` is `'objects'`). */
+  readonly used: number;
+  /** Bytes held by resident objects, whatever the unit. */
+  readonly usedBytes: number;
+  /** Number of resident objects. */
+  readonly count: number;
+  /** Number of resident objects with a pin count above zero. */
+  readonly pinnedCount: number;
+  /** Units held by pinned objects. */
+  readonly pinnedUsed: number;
+
+  /** Whether `key` is resident. Never changes state. @throws TypeError when `key` is not a valid key */
+  has(key: K): boolean;
+  /** Size in bytes of a resident object, `undefined` when absent. Never changes state. */
+  sizeOf(key: K): number | undefined;
+  /** Resident keys, in no particular order. Never changes state. */
+  keys(): IterableIterator<K>;
+
+  /**
+   * A request for `key`: on a hit, updates the policy's metadata (recency, frequency, reference bit) and returns
+   * `true`; on a miss returns `false` (and may consume ghost history, which the next `insert` of `key` uses).
+   * @throws TypeError when `key` is not a valid key
+   */
+  access(key: K): boolean;
+
+  /**
+   * Whether `insert(key, size)` would succeed now: `key` is not resident, `size` fits in the capacity beside the
+   * pinned objects, and the policy admits it. Never changes state.
+   * @throws TypeError / RangeError when `key` or `size` is invalid
+   */
+  canAdmit(key: K, size: number): boolean;
+
+  /**
+   * Inserts an absent object of `size` bytes, first evicting victims (in the policy's order) until it fits.
+   * @returns the evicted keys, oldest decision first (empty when nothing had to go)
+   * @throws RangeError when `key` is already resident or `canAdmit(key, size)` is false
+   */
+  insert(key: K, size: number): K[];
+
+  /**
+   * Evicts one victim, as for memory pressure with no incoming object.
+   * @returns the evicted key, or `undefined` when every resident object is pinned (or none is resident)
+   */
+  evict(): K | undefined;
+
+  /**
+   * The keys that the next `count` calls of `evict()` would return, in order, without changing any state.
+   * Shorter than `count` when fewer objects are evictable.
+   * @throws RangeError when `count` is not a non-negative safe integer
+   */
+  peekVictims(count: number): K[];
+
+  /**
+   * Removes `key` whether pinned or not (an explicit removal is the caller's decision) and forgets any ghost
+   * history of it.
+   * @returns `true` when a resident object was removed
+   */
+  remove(key: K): boolean;
+
+  /**
+   * Increments the pin count of a resident object; pinned objects are never victims.
+   * @returns the new pin count, or 0 when `key` is not resident (nothing is pinned)
+   * @throws RangeError when the pin count would exceed 2^32 - 1
+   */
+  pin(key: K): number;
+
+  /**
+   * Decrements the pin count of a resident object.
+   * @returns the new pin count; 0 also when `key` is absent or was not pinned
+   */
+  unpin(key: K): number;
+
+  /** The pin count of `key` (0 when absent). */
+  pinCount(key: K): number;
+
+  /** Empties the policy: no resident objects, no pins, no ghost history, adaptive state back to its start. */
+  reset(): void;
+}
