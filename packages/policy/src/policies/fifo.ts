@@ -12,7 +12,7 @@ import type { PolicyKey, PolicyOptions } from '../types.js';
 
 /** First In, First Out. O(1) everything, plus the pinned objects an eviction passes. */
 export class FifoPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
-  readonly name = 'fifo';
+  override readonly name = 'fifo';
   readonly #queue = emptyList();
 
   /** @throws TypeError / RangeError naming a bad option */
@@ -25,30 +25,30 @@ export class FifoPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     return { queue: this.listKeys(this.#queue) };
   }
 
-  protected onHit(): void {}
+  protected override onHit(): void {}
 
-  protected place(slot: SlotId): void {
+  protected override place(slot: SlotId): void {
     this.links.pushHead(this.#queue, slot);
   }
 
-  protected evictOne(): K {
+  protected override evictOne(): K {
     let slot = this.#queue.tail;
     while (this.isPinned(slot)) slot = this.links.newer(slot);
     this.links.unlink(this.#queue, slot);
     return this.retire(slot, false);
   }
 
-  protected collectVictims(limit: number, out: K[]): void {
+  protected override collectVictims(limit: number, out: K[]): void {
     for (let s = this.#queue.tail; s !== NIL && out.length < limit; s = this.links.newer(s)) {
       if (!this.isPinned(s)) out.push(this.keyAt(s));
     }
   }
 
-  protected onRemove(slot: SlotId): void {
+  protected override onRemove(slot: SlotId): void {
     this.links.unlink(this.#queue, slot);
   }
 
-  protected onReset(): void {
+  protected override onReset(): void {
     clearList(this.#queue);
   }
 }

@@ -12,7 +12,7 @@ import type { PolicyKey, PolicyOptions } from '../types.js';
 
 /** Least Recently Used. O(1) access and insert; eviction O(1) plus the pinned objects it passes. */
 export class LruPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
-  readonly name = 'lru';
+  override readonly name = 'lru';
   readonly #queue = emptyList();
 
   /** @throws TypeError / RangeError naming a bad option */
@@ -25,32 +25,32 @@ export class LruPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     return { queue: this.listKeys(this.#queue) };
   }
 
-  protected onHit(slot: SlotId): void {
+  protected override onHit(slot: SlotId): void {
     this.links.moveToHead(this.#queue, slot);
   }
 
-  protected place(slot: SlotId): void {
+  protected override place(slot: SlotId): void {
     this.links.pushHead(this.#queue, slot);
   }
 
-  protected evictOne(): K {
+  protected override evictOne(): K {
     let slot = this.#queue.tail;
     while (this.isPinned(slot)) slot = this.links.newer(slot);
     this.links.unlink(this.#queue, slot);
     return this.retire(slot, false);
   }
 
-  protected collectVictims(limit: number, out: K[]): void {
+  protected override collectVictims(limit: number, out: K[]): void {
     for (let s = this.#queue.tail; s !== NIL && out.length < limit; s = this.links.newer(s)) {
       if (!this.isPinned(s)) out.push(this.keyAt(s));
     }
   }
 
-  protected onRemove(slot: SlotId): void {
+  protected override onRemove(slot: SlotId): void {
     this.links.unlink(this.#queue, slot);
   }
 
-  protected onReset(): void {
+  protected override onReset(): void {
     clearList(this.#queue);
   }
 }
