@@ -1,5 +1,5 @@
 import { native, type NativeDeviceArena, type NativeHostArena } from './addon.js';
-import { TierSyncError, checkInteger, describe } from './errors.js';
+import { TierSyncError, checkInteger, describeValue } from './errors.js';
 
 /** Options of {@link HostArena.create}. */
 export interface HostArenaOptions {
@@ -29,7 +29,7 @@ export interface HostArenaOptions {
 
 function checkOptionsObject(options: unknown, what: string): asserts options is Record<string, unknown> {
   if (typeof options !== 'object' || options === null) {
-    throw new TierSyncError(`${what} options must be an object, got ${describe(options)}`, 'ERR_INVALID_ARGUMENT');
+    throw new TierSyncError(`${what} options must be an object, got ${describeValue(options)}`, 'ERR_INVALID_ARGUMENT');
   }
 }
 
@@ -65,7 +65,7 @@ export class HostArena {
     checkInteger(options.capacity, 'capacity', 1);
     if (options.pageSize !== undefined) checkInteger(options.pageSize, 'pageSize', 1);
     if (options.shmPath !== undefined && (typeof options.shmPath !== 'string' || options.shmPath.length === 0)) {
-      throw new TierSyncError(`shmPath must be a non-empty string, got ${describe(options.shmPath)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`shmPath must be a non-empty string, got ${describeValue(options.shmPath)}`, 'ERR_INVALID_ARGUMENT');
     }
     return new HostArena(new native.HostArena(options), options.shmPath);
   }
@@ -143,7 +143,7 @@ export class DeviceArena {
     checkInteger(options.capacity, 'capacity', 1);
     const backend = options.backend ?? 'sim';
     if (backend !== 'sim' && backend !== 'cuda') {
-      throw new TierSyncError(`backend must be 'sim' or 'cuda', got ${describe(backend)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`backend must be 'sim' or 'cuda', got ${describeValue(backend)}`, 'ERR_INVALID_ARGUMENT');
     }
     return new DeviceArena(new native.DeviceArena({ ...options, backend }));
   }

@@ -1,6 +1,6 @@
 import { native, type NativeEndpoint, type NativeEngine, type NativeEngineStats } from './addon.js';
 import { DeviceArena, HostArena } from './arena.js';
-import { TierSyncError, checkInteger, describe } from './errors.js';
+import { TierSyncError, checkInteger, describeValue } from './errors.js';
 import { DIRECT_ALIGNMENT, FileHandle } from './file.js';
 
 /** Anything a transfer descriptor can name. */
@@ -112,7 +112,7 @@ export class TransferBatch {
 
 function checkEndpoint(e: unknown, name: string): asserts e is Endpoint {
   if (!(e instanceof HostArena || e instanceof DeviceArena || e instanceof FileHandle)) {
-    throw new TierSyncError(`${name} must be a HostArena, DeviceArena or FileHandle, got ${describe(e)}`, 'ERR_INVALID_ARGUMENT');
+    throw new TierSyncError(`${name} must be a HostArena, DeviceArena or FileHandle, got ${describeValue(e)}`, 'ERR_INVALID_ARGUMENT');
   }
   if (e.closed) throw new TierSyncError(`${name} is closed`, 'ERR_CLOSED');
 }
@@ -190,12 +190,12 @@ export class TransferEngine {
    */
   submit(batch: TransferBatch, options: SubmitOptions = {}): Promise<TransferResult> {
     if (!(batch instanceof TransferBatch)) {
-      throw new TierSyncError(`batch must be a TransferBatch, got ${describe(batch)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`batch must be a TransferBatch, got ${describeValue(batch)}`, 'ERR_INVALID_ARGUMENT');
     }
     if (this.#closed) throw new TierSyncError('transfer engine is closed', 'ERR_CLOSED');
     const priority = PRIORITY[options.priority ?? 'demand'];
     if (priority === undefined) {
-      throw new TierSyncError(`priority must be 'demand', 'prefetch' or 'writeBack', got ${describe(options.priority)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`priority must be 'demand', 'prefetch' or 'writeBack', got ${describeValue(options.priority)}`, 'ERR_INVALID_ARGUMENT');
     }
     if (options.timeoutMs !== undefined) checkInteger(options.timeoutMs, 'timeoutMs', 1);
     if (options.expected !== undefined) {

@@ -43,12 +43,12 @@ export class TierSyncError extends Error {
 /** Throws ERR_INVALID_ARGUMENT naming `name` unless `value` is an integer in [min, 2^53). */
 export function checkInteger(value: unknown, name: string, min = 0): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new TierSyncError(`${name} must be an integer >= ${min}, got ${describe(value)}`, 'ERR_INVALID_ARGUMENT');
+    throw new TierSyncError(`${name} must be an integer >= ${min}, got ${describeValue(value)}`, 'ERR_INVALID_ARGUMENT');
   }
   return value;
 }
 
-export function describe(value: unknown): string {
+export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   if (typeof value === 'bigint') return `${value}n`;

@@ -1,5 +1,5 @@
 import { native, type NativeFile } from './addon.js';
-import { TierSyncError, checkInteger, describe } from './errors.js';
+import { TierSyncError, checkInteger, describeValue } from './errors.js';
 
 /** O_DIRECT use: never; when offset, length and memory address are 4 KiB aligned; or always (misaligned: ERR_MISALIGNED). */
 export type DirectMode = 'never' | 'auto' | 'always';
@@ -36,11 +36,11 @@ export class FileHandle {
   /** @throws TierSyncError ERR_INVALID_ARGUMENT, ERR_IO (open failed, with the OS reason), ERR_UNSUPPORTED (O_DIRECT 'always' on a filesystem without it) */
   static open(path: string, options: FileHandleOptions = {}): FileHandle {
     if (typeof path !== 'string' || path.length === 0) {
-      throw new TierSyncError(`path must be a non-empty string, got ${describe(path)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`path must be a non-empty string, got ${describeValue(path)}`, 'ERR_INVALID_ARGUMENT');
     }
     const direct = options.direct ?? 'auto';
     if (direct !== 'never' && direct !== 'auto' && direct !== 'always') {
-      throw new TierSyncError(`direct must be 'never', 'auto' or 'always', got ${describe(direct)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`direct must be 'never', 'auto' or 'always', got ${describeValue(direct)}`, 'ERR_INVALID_ARGUMENT');
     }
     if (options.preallocate !== undefined) checkInteger(options.preallocate, 'preallocate');
     const writable = options.writable ?? false;

@@ -2,7 +2,7 @@
  * @tiersync/native: the native transfer core. Arenas (host, device), open files, the transfer engine that moves
  * bytes between them on native threads, CRC32C, and machine probes.
  */
-export { TierSyncError, type ErrorCode, type TierSyncErrorOptions } from './errors.js';
+export { TierSyncError, checkInteger, describeValue, type ErrorCode, type TierSyncErrorOptions } from './errors.js';
 export { HostArena, DeviceArena, cudaStatus, type HostArenaOptions, type DeviceArenaOptions } from './arena.js';
 export { FileHandle, probeDirect, DIRECT_ALIGNMENT, type DirectMode, type FileHandleOptions } from './file.js';
 export {

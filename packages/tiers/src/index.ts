@@ -1,1 +1,8 @@
-export {};
+/**
+ * @tiersync/tiers: tier drivers behind one TierDriver interface, chosen by URL scheme.
+ */
+export * from './driver.js';
+export { createTier, tierSchemes } from './registry.js';
+export { parseSize } from './url.js';
+export { HbmTier, parseHbmUrl, type HbmTierConfig } from './hbm/index.js';
+export { HostTier, parseHostUrl, type HostTierConfig } from './host/index.js';

@@ -1,0 +1,133 @@
+/**
+ * The one interface every tier driver implements. The hierarchy (packages/core) and the policy engine talk to
+ * tiers only through it, so they never care which tier holds a page.
+ *
+ * Pages are opaque byte ranges named by a key (the hex chained hash computed by the hierarchy). Page bytes never
+ * pass through JavaScript: a write names where the bytes are (an arena range), a read names where they go, and the
+ * driver moves them with the shared native TransferEngine (drivers whose third-party client forces a JS copy say
+ * so in their README and capabilities).
+ */
+import type { DeviceArena, HostArena, TransferEngine, TierSyncError } from '@tiersync/native';
+
+export type TierKind = 'hbm' | 'host' | 'fs' | 'object' | 'peer';
+
+/** What a driver can do; declared first, so callers plan around it (NIXL-style). */
+export interface TierCapabilities {
+  kind: TierKind;
+  /** Pages survive a restart of this process (and `list()` enumerates them). */
+  persistent: boolean;
+  /** Bytes cross a network to reach the tier. */
+  remote: boolean;
+  /** Pages move between arenas and the tier on native threads, with no copy through JavaScript. */
+  zeroCopy: boolean;
+  /** Arena kinds the driver can read from and write into directly. */
+  memoryKinds: ReadonlyArray<'host' | 'device'>;
+  /** Every read is checked against the page's stored CRC32C (tiers that can lose or corrupt data). */
+  verifiesOnRead: boolean;
+}
+
+/** Lower-case hex, 16..128 characters: never used as a path without this check. */
+export type PageKey = string;
+export const PAGE_KEY_PATTERN = /^[0-9a-f]{16,128}$/;
+
+/** A byte range in an arena: where a page's bytes are, or where they go. */
+export interface PageLocation {
+  arena: HostArena | DeviceArena;
+  offset: number;
+  length: number;
+}
+
+export interface PageWrite {
+  key: PageKey;
+  /** The page's bytes, read by the driver's native transfer. */
+  source: PageLocation;
+  /** CRC32C of the bytes when the caller already knows it; the driver computes it otherwise. */
+  crc32c?: number;
+}
+
+export interface PageRead {
+  key: PageKey;
+  /** Where the bytes go; must hold at least the page's length. */
+  into: PageLocation;
+}
+
+export interface IoOptions {
+  signal?: AbortSignal;
+  /** Deadline for the whole call, in ms. Default: the driver's own (see its README). */
+  timeoutMs?: number;
+  /** Queue class in the shared engine. Default 'demand' for reads, 'writeBack' for writes. */
+  priority?: 'demand' | 'prefetch' | 'writeBack';
+}
+
+export interface WriteResult {
+  /** Keys now stored (newly written). */
+  written: PageKey[];
+  /** Keys that were already stored (content-addressed: left as they were). */
+  existing: PageKey[];
+  /** CRC32C per input page, in input order. */
+  crc32c: number[];
+}
+
+export type ReadOutcome =
+  | { key: PageKey; status: 'hit'; length: number; crc32c: number }
+  | { key: PageKey; status: 'miss' }
+  /** The stored copy failed its checksum (or could not be read); its bytes were not delivered as data. */
+  | { key: PageKey; status: 'error'; error: TierSyncError };
+
+export interface PageInfo {
+  key: PageKey;
+  length: number;
+  crc32c: number;
+}
+
+export interface TierStats {
+  kind: TierKind;
+  capacityBytes: number;
+  usedBytes: number;
+  pages: number;
+  pinned: number;
+  bytesWritten: number;
+  bytesRead: number;
+  writes: number;
+  reads: number;
+  hits: number;
+  misses: number;
+  errors: number;
+  checksumFailures: number;
+}
+
+/** Shared by every driver of one hierarchy. */
+export interface TierContext {
+  engine: TransferEngine;
+  /** Size of one page slot in bytes; pages may be shorter, never longer. */
+  pageBytes: number;
+  /** Namespace/layout fingerprint: persistent tiers refuse to reuse state written under another one. */
+  fingerprint: string;
+}
+
+export interface TierDriver {
+  readonly capabilities: TierCapabilities;
+  /** The URL the driver was created from, with secrets removed. */
+  readonly url: string;
+  /** Prepares the tier (maps memory, opens or recovers files, checks the bucket). Must be called once first. */
+  open(): Promise<void>;
+  /** Refuses new work at once; resolves when in-flight work has finished. */
+  close(): Promise<void>;
+  /**
+   * Stores pages. All-or-nothing for capacity: when the new pages do not fit, throws ERR_TIER_FULL and nothing
+   * becomes visible. A page becomes visible (has/read/list) only once its bytes are complete (durable for
+   * persistent tiers).
+   */
+  write(pages: readonly PageWrite[], options?: IoOptions): Promise<WriteResult>;
+  /** Loads pages; one outcome per input, in input order. A missing page is a 'miss', not an error. */
+  read(pages: readonly PageRead[], options?: IoOptions): Promise<ReadOutcome[]>;
+  has(keys: readonly PageKey[]): Promise<boolean[]>;
+  /** Removes pages and frees their space; pinned pages are kept and returned in `pinned`. */
+  delete(keys: readonly PageKey[]): Promise<{ deleted: PageKey[]; pinned: PageKey[] }>;
+  /** Every stored page (persistent tiers: what survived a restart). */
+  list(): AsyncIterable<PageInfo>;
+  /** Pins count: a page pinned n times needs n unpins before it can be deleted. Unknown keys are ignored. */
+  pin(keys: readonly PageKey[]): void;
+  unpin(keys: readonly PageKey[]): void;
+  stats(): TierStats;
+}

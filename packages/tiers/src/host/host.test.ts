@@ -1,0 +1,85 @@
+import { rmSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { HostArena, TransferEngine } from '@tiersync/native';
+import { testKey, tierConformance } from '../testing.js';
+import { HostTier, parseHostUrl } from './index.js';
+
+const PAGE = 64 * 1024;
+
+tierConformance('host://', () => ({
+  pageBytes: PAGE,
+  capacityPages: 16,
+  async create(context) {
+    const t = new HostTier(`host://?capacity=${16 * PAGE}`, context);
+    await t.open();
+    return t;
+  },
+}));
+
+tierConformance('host:// on /dev/shm', () => {
+  const shm = `/dev/shm/tiersync-host-conformance-${process.pid}`;
+  const url = `host://?capacity=${16 * PAGE}&shm=${shm}`;
+  return {
+    pageBytes: PAGE,
+    capacityPages: 16,
+    async create(context) {
+      rmSync(shm, { force: true });
+      const t = new HostTier(url, context);
+      await t.open();
+      return t;
+    },
+    async reopen(context) {
+      const t = new HostTier(url, context);
+      await t.open();
+      return t;
+    },
+    async corrupt(driver, key) {
+      const t = driver as HostTier;
+      const { slot } = (t as unknown as { table: Map<string, { slot: number }> }).table.get(key)!;
+      const { arena, dataOffset } = (t as unknown as { store: { arena: HostArena; dataOffset: number } }).store;
+      arena.view(dataOffset + slot * PAGE + 10, 1)[0]! ^= 0xff;
+    },
+    async cleanup() {
+      rmSync(shm, { force: true });
+    },
+  };
+});
+
+describe('host tier on /dev/shm', () => {
+  const shm = `/dev/shm/tiersync-host-test-${process.pid}`;
+
+  it('refuses to reattach pages written under another fingerprint, saying why', async () => {
+    rmSync(shm, { force: true });
+    const engine = new TransferEngine({ threads: 1 });
+    const src = HostArena.create({ capacity: PAGE });
+    const a = new HostTier(`host://?capacity=${4 * PAGE}&shm=${shm}`, { engine, pageBytes: PAGE, fingerprint: 'model-a' });
+    await a.open();
+    await a.write([{ key: testKey(1), source: { arena: src, offset: 0, length: PAGE } }]);
+    await a.close();
+    const b = new HostTier(`host://?capacity=${4 * PAGE}&shm=${shm}`, { engine, pageBytes: PAGE, fingerprint: 'model-b' });
+    await expect(b.open()).rejects.toThrow(/fingerprint is 'model-a', expected 'model-b'/);
+    const c = new HostTier(`host://?capacity=${4 * PAGE}&shm=${shm}`, { engine, pageBytes: PAGE, fingerprint: 'model-a' });
+    await c.open();
+    expect(c.attachNote).toMatch(/1 page\(s\) recovered/);
+    await c.close();
+    await engine.close();
+    rmSync(shm, { force: true });
+  });
+
+  it('says why an anonymous host tier starts empty', async () => {
+    const engine = new TransferEngine({ threads: 1 });
+    const t = new HostTier(`host://?capacity=${PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });
+    await t.open();
+    expect(t.attachNote).toMatch(/anonymous memory: starts empty/);
+    expect(t.capabilities.persistent).toBe(false);
+    await t.close();
+    await engine.close();
+  });
+
+  it('parses URLs and names what is wrong', () => {
+    expect(parseHostUrl('host://?capacity=64GiB&shm=/dev/shm/a')).toMatchObject({ capacity: 64 * 2 ** 30, shm: '/dev/shm/a', verify: true });
+    expect(() => parseHostUrl('host://?capacity=1GiB&shm=relative')).toThrow(/option 'shm' must be an absolute path/);
+    expect(() => parseHostUrl('host://box?capacity=1GiB')).toThrow(/takes only options/);
+    expect(() => parseHostUrl('host://?capacity=0')).toThrow(/capacity/);
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * host tier: host RAM. `host://?capacity=64GiB` (anonymous memory, starts empty) or
+ * `host://?capacity=64GiB&shm=/dev/shm/tiersync-a` (a /dev/shm file that a restarted process reattaches).
+ *
+ * Shared layout: the arena starts with a slot table (one 160-byte record per slot: state, length, CRC32C, key),
+ * then the page slots. A record is marked valid only after its page's bytes have landed, and cleared before its
+ * slot is reused, so a process killed mid-write leaves the slot free, never a torn page. Reattached pages are
+ * verified against their CRC32C on every read.
+ */
+import { HostArena, type Slot } from '@tiersync/native';
+import { z } from 'zod';
+import type { PageKey, TierCapabilities, TierContext } from '../driver.js';
+import { PAGE_KEY_PATTERN } from '../driver.js';
+import { MemoryTier, type SlotStore } from '../memory-tier.js';
+import { bool, configError, parseOptions, size, splitUrlOf } from '../url.js';
+
+const options = z
+  .object({
+    capacity: size('a capacity'),
+    /** Back the tier with this file (normally under /dev/shm) so pages survive a restart. */
+    shm: z.string().startsWith('/', 'must be an absolute path').optional(),
+    /** mlock the arena. Default false. */
+    lock: bool.optional(),
+    /** madvise(MADV_HUGEPAGE). Default true. */
+    hugepages: bool.optional(),
+    /** Verify CRC32C on every read. Default: true with shm, false otherwise. */
+    verify: bool.optional(),
+  })
+  .strict();
+
+export interface HostTierConfig {
+  capacity: number;
+  shm?: string;
+  lock: boolean;
+  hugePages: boolean;
+  verify: boolean;
+  redacted: string;
+}
+
+export function parseHostUrl(url: string): HostTierConfig {
+  const u = splitUrlOf(url, 'host');
+  if (u.host !== '' || (u.path !== '' && u.path !== '/')) throw configError(u, 'host:// takes only options, e.g. host://?capacity=64GiB');
+  const o = parseOptions(u, options);
+  return {
+    capacity: o.capacity,
+    ...(o.shm ? { shm: o.shm } : {}),
+    lock: o.lock ?? false,
+    hugePages: o.hugepages ?? true,
+    verify: o.verify ?? o.shm !== undefined,
+    redacted: u.redacted,
+  };
+}
+
+// Slot record: u32 state, u32 length, u32 crc32c, u32 key length, 128 bytes of key (ASCII hex), 16 spare.
+const RECORD = 160;
+const VALID = 0x50414745; // "PAGE"
+const ALIGN = 4096;
+
+export class HostTier extends MemoryTier {
+  readonly capabilities: TierCapabilities;
+  readonly config: HostTierConfig;
+  #arena: HostArena | undefined;
+  /** Why the tier started empty, or that it reattached (for logs). */
+  attachNote = '';
+
+  constructor(url: string, context: TierContext) {
+    const config = parseHostUrl(url);
+    super(config.redacted, context, config.capacity);
+    this.config = config;
+    this.capabilities = { kind: 'host', persistent: config.shm !== undefined, remote: false, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: config.verify };
+  }
+
+  protected async openStore(): Promise<SlotStore> {
+    const pageBytes = this.context.pageBytes;
+    const slots = Math.max(1, Math.floor(this.config.capacity / pageBytes));
+    const tableBytes = this.config.shm ? Math.ceil((slots * RECORD) / ALIGN) * ALIGN : 0;
+    const arena = HostArena.create({
+      capacity: tableBytes + slots * pageBytes,
+      pageSize: pageBytes,
+      fingerprint: this.context.fingerprint,
+      lock: this.config.lock,
+      hugePages: this.config.hugePages,
+      ...(this.config.shm ? { shmPath: this.config.shm } : {}),
+    });
+    this.#arena = arena;
+    this.attachNote = arena.attachNote;
+    if (!this.config.shm) return { arena, dataOffset: 0 };
+    const table = new DataView(arena.view(0, tableBytes).buffer, arena.view(0, tableBytes).byteOffset, tableBytes);
+    if (arena.attached) this.#recover(table, slots, pageBytes);
+    const keyBytes = new TextEncoder();
+    return {
+      arena,
+      dataOffset: tableBytes,
+      commit: (slot: Slot, page) => {
+        const at = slot * RECORD;
+        if (!page) {
+          table.setUint32(at, 0, true);
+          return;
+        }
+        table.setUint32(at, 0, true); // invalid while the record is rewritten
+        table.setUint32(at + 4, page.length, true);
+        table.setUint32(at + 8, page.crc32c, true);
+        const key = keyBytes.encode(page.key);
+        table.setUint32(at + 12, key.length, true);
+        new Uint8Array(table.buffer, table.byteOffset + at + 16, 128).set(key);
+        table.setUint32(at, VALID, true); // last: the page is visible only now
+      },
+    };
+  }
+
+  /** Rebuilds the key table from the slot records of a reattached arena; malformed records are dropped. */
+  #recover(table: DataView, slots: number, pageBytes: number): void {
+    const decoder = new TextDecoder();
+    let dropped = 0;
+    for (let s = 0; s < slots; s++) {
+      const at = s * RECORD;
+      if (table.getUint32(at, true) !== VALID) continue;
+      const length = table.getUint32(at + 4, true);
+      const crc32c = table.getUint32(at + 8, true);
+      const keyLength = table.getUint32(at + 12, true);
+      const key: PageKey = keyLength <= 128 ? decoder.decode(new Uint8Array(table.buffer, table.byteOffset + at + 16, keyLength)) : '';
+      if (!PAGE_KEY_PATTERN.test(key) || length < 1 || length > pageBytes || this.table.has(key)) {
+        table.setUint32(at, 0, true);
+        dropped++;
+        continue;
+      }
+      this.table.set(key, { slot: s as Slot, length, crc32c });
+    }
+    this.attachNote = `${this.attachNote}: ${this.table.size} page(s) recovered${dropped ? `, ${dropped} malformed record(s) dropped` : ''}`;
+  }
+
+  protected closeStore(): void {
+    this.#arena?.close();
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * Shared core of the two memory tiers (hbm, host): fixed page slots in one arena, a PageAllocator, and a table
+ * key -> slot. Writes and reads are single native batches; a page is entered in the table only after its batch
+ * completes, so a failed or aborted write never becomes visible.
+ */
+import { PageAllocator, TierSyncError, TransferBatch, type DeviceArena, type HostArena, type Slot } from '@tiersync/native';
+import type {
+  IoOptions,
+  PageInfo,
+  PageKey,
+  PageRead,
+  PageWrite,
+  ReadOutcome,
+  TierCapabilities,
+  TierContext,
+  TierDriver,
+  TierStats,
+  WriteResult,
+} from './driver.js';
+import { InFlight, PinTable, TierCounters } from './stats.js';
+import { checkKeys, checkReads, checkWrites } from './validate.js';
+
+export interface StoredPage {
+  slot: Slot;
+  length: number;
+  crc32c: number;
+}
+
+/** Hooks a memory tier gives the shared core: where slots live and how to persist slot metadata. */
+export interface SlotStore {
+  /** The arena holding page data; slot s occupies [dataOffset + s * pageBytes, +pageBytes). */
+  arena: HostArena | DeviceArena;
+  dataOffset: number;
+  /** Records a slot as holding a page (after its bytes landed) or as free. Volatile tiers do nothing. */
+  commit?(slot: Slot, page: { key: PageKey; length: number; crc32c: number } | undefined): void;
+}
+
+export abstract class MemoryTier implements TierDriver {
+  abstract readonly capabilities: TierCapabilities;
+  readonly url: string;
+  protected readonly context: TierContext;
+  protected readonly capacityBytes: number;
+  protected readonly table = new Map<PageKey, StoredPage>();
+  protected readonly counters = new TierCounters();
+  protected allocator: PageAllocator | undefined;
+  protected store: SlotStore | undefined;
+  readonly #pins = new PinTable();
+  readonly #inflight = new InFlight();
+  #closed = false;
+  #usedBytes = 0;
+
+  protected constructor(url: string, context: TierContext, capacityBytes: number) {
+    this.url = url;
+    this.context = context;
+    this.capacityBytes = capacityBytes;
+  }
+
+  /** Creates or reattaches the arena; returns the slot store and any pages recovered into `table`. */
+  protected abstract openStore(): Promise<SlotStore>;
+  protected abstract closeStore(): void;
+
+  async open(): Promise<void> {
+    if (this.store) throw this.error('tier is already open', 'ERR_INVALID_ARGUMENT');
+    this.store = await this.openStore();
+    const slots = Math.floor(this.capacityBytes / this.context.pageBytes);
+    if (slots < 1) throw this.error(`capacity ${this.capacityBytes} is smaller than one page (${this.context.pageBytes})`, 'ERR_CONFIG');
+    this.allocator = new PageAllocator({ capacity: slots * this.context.pageBytes, pageBytes: this.context.pageBytes });
+    this.allocator.reserve([...this.table.values()].map((p) => p.slot));
+    for (const p of this.table.values()) this.#usedBytes += p.length;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#inflight.drained();
+    this.closeStore();
+  }
+
+  protected error(message: string, code: TierSyncError['code']): TierSyncError {
+    return new TierSyncError(`${this.capabilities.kind} tier: ${message}`, code, { tier: this.capabilities.kind });
+  }
+
+  #ready(): { allocator: PageAllocator; store: SlotStore } {
+    if (this.#closed) throw this.error('tier is closed', 'ERR_CLOSED');
+    if (!this.allocator || !this.store) throw this.error('tier is not open; call open() first', 'ERR_CLOSED');
+    return { allocator: this.allocator, store: this.store };
+  }
+
+  #offset(store: SlotStore, slot: Slot): number {
+    return store.dataOffset + slot * this.context.pageBytes;
+  }
+
+  write(pages: readonly PageWrite[], options: IoOptions = {}): Promise<WriteResult> {
+    const { allocator, store } = this.#ready();
+    checkWrites(pages, this.context.pageBytes, this.capabilities.kind);
+    return this.#inflight.run(async () => {
+      const fresh = pages.filter((p) => !this.table.has(p.key));
+      const slots = allocator.allocate(fresh.length);
+      if (!slots) {
+        throw this.error(`${fresh.length} new page(s) do not fit: ${allocator.freeCount} of ${allocator.slots} slots free`, 'ERR_TIER_FULL');
+      }
+      const batch = new TransferBatch();
+      fresh.forEach((p, i) => batch.add(p.source.arena, p.source.offset, store.arena, this.#offset(store, slots[i]!), p.source.length));
+      let crcs: Uint32Array;
+      try {
+        const r = await this.context.engine.submit(batch, { checksums: true, priority: options.priority ?? 'writeBack', ...ioLimits(options) });
+        crcs = r.checksums ?? new Uint32Array(0);
+      } catch (e) {
+        allocator.free(slots);
+        this.counters.errors++;
+        throw e;
+      }
+      const byKey = new Map<PageKey, number>();
+      fresh.forEach((p, i) => {
+        const page = { slot: slots[i]!, length: p.source.length, crc32c: crcs[i]! };
+        if (this.table.has(p.key)) {
+          allocator.free([page.slot]); // a concurrent write of the same key landed first
+          return;
+        }
+        if (p.crc32c !== undefined && p.crc32c !== page.crc32c) {
+          // The caller's bytes changed between hashing and writing: store what was written, say so.
+          this.counters.checksumFailures++;
+        }
+        store.commit?.(page.slot, { key: p.key, length: page.length, crc32c: page.crc32c });
+        this.table.set(p.key, page);
+        this.#usedBytes += page.length;
+        this.counters.bytesWritten += page.length;
+        byKey.set(p.key, page.crc32c);
+      });
+      this.counters.writes += fresh.length;
+      return {
+        written: fresh.map((p) => p.key),
+        existing: pages.filter((p) => !byKey.has(p.key)).map((p) => p.key),
+        crc32c: pages.map((p) => byKey.get(p.key) ?? this.table.get(p.key)!.crc32c),
+      };
+    });
+  }
+
+  read(pages: readonly PageRead[], options: IoOptions = {}): Promise<ReadOutcome[]> {
+    const { store } = this.#ready();
+    checkReads(pages, this.context.pageBytes, this.capabilities.kind);
+    return this.#inflight.run(async () => {
+      const outcomes: ReadOutcome[] = new Array(pages.length);
+      const batch = new TransferBatch();
+      const found: Array<{ index: number; page: StoredPage }> = [];
+      pages.forEach((p, index) => {
+        const page = this.table.get(p.key);
+        if (!page) {
+          outcomes[index] = { key: p.key, status: 'miss' };
+          this.counters.misses++;
+          return;
+        }
+        if (p.into.length < page.length) {
+          throw this.error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE');
+        }
+        batch.add(store.arena, this.#offset(store, page.slot), p.into.arena, p.into.offset, page.length);
+        found.push({ index, page });
+      });
+      if (found.length > 0) {
+        // Pinned while bytes move, so a concurrent delete cannot free and reuse the slot under the copy.
+        const keys = found.map((f) => pages[f.index]!.key);
+        this.#pins.pin(keys, () => true);
+        try {
+          await this.#copyOut(batch, found, pages, outcomes, options);
+        } finally {
+          this.#pins.unpin(keys);
+        }
+      }
+      return outcomes;
+    });
+  }
+
+  async #copyOut(
+    batch: TransferBatch,
+    found: Array<{ index: number; page: StoredPage }>,
+    pages: readonly PageRead[],
+    outcomes: ReadOutcome[],
+    options: IoOptions,
+  ): Promise<void> {
+    const expected = this.capabilities.verifiesOnRead ? Uint32Array.from(found, (f) => f.page.crc32c) : undefined;
+    const r = await this.context.engine.submit(batch, { priority: options.priority ?? 'demand', ...ioLimits(options), ...(expected ? { expected } : {}) });
+    const bad = new Set(r.mismatches ?? []);
+    found.forEach((f, i) => {
+      const key = pages[f.index]!.key;
+      if (bad.has(i)) {
+        this.counters.checksumFailures++;
+        this.counters.errors++;
+        outcomes[f.index] = { key, status: 'error', error: this.error(`page ${key} failed its CRC32C check`, 'ERR_CHECKSUM') };
+      } else {
+        outcomes[f.index] = { key, status: 'hit', length: f.page.length, crc32c: f.page.crc32c };
+        this.counters.hits++;
+        this.counters.reads++;
+        this.counters.bytesRead += f.page.length;
+      }
+    });
+  }
+
+  async has(keys: readonly PageKey[]): Promise<boolean[]> {
+    this.#ready();
+    checkKeys(keys, this.capabilities.kind);
+    return keys.map((k) => this.table.has(k));
+  }
+
+  async delete(keys: readonly PageKey[]): Promise<{ deleted: PageKey[]; pinned: PageKey[] }> {
+    const { allocator, store } = this.#ready();
+    checkKeys(keys, this.capabilities.kind);
+    const deleted: PageKey[] = [];
+    const pinned: PageKey[] = [];
+    for (const k of new Set(keys)) {
+      const page = this.table.get(k);
+      if (!page) continue;
+      if (this.#pins.isPinned(k)) {
+        pinned.push(k);
+        continue;
+      }
+      store.commit?.(page.slot, undefined);
+      this.table.delete(k);
+      allocator.free([page.slot]);
+      this.#usedBytes -= page.length;
+      deleted.push(k);
+    }
+    return { deleted, pinned };
+  }
+
+  async *list(): AsyncIterable<PageInfo> {
+    this.#ready();
+    for (const [key, p] of [...this.table]) yield { key, length: p.length, crc32c: p.crc32c };
+  }
+
+  pin(keys: readonly PageKey[]): void {
+    this.#ready();
+    checkKeys(keys, this.capabilities.kind);
+    this.#pins.pin(keys, (k) => this.table.has(k));
+  }
+
+  unpin(keys: readonly PageKey[]): void {
+    checkKeys(keys, this.capabilities.kind);
+    this.#pins.unpin(keys);
+  }
+
+  stats(): TierStats {
+    const slots = this.allocator?.slots ?? 0;
+    return this.counters.snapshot(this.capabilities.kind, slots * this.context.pageBytes, this.#usedBytes, this.table.size, this.#pins.size);
+  }
+}
+
+/** Maps IoOptions onto the engine's submit options. */
+export function ioLimits(options: IoOptions): { signal?: AbortSignal; timeoutMs?: number } {
+  return { ...(options.signal ? { signal: options.signal } : {}), ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) };
+}

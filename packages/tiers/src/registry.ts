@@ -1,0 +1,27 @@
+import type { TierContext, TierDriver } from './driver.js';
+import { HbmTier } from './hbm/index.js';
+import { HostTier } from './host/index.js';
+import { configError, splitUrl } from './url.js';
+
+type Factory = (url: string, context: TierContext) => TierDriver;
+
+const factories: Record<string, Factory> = {
+  hbm: (url, ctx) => new HbmTier(url, ctx),
+  host: (url, ctx) => new HostTier(url, ctx),
+};
+
+/** URL schemes with a driver. */
+export function tierSchemes(): string[] {
+  return Object.keys(factories);
+}
+
+/**
+ * Creates (does not open) the driver for a tier URL. Bad URLs and options throw ERR_CONFIG naming the part that
+ * is wrong.
+ */
+export function createTier(url: string, context: TierContext): TierDriver {
+  const u = splitUrl(url);
+  const factory = factories[u.scheme];
+  if (!factory) throw configError(u, `unknown scheme '${u.scheme}://' (known: ${tierSchemes().map((s) => `${s}://`).join(', ')})`);
+  return factory(url, context);
+}
