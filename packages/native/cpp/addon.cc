@@ -94,6 +94,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitFile(env, exports);
   InitEngine(env, exports);
   InitUtil(env, exports);
+  InitPeer(env, exports);
   return exports;
 }
 

@@ -15,7 +15,7 @@ namespace tiersync {
 
 struct AddonData {
   Napi::FunctionReference errorClass;  // TierSyncError, handed over by the JS wrapper at load
-  Napi::FunctionReference hostArena, deviceArena, file, engine;
+  Napi::FunctionReference hostArena, deviceArena, file, engine, peerClient;
 };
 
 AddonData& Data(Napi::Env env);
@@ -47,6 +47,7 @@ void InitArenas(Napi::Env env, Napi::Object exports);
 void InitFile(Napi::Env env, Napi::Object exports);
 void InitEngine(Napi::Env env, Napi::Object exports);
 void InitUtil(Napi::Env env, Napi::Object exports);
+void InitPeer(Napi::Env env, Napi::Object exports);
 
 class HostArenaWrap : public Napi::ObjectWrap<HostArenaWrap> {
  public:

@@ -21,6 +21,8 @@ enum class Code {
   GeometryMismatch,  // shared-memory arena written with other geometry
   NoMemory,          // mmap/cudaMalloc failed
   Checksum,          // CRC32C mismatch
+  Protocol,          // malformed or unexpected peer frame
+  Auth,              // peer handshake failed
 };
 
 inline const char* CodeName(Code c) {
@@ -39,6 +41,8 @@ inline const char* CodeName(Code c) {
     case Code::GeometryMismatch: return "ERR_GEOMETRY_MISMATCH";
     case Code::NoMemory: return "ERR_NO_MEMORY";
     case Code::Checksum: return "ERR_CHECKSUM";
+    case Code::Protocol: return "ERR_PROTOCOL";
+    case Code::Auth: return "ERR_AUTH";
   }
   return "ERR_INTERNAL";
 }

@@ -20,7 +20,9 @@ export type ErrorCode =
   | 'ERR_CHECKSUM'
   | 'ERR_TIER_FULL'
   | 'ERR_NOT_FOUND'
-  | 'ERR_CONFIG';
+  | 'ERR_CONFIG'
+  | 'ERR_PROTOCOL'
+  | 'ERR_AUTH';
 
 export interface TierSyncErrorOptions {
   /** The tier the failure happened on, when it belongs to one (`host`, `fs`, ...). */

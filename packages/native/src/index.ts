@@ -18,3 +18,4 @@ export {
 export { PageAllocator, type Slot } from './page-allocator.js';
 export { crc32c } from './crc32c.js';
 export { probeMachine, type MachineReport } from './probe.js';
+export { PeerServer, PeerClient, PeerStatus, peerFrames, type PeerServerRequest, type PeerPlan, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';

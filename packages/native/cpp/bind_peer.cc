@@ -1,0 +1,458 @@
+// JS classes PeerServer and PeerClient over the native peer data plane (peer.h).
+#include <unordered_map>
+
+#include "binding.h"
+#include "crc32c.h"
+#include "peer.h"
+
+namespace tiersync {
+namespace {
+
+using peer::ClientRequest;
+using peer::ServerRequest;
+
+const char* OpName(uint16_t op) {
+  switch (op) {
+    case peer::kPut: return "put";
+    case peer::kGet: return "get";
+    case peer::kHas: return "has";
+    case peer::kDelete: return "delete";
+  }
+  return "?";
+}
+
+uint16_t OpCode(Napi::Env env, const std::string& op) {
+  if (op == "put") return peer::kPut;
+  if (op == "get") return peer::kGet;
+  if (op == "has") return peer::kHas;
+  if (op == "delete") return peer::kDelete;
+  Throw(env, Code::InvalidArgument, "op must be put, get, has or delete, got '" + op + "'");
+}
+
+// ---- server -------------------------------------------------------------------------------------------------
+
+class ServerWrap;
+void CallPlan(Napi::Env env, Napi::Function, ServerWrap* self, std::shared_ptr<ServerRequest>* data);
+using PlanCalls = Napi::TypedThreadSafeFunction<ServerWrap, std::shared_ptr<ServerRequest>, CallPlan>;
+
+// new PeerServer(options, arena, plan): `plan(request)` runs on the JS thread for every request batch, twice
+// (phase 'plan' then 'finish'); for 'plan' it returns { offsets: Float64Array, statuses: Uint8Array,
+// lengths?: Uint32Array, crcs?: Uint32Array } or throws to refuse the batch.
+class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
+ public:
+  explicit ServerWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ServerWrap>(info) {
+    Napi::Env env = info.Env();
+    Napi::Object o = OptionsArg(info, 0);
+    peer::ServerOptions opts;
+    opts.host = OptString(o, "host", "127.0.0.1");
+    uint64_t port = OptUint(o, "port", 0);
+    if (port > 65535) Throw(env, Code::InvalidArgument, "port must be in [0, 65535]");
+    opts.port = static_cast<uint16_t>(port);
+    opts.secret = OptString(o, "secret", "");
+    opts.timeoutMs = OptUint(o, "timeoutMs", 30000);
+    opts.maxPayload = OptUint(o, "maxPayload", 1ull << 30);
+    Endpoint arena = EndpointOf(env, info[1], 1);
+    if (!arena.memory || arena.memory->kind() != MemoryKind::Host) Throw(env, Code::InvalidArgument, "a peer server serves a HostArena");
+    if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "plan must be a function");
+    plan_ = Napi::Persistent(info[2].As<Napi::Function>());
+    calls_ = PlanCalls::New(env, "tiersync-peer-plan", 0, 1, this);
+    server_ = Guard(env, [&] {
+      return std::make_unique<peer::Server>(opts, arena.memory, [this](std::shared_ptr<ServerRequest> r) {
+        auto* data = new std::shared_ptr<ServerRequest>(r);
+        if (calls_.NonBlockingCall(data) != napi_ok) {
+          delete data;
+          r->Answer("peer server is closing");
+        }
+      });
+    });
+  }
+
+  ~ServerWrap() override { Shutdown(); }
+
+  void Plan(Napi::Env env, const std::shared_ptr<ServerRequest>& r) {
+    if (closed_) return r->Answer("peer server is closing");
+    const size_t n = r->entries.size();
+    Napi::Object req = Napi::Object::New(env);
+    req.Set("op", OpName(r->op));
+    req.Set("phase", r->finishing ? "finish" : "plan");
+    req.Set("failed", r->failed);
+    Napi::Array keys = Napi::Array::New(env, n);
+    auto lengths = Napi::Uint32Array::New(env, n);
+    auto crcs = Napi::Uint32Array::New(env, n);
+    for (size_t i = 0; i < n; i++) {
+      keys.Set(static_cast<uint32_t>(i), r->entries[i].key);
+      lengths[i] = r->entries[i].length;
+      crcs[i] = r->entries[i].crc32c;
+    }
+    req.Set("keys", keys);
+    req.Set("lengths", lengths);
+    req.Set("crcs", crcs);
+    if (r->finishing) {
+      auto outcome = Napi::Uint8Array::New(env, r->outcome.size());
+      std::copy(r->outcome.begin(), r->outcome.end(), outcome.Data());
+      req.Set("outcome", outcome);
+      auto statuses = Napi::Uint8Array::New(env, r->statuses.size());
+      std::copy(r->statuses.begin(), r->statuses.end(), statuses.Data());
+      req.Set("planned", statuses);
+    }
+    Napi::Value answer;
+    try {
+      answer = plan_.Call({req});
+    } catch (const Napi::Error& e) {
+      return r->Answer(e.Message());
+    }
+    if (!r->finishing) {
+      std::string why = ReadPlan(answer, *r);
+      if (!why.empty()) return r->Answer(why);
+    }
+    r->Answer();
+  }
+
+ private:
+  static std::string ReadPlan(Napi::Value v, ServerRequest& r) {
+    const size_t n = r.entries.size();
+    if (!v.IsObject()) return "plan() must return an object";
+    Napi::Object o = v.As<Napi::Object>();
+    Napi::Value offsets = o.Get("offsets"), statuses = o.Get("statuses");
+    if (!offsets.IsTypedArray() || offsets.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array ||
+        offsets.As<Napi::TypedArray>().ElementLength() != n)
+      return "plan().offsets must be a Float64Array with one offset per entry";
+    if (!statuses.IsTypedArray() || statuses.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array ||
+        statuses.As<Napi::TypedArray>().ElementLength() != n)
+      return "plan().statuses must be a Uint8Array with one status per entry";
+    auto off = offsets.As<Napi::Float64Array>();
+    auto st = statuses.As<Napi::Uint8Array>();
+    r.offsets.assign(off.Data(), off.Data() + n);
+    r.statuses.assign(st.Data(), st.Data() + n);
+    if (r.op == peer::kGet) {
+      Napi::Value lengths = o.Get("lengths"), crcs = o.Get("crcs");
+      if (!lengths.IsTypedArray() || lengths.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
+          lengths.As<Napi::TypedArray>().ElementLength() != n || !crcs.IsTypedArray() ||
+          crcs.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array || crcs.As<Napi::TypedArray>().ElementLength() != n)
+        return "plan().lengths and plan().crcs must be Uint32Arrays with one value per entry";
+      auto l = lengths.As<Napi::Uint32Array>();
+      auto c = crcs.As<Napi::Uint32Array>();
+      r.lengths.assign(l.Data(), l.Data() + n);
+      r.crcs.assign(c.Data(), c.Data() + n);
+    }
+    return "";
+  }
+
+  void Shutdown() {
+    if (closed_) return;
+    closed_ = true;
+    if (server_) server_->Close();
+    calls_.Release();
+  }
+
+ public:
+  Napi::Value Port(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), server_ ? server_->port() : 0); }
+  Napi::Value Stats(const Napi::CallbackInfo& info) {
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("connections", Napi::Number::New(info.Env(), static_cast<double>(server_->connections())));
+    o.Set("authFailures", Napi::Number::New(info.Env(), static_cast<double>(server_->authFailures())));
+    return o;
+  }
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    Shutdown();
+    return info.Env().Undefined();
+  }
+
+ private:
+  std::unique_ptr<peer::Server> server_;
+  Napi::FunctionReference plan_;
+  PlanCalls calls_;
+  bool closed_ = false;
+};
+
+void CallPlan(Napi::Env env, Napi::Function, ServerWrap* self, std::shared_ptr<ServerRequest>* data) {
+  std::unique_ptr<std::shared_ptr<ServerRequest>> owned(data);
+  if (env == nullptr || self == nullptr) return (*owned)->Answer("peer server is closing");
+  self->Plan(env, *owned);
+}
+
+// ---- client -------------------------------------------------------------------------------------------------
+
+class ClientWrap;
+void CallDone(Napi::Env env, Napi::Function, ClientWrap* self, std::shared_ptr<ClientRequest>* data);
+using DoneCalls = Napi::TypedThreadSafeFunction<ClientWrap, std::shared_ptr<ClientRequest>, CallDone>;
+
+class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
+ public:
+  explicit ClientWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ClientWrap>(info) {
+    done_ = DoneCalls::New(info.Env(), "tiersync-peer-client", 0, 1, this);
+    done_.Unref(info.Env());
+  }
+  ~ClientWrap() override {
+    teardown_ = true;
+    if (client_) client_->Close();
+    done_.Release();
+  }
+
+  void Adopt(std::unique_ptr<peer::Client> client) { client_ = std::move(client); }
+  peer::Client::Sink Sink() {
+    return [this](std::shared_ptr<ClientRequest> r) {
+      auto* data = new std::shared_ptr<ClientRequest>(std::move(r));
+      if (teardown_ || done_.NonBlockingCall(data) != napi_ok) delete data;
+    };
+  }
+
+  void Done(Napi::Env env, const std::shared_ptr<ClientRequest>& r) {
+    auto it = pending_.find(r.get());
+    if (it == pending_.end()) return;
+    Napi::Promise::Deferred d = it->second;
+    pending_.erase(it);
+    if (r->failed) {
+      d.Reject(MakeError(env, r->errorCode, r->error).Value());
+    } else {
+      Napi::Object o = Napi::Object::New(env);
+      auto statuses = Napi::Uint8Array::New(env, r->statuses.size());
+      std::copy(r->statuses.begin(), r->statuses.end(), statuses.Data());
+      auto lengths = Napi::Uint32Array::New(env, r->lengths.size());
+      std::copy(r->lengths.begin(), r->lengths.end(), lengths.Data());
+      auto crcs = Napi::Uint32Array::New(env, r->crcs.size());
+      std::copy(r->crcs.begin(), r->crcs.end(), crcs.Data());
+      o.Set("statuses", statuses);
+      o.Set("lengths", lengths);
+      o.Set("crcs", crcs);
+      d.Resolve(o);
+    }
+    if (pending_.empty()) {
+      done_.Unref(env);
+      Unref();
+    }
+  }
+
+  // request(op, arena | null, keys, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array) -> Promise
+  // put: lengths/crcs describe the pages at offsets; get: lengths is the room at each offset.
+  Napi::Value Request(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!client_) Throw(env, Code::Closed, "peer client is closed");
+    std::string opName = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+    auto r = std::make_shared<ClientRequest>();
+    r->op = OpCode(env, opName);
+    if (info.Length() < 3 || !info[2].IsArray()) Throw(env, Code::InvalidArgument, "request(op, arena, keys, offsets, lengths, crcs)");
+    Napi::Array keys = info[2].As<Napi::Array>();
+    const size_t n = keys.Length();
+    if (n == 0 || n > peer::kMaxCount) Throw(env, Code::InvalidArgument, "keys must hold 1.." + std::to_string(peer::kMaxCount) + " entries");
+    auto typed = [&](size_t i, napi_typedarray_type t, const char* name) {
+      if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != t || info[i].As<Napi::TypedArray>().ElementLength() != n)
+        Throw(env, Code::InvalidArgument, std::string(name) + " must be a typed array with one value per key");
+    };
+    const bool data = r->op == peer::kPut || r->op == peer::kGet;
+    if (data) {
+      if (info.Length() < 6) Throw(env, Code::InvalidArgument, "put and get need (op, arena, keys, offsets, lengths, crcs)");
+      Endpoint e = EndpointOf(env, info[1], 1);
+      if (!e.memory || e.memory->kind() != MemoryKind::Host) Throw(env, Code::InvalidArgument, "peer transfers move pages from and into a HostArena");
+      r->arena = e.memory;
+      typed(3, napi_float64_array, "offsets");
+      typed(4, napi_uint32_array, "lengths");
+      typed(5, napi_uint32_array, "crcs");
+    }
+    r->entries.resize(n);
+    for (size_t i = 0; i < n; i++) {
+      Napi::Value k = keys.Get(static_cast<uint32_t>(i));
+      if (!k.IsString()) Throw(env, Code::InvalidArgument, "keys[" + std::to_string(i) + "] must be a string");
+      r->entries[i].key = k.As<Napi::String>().Utf8Value();
+      if (r->entries[i].key.size() < 16 || r->entries[i].key.size() > peer::kMaxKey ||
+          r->entries[i].key.find_first_not_of("0123456789abcdef") != std::string::npos)
+        Throw(env, Code::InvalidArgument, "keys[" + std::to_string(i) + "] must be 16..128 lower-case hex characters");
+    }
+    if (data) {
+      auto off = info[3].As<Napi::Float64Array>();
+      auto len = info[4].As<Napi::Uint32Array>();
+      auto crc = info[5].As<Napi::Uint32Array>();
+      const uint64_t size = r->arena->size();
+      for (size_t i = 0; i < n; i++) {
+        double o = off[i];
+        if (!(o >= 0 && o <= 9007199254740991.0 && o == static_cast<double>(static_cast<uint64_t>(o))))
+          Throw(env, Code::InvalidArgument, "offsets[" + std::to_string(i) + "] must be a non-negative integer");
+        uint64_t ou = static_cast<uint64_t>(o);
+        if (len[i] == 0 || ou > size || len[i] > size - ou)
+          Throw(env, Code::OutOfRange, "entry " + std::to_string(i) + ": [" + std::to_string(ou) + ", +" + std::to_string(len[i]) + ") is outside the arena");
+        r->offsets.push_back(ou);
+        if (r->op == peer::kPut) {
+          r->entries[i].length = len[i];
+          r->entries[i].crc32c = crc[i];
+        } else {
+          r->capacity.push_back(len[i]);
+        }
+      }
+    }
+    auto d = Napi::Promise::Deferred::New(env);
+    if (pending_.empty()) {
+      done_.Ref(env);
+      Ref();
+    }
+    pending_.emplace(r.get(), d);
+    try {
+      client_->Submit(r);
+    } catch (const NativeError& e) {
+      pending_.erase(r.get());
+      if (pending_.empty()) {
+        done_.Unref(env);
+        Unref();
+      }
+      Throw(env, e.code(), e.what());
+    }
+    return d.Promise();
+  }
+
+  Napi::Value Streams(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), client_ ? client_->streams() : 0); }
+
+  // Fails queued requests with ERR_CLOSED and closes the sockets; requests on the wire finish first.
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    if (client_) client_->Close();
+    return info.Env().Undefined();
+  }
+
+ private:
+  std::unique_ptr<peer::Client> client_;
+  DoneCalls done_;
+  std::unordered_map<ClientRequest*, Napi::Promise::Deferred> pending_;
+  bool teardown_ = false;
+};
+
+void CallDone(Napi::Env env, Napi::Function, ClientWrap* self, std::shared_ptr<ClientRequest>* data) {
+  std::unique_ptr<std::shared_ptr<ClientRequest>> owned(data);
+  if (env == nullptr || self == nullptr) return;
+  self->Done(env, *owned);
+}
+
+// connectPeer(options) -> Promise<PeerClient>: connecting and the handshake run off the JS thread.
+class ConnectWorker : public Napi::AsyncWorker {
+ public:
+  ConnectWorker(Napi::Env env, peer::ClientOptions options, Napi::Object wrapper)
+      : Napi::AsyncWorker(env), options_(std::move(options)), deferred_(Napi::Promise::Deferred::New(env)), wrapper_(Napi::Persistent(wrapper)) {
+    sink_ = ClientWrap::Unwrap(wrapper)->Sink();
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    try {
+      client_ = std::make_unique<peer::Client>(options_, sink_);
+    } catch (const NativeError& e) {
+      code_ = e.code();
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    ClientWrap::Unwrap(wrapper_.Value())->Adopt(std::move(client_));
+    deferred_.Resolve(wrapper_.Value());
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(MakeError(Env(), code_, e.Message()).Value()); }
+
+ private:
+  peer::ClientOptions options_;
+  Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference wrapper_;
+  peer::Client::Sink sink_;
+  std::unique_ptr<peer::Client> client_;
+  Code code_ = Code::Io;
+};
+
+Napi::Value ConnectPeer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = OptionsArg(info, 0);
+  peer::ClientOptions opts;
+  opts.host = OptString(o, "host", "");
+  if (opts.host.empty()) Throw(env, Code::InvalidArgument, "host must be a non-empty string");
+  uint64_t port = OptUint(o, "port", 0);
+  if (port == 0 || port > 65535) Throw(env, Code::InvalidArgument, "port must be in [1, 65535]");
+  opts.port = static_cast<uint16_t>(port);
+  opts.secret = OptString(o, "secret", "");
+  opts.streams = static_cast<unsigned>(OptUint(o, "streams", 4));
+  if (opts.streams < 1 || opts.streams > 64) Throw(env, Code::InvalidArgument, "streams must be in [1, 64]");
+  opts.timeoutMs = OptUint(o, "timeoutMs", 30000);
+  opts.maxPayload = OptUint(o, "maxPayload", 1ull << 30);
+  Napi::Object wrapper = Data(env).peerClient.New({});
+  auto* worker = new ConnectWorker(env, opts, wrapper);
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+// decodePeerFrame(bytes) -> { op, requestId, count, payloadBytes, entries } (for tests and fuzzing of the decoder).
+Napi::Value DecodePeerFrame(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsTypedArray()) Throw(env, Code::InvalidArgument, "bytes must be a Uint8Array");
+  auto t = info[0].As<Napi::TypedArray>();
+  const uint8_t* p = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
+  size_t n = t.ByteLength();
+  return Guard(env, [&]() -> Napi::Value {
+    if (n < peer::kHeaderBytes) throw NativeError(Code::Protocol, "peer frame rejected: shorter than its header");
+    peer::Header h = peer::DecodeHeader(p, 1ull << 30);
+    if (n - peer::kHeaderBytes < h.metaBytes) throw NativeError(Code::Protocol, "peer frame rejected: entry table truncated");
+    auto entries = peer::DecodeEntries(h, p + peer::kHeaderBytes);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("op", h.op);
+    o.Set("requestId", Napi::Number::New(env, static_cast<double>(h.requestId)));
+    o.Set("count", h.count);
+    o.Set("payloadBytes", Napi::Number::New(env, static_cast<double>(h.payloadBytes)));
+    Napi::Array arr = Napi::Array::New(env, entries.size());
+    for (size_t i = 0; i < entries.size(); i++) {
+      Napi::Object e = Napi::Object::New(env);
+      e.Set("key", entries[i].key);
+      e.Set("status", entries[i].status);
+      e.Set("length", entries[i].length);
+      e.Set("crc32c", entries[i].crc32c);
+      arr.Set(static_cast<uint32_t>(i), e);
+    }
+    o.Set("entries", arr);
+    return o;
+  });
+}
+
+// encodePeerFrame(op, requestId, entries[{key,status,length,crc32c}], payloadBytes) -> Uint8Array (header + table).
+Napi::Value EncodePeerFrame(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint64_t op = UintArg(info, 0, "op");
+  uint64_t id = UintArg(info, 1, "requestId");
+  if (info.Length() < 3 || !info[2].IsArray()) Throw(env, Code::InvalidArgument, "entries must be an array");
+  uint64_t payload = UintArg(info, 3, "payloadBytes");
+  Napi::Array arr = info[2].As<Napi::Array>();
+  std::vector<peer::Entry> entries(arr.Length());
+  for (uint32_t i = 0; i < arr.Length(); i++) {
+    Napi::Object e = arr.Get(i).As<Napi::Object>();
+    entries[i].key = OptString(e, "key", "");
+    entries[i].status = static_cast<uint8_t>(OptUint(e, "status", 0));
+    entries[i].length = static_cast<uint32_t>(OptUint(e, "length", 0));
+    entries[i].crc32c = static_cast<uint32_t>(OptUint(e, "crc32c", 0));
+  }
+  std::vector<uint8_t> meta = peer::EncodeEntries(entries);
+  peer::Header h;
+  h.op = static_cast<uint16_t>(op);
+  h.requestId = id;
+  h.count = static_cast<uint32_t>(entries.size());
+  h.metaBytes = static_cast<uint32_t>(meta.size());
+  h.payloadBytes = payload;
+  h.metaCrc = Crc32c(0, meta.data(), meta.size());
+  auto out = Napi::Uint8Array::New(env, peer::kHeaderBytes + meta.size());
+  peer::EncodeHeader(h, out.Data());
+  std::copy(meta.begin(), meta.end(), out.Data() + peer::kHeaderBytes);
+  return out;
+}
+
+}  // namespace
+
+void InitPeer(Napi::Env env, Napi::Object exports) {
+  Napi::Function server = ServerWrap::DefineClass(env, "PeerServer",
+                                                  {
+                                                      ServerWrap::InstanceMethod("port", &ServerWrap::Port),
+                                                      ServerWrap::InstanceMethod("stats", &ServerWrap::Stats),
+                                                      ServerWrap::InstanceMethod("close", &ServerWrap::Close),
+                                                  });
+  Napi::Function client = ClientWrap::DefineClass(env, "PeerClient",
+                                                  {
+                                                      ClientWrap::InstanceMethod("request", &ClientWrap::Request),
+                                                      ClientWrap::InstanceMethod("streams", &ClientWrap::Streams),
+                                                      ClientWrap::InstanceMethod("close", &ClientWrap::Close),
+                                                  });
+  Data(env).peerClient = Napi::Persistent(client);
+  exports.Set("PeerServer", server);
+  exports.Set("PeerClient", client);
+  exports.Set("connectPeer", Napi::Function::New(env, ConnectPeer, "connectPeer"));
+  exports.Set("decodePeerFrame", Napi::Function::New(env, DecodePeerFrame, "decodePeerFrame"));
+  exports.Set("encodePeerFrame", Napi::Function::New(env, EncodePeerFrame, "encodePeerFrame"));
+}
+
+}  // namespace tiersync

@@ -1,0 +1,135 @@
+// The peer data plane: a server that exposes one host arena to other hosts, and a client with several parallel
+// streams. Page bytes move socket <-> arena on native threads. The server asks its control plane (JavaScript:
+// the host tier's page table) where each page lives through PlanFn, once per request batch, so the data path
+// never waits on JavaScript per page.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memory.h"
+#include "peer_protocol.h"
+
+namespace tiersync::peer {
+
+// A request batch on the server, handed to the control plane twice: to plan (where bytes go or come from) and
+// to finish (commit what arrived intact, unpin what was sent).
+struct ServerRequest {
+  uint16_t op = 0;
+  std::vector<Entry> entries;
+  // Plan (filled by the control plane): per entry an arena offset (-1: no bytes), status, and for GET the
+  // stored length and CRC32C.
+  std::vector<double> offsets;
+  std::vector<uint8_t> statuses;
+  std::vector<uint32_t> lengths, crcs;
+  // Finish: per entry, what the data plane did (PUT: kOk or kBadChecksum).
+  std::vector<uint8_t> outcome;
+  bool finishing = false;
+  bool failed = false;  // connection failed mid-request; finish must release everything planned
+
+  std::mutex m;
+  std::condition_variable cv;
+  bool answered = false;
+  std::string refusal;  // non-empty: the control plane refused the batch
+  void Answer(const std::string& why = "");
+  // Waits for Answer; false at the deadline.
+  bool Wait(uint64_t timeoutMs);
+};
+
+using PlanFn = std::function<void(std::shared_ptr<ServerRequest>)>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: any free port
+  std::string secret;
+  uint64_t timeoutMs = 30000;
+  uint64_t maxPayload = 1ull << 30;
+};
+
+class Server {
+ public:
+  Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan);
+  ~Server();
+  uint16_t port() const { return port_; }
+  void Close();
+  uint64_t connections() const { return connections_.load(); }
+  uint64_t authFailures() const { return authFailures_.load(); }
+
+ private:
+  void AcceptLoop();
+  void Serve(int fd);
+  void Handshake(int fd);
+  void HandleRequest(int fd, const Header& h, std::vector<Entry> entries);
+  void Ask(const std::shared_ptr<ServerRequest>& r);
+
+  ServerOptions options_;
+  std::shared_ptr<Memory> arena_;
+  PlanFn plan_;
+  int listenFd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> closing_{false};
+  std::thread acceptThread_;
+  std::mutex connMutex_;
+  std::vector<int> connFds_;
+  std::vector<std::thread> connThreads_;
+  std::atomic<uint64_t> connections_{0}, authFailures_{0};
+  std::mutex pendingMutex_;
+  std::vector<std::shared_ptr<ServerRequest>> pending_;  // waiting on the control plane; answered on Close
+};
+
+struct ClientOptions {
+  std::string host;
+  uint16_t port = 0;
+  std::string secret;
+  unsigned streams = 4;
+  uint64_t timeoutMs = 30000;
+  uint64_t maxPayload = 1ull << 30;
+};
+
+struct ClientRequest {
+  uint64_t id = 0;
+  uint16_t op = 0;
+  std::shared_ptr<Memory> arena;  // PUT: source; GET: destination
+  std::vector<Entry> entries;     // keys (+ length, crc for PUT)
+  std::vector<uint64_t> offsets;  // arena offset per entry
+  std::vector<uint64_t> capacity; // GET: room at each offset
+  // Results
+  std::vector<uint8_t> statuses;
+  std::vector<uint32_t> lengths, crcs;
+  bool failed = false;
+  Code errorCode = Code::Io;
+  std::string error;
+  void* context = nullptr;
+};
+
+class Client {
+ public:
+  using Sink = std::function<void(std::shared_ptr<ClientRequest>)>;
+  // Connects every stream and runs the handshake; throws NativeError (Io, Timeout, Auth, Protocol).
+  Client(const ClientOptions& options, Sink sink);
+  ~Client();
+  void Submit(std::shared_ptr<ClientRequest> r);
+  void Close();
+  unsigned streams() const { return static_cast<unsigned>(fds_.size()); }
+
+ private:
+  void StreamLoop(size_t index);
+  void Execute(int fd, ClientRequest& r);
+  ClientOptions options_;
+  Sink sink_;
+  std::vector<int> fds_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<ClientRequest>> queue_;
+  bool closing_ = false;
+  uint64_t nextId_ = 0;
+};
+
+}  // namespace tiersync::peer

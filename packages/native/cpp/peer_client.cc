@@ -1,0 +1,238 @@
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "crc32c.h"
+#include "peer.h"
+
+namespace tiersync::peer {
+namespace {
+
+// Connects with a deadline (non-blocking connect + poll), then returns a blocking socket.
+int Connect(const std::string& host, uint16_t port, uint64_t timeoutMs) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0) throw NativeError(Code::Io, "cannot resolve peer '" + host + "': " + gai_strerror(rc));
+  std::string why = "no address";
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    int r = connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      r = poll(&p, 1, static_cast<int>(timeoutMs));
+      if (r == 0) {
+        why = "connect timed out after " + std::to_string(timeoutMs) + " ms";
+        errno = ETIMEDOUT;
+        r = -1;
+      } else if (r > 0) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        r = err ? -1 : 0;
+        if (err) why = ErrnoText(err);
+      } else {
+        why = ErrnoText(errno);
+      }
+    } else if (r != 0) {
+      why = ErrnoText(errno);
+    }
+    if (r != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) throw NativeError(Code::Io, "cannot connect to peer " + host + ":" + std::to_string(port) + ": " + why);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+void ClientHandshake(int fd, const std::string& secret) {
+  std::string challenge = RecvSimple(fd, kChallenge, kMaxControl, nullptr);
+  if (challenge.size() != kNonce + 4) throw NativeError(Code::Protocol, "CHALLENGE has the wrong size");
+  uint32_t flags;
+  std::memcpy(&flags, challenge.data() + kNonce, 4);
+  if ((flags & 1) && secret.empty()) throw NativeError(Code::Auth, "the peer requires a secret and none is configured");
+  if (secret.empty() && !IsLoopback(fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are allowed");
+  const uint8_t* sn = reinterpret_cast<const uint8_t*>(challenge.data());
+  uint8_t cn[kNonce], mac[kMac] = {};
+  RandomBytes(cn, kNonce);
+  if (!secret.empty()) HandshakeMac(secret, "client", sn, cn, mac);
+  std::string hello(reinterpret_cast<char*>(cn), kNonce);
+  hello.append(reinterpret_cast<char*>(mac), kMac);
+  SendSimple(fd, kHello, 0, hello);
+  std::string welcome = RecvSimple(fd, kWelcome, kMaxControl, nullptr);
+  if (!secret.empty()) {
+    uint8_t expect[kMac];
+    HandshakeMac(secret, "server", sn, cn, expect);
+    if (welcome.size() != kMac || !ConstantTimeEqual(expect, reinterpret_cast<const uint8_t*>(welcome.data()), kMac))
+      throw NativeError(Code::Auth, "the peer failed the HMAC challenge (it does not know the secret)");
+  }
+}
+
+}  // namespace
+
+Client::Client(const ClientOptions& options, Sink sink) : options_(options), sink_(std::move(sink)) {
+  if (options_.streams == 0) options_.streams = 1;
+  try {
+    for (unsigned i = 0; i < options_.streams; i++) {
+      int fd = Connect(options_.host, options_.port, options_.timeoutMs);
+      fds_.push_back(fd);
+      SetSocketOptions(fd, options_.timeoutMs);
+      ClientHandshake(fd, options_.secret);
+    }
+  } catch (...) {
+    for (int fd : fds_) close(fd);
+    fds_.clear();
+    throw;
+  }
+  for (size_t i = 0; i < fds_.size(); i++) threads_.emplace_back([this, i] { StreamLoop(i); });
+}
+
+Client::~Client() { Close(); }
+
+void Client::Close() {
+  std::deque<std::shared_ptr<ClientRequest>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_ && threads_.empty()) return;
+    closing_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+  for (int fd : fds_) close(fd);
+  fds_.clear();
+  for (auto& r : dropped) {
+    r->failed = true;
+    r->errorCode = Code::Closed;
+    r->error = "peer client closed before the request was sent";
+    sink_(r);
+  }
+}
+
+void Client::Submit(std::shared_ptr<ClientRequest> r) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) throw NativeError(Code::Closed, "peer client is closed");
+    r->id = ++nextId_;
+    queue_.push_back(std::move(r));
+  }
+  cv_.notify_one();
+}
+
+void Client::StreamLoop(size_t index) {
+  int fd = fds_[index];
+  bool broken = false;
+  for (;;) {
+    std::shared_ptr<ClientRequest> r;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (closing_ && queue_.empty()) break;
+      r = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (broken) {
+      // A dead stream fails its share fast (the caller reconnects) rather than leaving work queued forever.
+      r->failed = true;
+      r->errorCode = Code::Io;
+      r->error = "peer connection is broken";
+    } else {
+      try {
+        Execute(fd, *r);
+      } catch (const NativeError& e) {
+        r->failed = true;
+        r->errorCode = e.code();
+        r->error = e.what();
+        // A failure mid-frame leaves the stream out of sync: never reuse it.
+        broken = true;
+        shutdown(fd, SHUT_RDWR);
+      }
+    }
+    sink_(r);
+  }
+}
+
+void Client::Execute(int fd, ClientRequest& r) {
+  const size_t n = r.entries.size();
+  std::vector<uint8_t> meta = EncodeEntries(r.entries);
+  Header h;
+  h.op = r.op;
+  h.requestId = r.id;
+  h.count = static_cast<uint32_t>(n);
+  h.metaBytes = static_cast<uint32_t>(meta.size());
+  h.metaCrc = Crc32c(0, meta.data(), meta.size());
+  std::vector<iovec> iov(2);
+  if (r.op == kPut) {
+    for (size_t i = 0; i < n; i++) {
+      iov.push_back({r.arena->host() + r.offsets[i], r.entries[i].length});
+      h.payloadBytes += r.entries[i].length;
+    }
+  }
+  uint8_t head[kHeaderBytes];
+  EncodeHeader(h, head);
+  iov[0] = {head, kHeaderBytes};
+  iov[1] = {meta.data(), meta.size()};
+  SendVec(fd, iov.data(), static_cast<int>(iov.size()));
+
+  RecvAll(fd, head, kHeaderBytes);
+  Header a = DecodeHeader(head, options_.maxPayload);
+  std::vector<uint8_t> ackMeta(a.metaBytes);
+  if (a.metaBytes) RecvAll(fd, ackMeta.data(), ackMeta.size());
+  if (a.op == kError) {
+    std::string why(a.payloadBytes, '\0');
+    if (a.payloadBytes) RecvAll(fd, why.data(), why.size());
+    throw NativeError(Code::Io, "peer failed the request: " + why);
+  }
+  uint16_t expect = r.op == kPut ? kPutAck : r.op == kGet ? kGetData : r.op == kHas ? kHasAck : kDeleteAck;
+  if (a.op != expect || a.requestId != r.id || a.count != n) throw NativeError(Code::Protocol, "response does not match the request");
+  std::vector<Entry> ack = DecodeEntries(a, ackMeta.data());
+  r.statuses.resize(n);
+  r.lengths.assign(n, 0);
+  r.crcs.assign(n, 0);
+  uint64_t payload = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ack[i].key != r.entries[i].key) throw NativeError(Code::Protocol, "response entries are out of order");
+    r.statuses[i] = ack[i].status;
+    r.lengths[i] = ack[i].length;
+    r.crcs[i] = ack[i].crc32c;
+    if (r.op == kGet && ack[i].status == kOk) payload += ack[i].length;
+  }
+  if (payload != a.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
+  if (r.op != kGet) return;
+  for (size_t i = 0; i < n; i++) {
+    if (r.statuses[i] != kOk) continue;
+    uint32_t len = r.lengths[i];
+    if (len > r.capacity[i]) {
+      // Cannot land where asked: drain it and report, the stream stays in sync.
+      std::vector<uint8_t> scratch(std::min<uint32_t>(len, 1 << 20));
+      for (uint64_t left = len; left > 0;) {
+        uint64_t k = std::min<uint64_t>(left, scratch.size());
+        RecvAll(fd, scratch.data(), k);
+        left -= k;
+      }
+      r.statuses[i] = kFailed;
+      continue;
+    }
+    uint8_t* dst = r.arena->host() + r.offsets[i];
+    RecvAll(fd, dst, len);
+    if (Crc32c(0, dst, len) != r.crcs[i]) r.statuses[i] = kBadChecksum;
+  }
+}
+
+}  // namespace tiersync::peer

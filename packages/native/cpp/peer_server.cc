@@ -1,0 +1,321 @@
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "crc32c.h"
+#include "peer.h"
+
+namespace tiersync::peer {
+
+void ServerRequest::Answer(const std::string& why) {
+  std::lock_guard<std::mutex> lock(m);
+  refusal = why;
+  answered = true;
+  cv.notify_all();
+}
+
+bool ServerRequest::Wait(uint64_t timeoutMs) {
+  std::unique_lock<std::mutex> lock(m);
+  return cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return answered; });
+}
+
+namespace {
+
+int Listen(const std::string& host, uint16_t port, uint16_t* bound) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) throw NativeError(Code::InvalidArgument, "cannot resolve listen address '" + host + "': " + gai_strerror(rc));
+  int fd = -1;
+  std::string why;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 128) == 0) break;
+    why = ErrnoText(errno);
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) throw NativeError(Code::Io, "cannot listen on " + host + ":" + std::to_string(port) + ": " + why);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  *bound = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return fd;
+}
+
+}  // namespace
+
+Server::Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan)
+    : options_(options), arena_(std::move(arena)), plan_(std::move(plan)) {
+  if (!arena_ || !arena_->host()) throw NativeError(Code::InvalidArgument, "a peer server serves a host arena");
+  listenFd_ = Listen(options_.host, options_.port, &port_);
+  if (options_.secret.empty()) {
+    // Without a secret only loopback peers are served: refuse to listen anywhere else.
+    if (!IsLoopback(listenFd_, false)) {
+      close(listenFd_);
+      throw NativeError(Code::InvalidArgument, "a peer server without a secret may only listen on loopback, not '" + options_.host + "'");
+    }
+  }
+  acceptThread_ = std::thread([this] { AcceptLoop(); });
+}
+
+Server::~Server() { Close(); }
+
+void Server::Close() {
+  if (closing_.exchange(true)) return;
+  {
+    // Connection threads waiting on the control plane must not wait for a JS thread that is busy closing us.
+    std::lock_guard<std::mutex> lock(pendingMutex_);
+    for (auto& r : pending_) r->Answer("peer server is closing");
+  }
+  shutdown(listenFd_, SHUT_RDWR);
+  if (acceptThread_.joinable()) acceptThread_.join();
+  close(listenFd_);
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    for (int fd : connFds_) shutdown(fd, SHUT_RDWR);
+    threads.swap(connThreads_);
+  }
+  for (auto& t : threads)
+    if (t.joinable()) t.join();
+}
+
+void Server::AcceptLoop() {
+  while (!closing_) {
+    pollfd p{listenFd_, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r <= 0) continue;
+    int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::lock_guard<std::mutex> lock(connMutex_);
+    if (closing_) {
+      close(fd);
+      break;
+    }
+    connFds_.push_back(fd);
+    connThreads_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+void Server::Handshake(int fd) {
+  uint8_t sn[kNonce], cn[kNonce], mac[kMac];
+  RandomBytes(sn, kNonce);
+  std::string challenge(reinterpret_cast<char*>(sn), kNonce);
+  uint32_t flags = options_.secret.empty() ? 0 : 1;
+  challenge.append(reinterpret_cast<char*>(&flags), 4);
+  SendSimple(fd, kChallenge, 0, challenge);
+  std::string hello = RecvSimple(fd, kHello, kMaxControl, nullptr);
+  if (hello.size() != kNonce + kMac) throw NativeError(Code::Protocol, "HELLO has the wrong size");
+  std::memcpy(cn, hello.data(), kNonce);
+  if (options_.secret.empty()) {
+    if (!IsLoopback(fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are served");
+  } else {
+    HandshakeMac(options_.secret, "client", sn, cn, mac);
+    if (!ConstantTimeEqual(mac, reinterpret_cast<const uint8_t*>(hello.data()) + kNonce, kMac))
+      throw NativeError(Code::Auth, "client failed the HMAC challenge (wrong secret?)");
+  }
+  uint8_t reply[kMac] = {};
+  if (!options_.secret.empty()) HandshakeMac(options_.secret, "server", sn, cn, reply);
+  SendSimple(fd, kWelcome, 0, std::string(reinterpret_cast<char*>(reply), kMac));
+}
+
+void Server::Serve(int fd) {
+  connections_++;
+  SetSocketOptions(fd, options_.timeoutMs);
+  try {
+    Handshake(fd);
+  } catch (const NativeError& e) {
+    authFailures_++;
+    try {
+      SendSimple(fd, kError, 0, e.what());
+    } catch (...) {
+    }
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+    return;
+  }
+  // Between requests the connection may idle indefinitely; inside one, every read has the socket deadline.
+  timeval none{};
+  for (;;) {
+    uint8_t head[kHeaderBytes];
+    try {
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+      ssize_t got = recv(fd, head, 1, MSG_PEEK);
+      if (got <= 0) break;
+      SetSocketOptions(fd, options_.timeoutMs);
+      RecvAll(fd, head, kHeaderBytes);
+      Header h = DecodeHeader(head, options_.maxPayload);
+      std::vector<uint8_t> meta(h.metaBytes);
+      if (h.metaBytes) RecvAll(fd, meta.data(), meta.size());
+      HandleRequest(fd, h, DecodeEntries(h, meta.data()));
+    } catch (const NativeError& e) {
+      try {
+        SendSimple(fd, kError, 0, e.what());
+      } catch (...) {
+      }
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    connFds_.erase(std::remove(connFds_.begin(), connFds_.end(), fd), connFds_.end());
+  }
+  shutdown(fd, SHUT_RDWR);
+  close(fd);
+}
+
+void Server::Ask(const std::shared_ptr<ServerRequest>& r) {
+  {
+    std::lock_guard<std::mutex> lock(r->m);
+    r->answered = false;
+    r->refusal.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex_);
+    if (closing_) throw NativeError(Code::Closed, "peer server is closing");
+    pending_.push_back(r);
+  }
+  plan_(r);
+  bool answered = r->Wait(options_.timeoutMs);
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex_);
+    pending_.erase(std::remove(pending_.begin(), pending_.end(), r), pending_.end());
+  }
+  if (!answered)
+    throw NativeError(Code::Timeout, "the page table did not answer within " + std::to_string(options_.timeoutMs) + " ms");
+}
+
+void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) {
+  auto r = std::make_shared<ServerRequest>();
+  r->op = h.op;
+  r->entries = std::move(entries);
+  const size_t n = r->entries.size();
+  uint16_t ackOp;
+  switch (h.op) {
+    case kPut: ackOp = kPutAck; break;
+    case kGet: ackOp = kGetData; break;
+    case kHas: ackOp = kHasAck; break;
+    case kDelete: ackOp = kDeleteAck; break;
+    default: throw NativeError(Code::Protocol, "unexpected op " + std::to_string(h.op));
+  }
+  uint64_t declared = 0;
+  for (const Entry& e : r->entries) declared += h.op == kPut ? e.length : 0;
+  if (declared != h.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
+
+  Ask(r);
+  if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
+  if (r->offsets.size() != n || r->statuses.size() != n) throw NativeError(Code::Io, "page table answered the wrong number of entries");
+  // The plan comes from our own control plane, but is checked like input: it must never point outside the arena.
+  const uint64_t size = arena_->size();
+  auto inArena = [&](double off, uint64_t len) { return off >= 0 && static_cast<uint64_t>(off) <= size && len <= size - static_cast<uint64_t>(off); };
+
+  std::vector<Entry> ack(n);
+  bool sentOrReceived = false;
+  try {
+    if (h.op == kPut) {
+      r->outcome.assign(n, kOk);
+      std::vector<uint8_t> scratch;
+      for (size_t i = 0; i < n; i++) {
+        const Entry& e = r->entries[i];
+        uint8_t* dst = nullptr;
+        if (r->statuses[i] == kOk && inArena(r->offsets[i], e.length)) {
+          dst = arena_->host() + static_cast<uint64_t>(r->offsets[i]);
+        } else {
+          scratch.resize(std::min<uint64_t>(e.length, 1 << 20));
+        }
+        if (dst) {
+          RecvAll(fd, dst, e.length);
+          r->outcome[i] = Crc32c(0, dst, e.length) == e.crc32c ? kOk : kBadChecksum;
+        } else {
+          for (uint64_t left = e.length; left > 0;) {  // drain a page we do not keep
+            uint64_t k = std::min<uint64_t>(left, scratch.size());
+            RecvAll(fd, scratch.data(), k);
+            left -= k;
+          }
+          r->outcome[i] = r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i];
+        }
+      }
+      sentOrReceived = true;
+      r->finishing = true;
+      Ask(r);  // commit: the pages become visible before the client hears they are stored
+      for (size_t i = 0; i < n; i++) ack[i] = {r->entries[i].key, r->outcome[i], r->entries[i].length, r->entries[i].crc32c};
+      std::vector<uint8_t> meta = EncodeEntries(ack);
+      Header a;
+      a.op = ackOp;
+      a.requestId = h.requestId;
+      a.count = static_cast<uint32_t>(n);
+      a.metaBytes = static_cast<uint32_t>(meta.size());
+      a.metaCrc = Crc32c(0, meta.data(), meta.size());
+      uint8_t head[kHeaderBytes];
+      EncodeHeader(a, head);
+      iovec iov[2] = {{head, kHeaderBytes}, {meta.data(), meta.size()}};
+      SendVec(fd, iov, 2);
+      return;
+    }
+    uint64_t payload = 0;
+    std::vector<iovec> iov(2);
+    for (size_t i = 0; i < n; i++) {
+      ack[i].key = r->entries[i].key;
+      ack[i].status = r->statuses[i];
+      if (h.op == kGet && r->statuses[i] == kOk) {
+        uint32_t len = r->lengths.at(i);
+        if (!inArena(r->offsets[i], len)) {
+          ack[i].status = kFailed;
+          continue;
+        }
+        ack[i].length = len;
+        ack[i].crc32c = r->crcs.at(i);
+        iov.push_back({arena_->host() + static_cast<uint64_t>(r->offsets[i]), len});
+        payload += len;
+      }
+    }
+    std::vector<uint8_t> meta = EncodeEntries(ack);
+    Header a;
+    a.op = ackOp;
+    a.requestId = h.requestId;
+    a.count = static_cast<uint32_t>(n);
+    a.metaBytes = static_cast<uint32_t>(meta.size());
+    a.metaCrc = Crc32c(0, meta.data(), meta.size());
+    a.payloadBytes = payload;
+    uint8_t head[kHeaderBytes];
+    EncodeHeader(a, head);
+    iov[0] = {head, kHeaderBytes};
+    iov[1] = {meta.data(), meta.size()};
+    SendVec(fd, iov.data(), static_cast<int>(iov.size()));
+    sentOrReceived = true;
+  } catch (...) {
+    r->failed = true;
+    if (!r->finishing) {
+      r->finishing = true;
+      try {
+        Ask(r);  // release what the plan reserved or pinned
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  if (h.op == kGet && sentOrReceived) {
+    r->finishing = true;
+    Ask(r);  // unpin
+  }
+}
+
+}  // namespace tiersync::peer

@@ -1,0 +1,189 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, peerFrames, type PeerServerRequest, type Slot } from './index.js';
+import { pattern } from './test-helpers.js';
+
+const PAGE = 64 * 1024;
+const key = (i: number) => i.toString(16).padStart(32, '0');
+
+/** A minimal page table over an arena: what a host tier does, reduced to what the data plane needs. */
+function serve(arena: HostArena, options: { secret?: string; slots?: number } = {}) {
+  const alloc = new PageAllocator({ capacity: (options.slots ?? 32) * PAGE, pageBytes: PAGE });
+  const table = new Map<string, { slot: Slot; length: number; crc: number }>();
+  const reserved = new Map<string, Slot>();
+  const log: PeerServerRequest[] = [];
+  const server = new PeerServer(
+    arena,
+    (r) => {
+      log.push(r);
+      const n = r.keys.length;
+      if (r.op === 'put' && r.phase === 'plan') {
+        const offsets = new Float64Array(n).fill(-1);
+        const statuses = new Uint8Array(n);
+        r.keys.forEach((k, i) => {
+          if (table.has(k)) return void (statuses[i] = PeerStatus.existing);
+          const s = alloc.allocate(1);
+          if (!s) return void (statuses[i] = PeerStatus.full);
+          reserved.set(k, s[0]!);
+          offsets[i] = s[0]! * PAGE;
+        });
+        return { offsets, statuses };
+      }
+      if (r.op === 'put' && r.phase === 'finish') {
+        r.keys.forEach((k, i) => {
+          const s = reserved.get(k);
+          if (s === undefined) return;
+          reserved.delete(k);
+          if (!r.failed && r.outcome![i] === PeerStatus.ok) table.set(k, { slot: s, length: r.lengths[i]!, crc: r.crcs[i]! });
+          else alloc.free([s]);
+        });
+        return;
+      }
+      if (r.op === 'get' && r.phase === 'plan') {
+        const offsets = new Float64Array(n).fill(-1);
+        const statuses = new Uint8Array(n).fill(PeerStatus.miss);
+        const lengths = new Uint32Array(n);
+        const crcs = new Uint32Array(n);
+        r.keys.forEach((k, i) => {
+          const p = table.get(k);
+          if (!p) return;
+          offsets[i] = p.slot * PAGE;
+          statuses[i] = PeerStatus.ok;
+          lengths[i] = p.length;
+          crcs[i] = p.crc;
+        });
+        return { offsets, statuses, lengths, crcs };
+      }
+      if (r.op === 'has' && r.phase === 'plan') {
+        return { offsets: new Float64Array(n).fill(-1), statuses: Uint8Array.from(r.keys, (k) => (table.has(k) ? PeerStatus.ok : PeerStatus.miss)) };
+      }
+      return r.phase === 'plan' ? { offsets: new Float64Array(n).fill(-1), statuses: new Uint8Array(n) } : undefined;
+    },
+    options.secret ? { secret: options.secret, timeoutMs: 5000 } : { timeoutMs: 5000 },
+  );
+  return { server, table, log };
+}
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+
+describe('peer data plane', () => {
+  it('puts and gets pages byte-exact over several streams, with a secret', async () => {
+    const remote = HostArena.create({ capacity: 32 * PAGE });
+    const { server, table } = serve(remote, { secret: 's3cret' });
+    const client = await PeerClient.connect({ host: '127.0.0.1', port: server.port, secret: 's3cret', streams: 3 });
+    cleanups.push(() => client.close(), () => server.close());
+    expect(client.streams).toBe(3);
+    const local = HostArena.create({ capacity: 16 * PAGE });
+    pattern(local.view(0, 16 * PAGE), 11);
+    const keys = Array.from({ length: 8 }, (_, i) => key(i));
+    const offsets = Float64Array.from(keys, (_, i) => i * PAGE);
+    const lengths = Uint32Array.from(keys, (_, i) => PAGE - i * 100);
+    const crcs = Uint32Array.from(keys, (_, i) => crc32c(local.view(i * PAGE, lengths[i]!)));
+    // Split over two requests so two streams work at once.
+    const [a, b] = await Promise.all([
+      client.put(local, keys.slice(0, 4), offsets.slice(0, 4), lengths.slice(0, 4), crcs.slice(0, 4)),
+      client.put(local, keys.slice(4), offsets.slice(4), lengths.slice(4), crcs.slice(4)),
+    ]);
+    expect([...a.statuses, ...b.statuses]).toEqual(keys.map(() => PeerStatus.ok));
+    expect(table.size).toBe(8);
+    const again = await client.put(local, [keys[0]!], offsets.slice(0, 1), lengths.slice(0, 1), crcs.slice(0, 1));
+    expect(again.statuses[0]).toBe(PeerStatus.existing);
+
+    const got = await client.get(local, [...keys, key(99)], Float64Array.from({ length: 9 }, (_, i) => (8 + (i % 8)) * PAGE), new Uint32Array(9).fill(PAGE));
+    expect([...got.statuses]).toEqual([...keys.map(() => PeerStatus.ok), PeerStatus.miss]);
+    for (let i = 0; i < 8; i++) {
+      expect(got.lengths[i]).toBe(lengths[i]);
+      expect(Buffer.compare(local.view((8 + i) * PAGE, lengths[i]!), local.view(i * PAGE, lengths[i]!))).toBe(0);
+    }
+    expect([...(await client.has([key(1), key(50)])).statuses]).toEqual([PeerStatus.ok, PeerStatus.miss]);
+  });
+
+  it('refuses a page whose bytes do not match the declared CRC32C, and reports a full tier', async () => {
+    const remote = HostArena.create({ capacity: 2 * PAGE });
+    const { server, table } = serve(remote, { slots: 2 });
+    const client = await PeerClient.connect({ host: '127.0.0.1', port: server.port, streams: 1 });
+    cleanups.push(() => client.close(), () => server.close());
+    const local = HostArena.create({ capacity: 4 * PAGE });
+    pattern(local.view(0, 4 * PAGE), 3);
+    const crc = crc32c(local.view(0, PAGE));
+    const r = await client.put(local, [key(1), key(2), key(3)], Float64Array.of(0, PAGE, 2 * PAGE), new Uint32Array(3).fill(PAGE), Uint32Array.of(crc ^ 1, crc32c(local.view(PAGE, PAGE)), crc32c(local.view(2 * PAGE, PAGE))));
+    expect([...r.statuses]).toEqual([PeerStatus.badChecksum, PeerStatus.ok, PeerStatus.full]);
+    expect([...table.keys()]).toEqual([key(2)]);
+    // The stream stayed in sync after draining the refused pages.
+    expect((await client.has([key(2)])).statuses[0]).toBe(PeerStatus.ok);
+  });
+
+  it('fails the handshake with a wrong or missing secret, never serving data', async () => {
+    const remote = HostArena.create({ capacity: PAGE });
+    const { server, log } = serve(remote, { secret: 'right' });
+    cleanups.push(() => server.close());
+    const wrong = await PeerClient.connect({ host: '127.0.0.1', port: server.port, secret: 'wrong', streams: 1 }).catch((e: TierSyncError) => e);
+    expect(wrong).toBeInstanceOf(TierSyncError);
+    expect((wrong as TierSyncError).code).toBe('ERR_AUTH');
+    const none = await PeerClient.connect({ host: '127.0.0.1', port: server.port, streams: 1 }).catch((e: TierSyncError) => e);
+    expect((none as TierSyncError).code).toBe('ERR_AUTH');
+    expect(log).toEqual([]);
+    expect(server.stats().authFailures).toBeGreaterThanOrEqual(1);
+  });
+
+  it('refuses to listen beyond loopback without a secret', () => {
+    const arena = HostArena.create({ capacity: PAGE });
+    expect(() => new PeerServer(arena, () => undefined, { host: '0.0.0.0' })).toThrow(/only listen on loopback/);
+  });
+
+  it('times out connecting to a peer that does not answer, and names a refused connection', async () => {
+    const refused = await PeerClient.connect({ host: '127.0.0.1', port: 1, streams: 1, timeoutMs: 2000 }).catch((e: TierSyncError) => e);
+    expect((refused as TierSyncError).code).toBe('ERR_IO');
+    expect((refused as Error).message).toMatch(/refused/i);
+  });
+
+  it('fails queued requests with ERR_CLOSED when the client closes', async () => {
+    const remote = HostArena.create({ capacity: PAGE });
+    const { server } = serve(remote);
+    cleanups.push(() => server.close());
+    const client = await PeerClient.connect({ host: '127.0.0.1', port: server.port, streams: 1 });
+    client.close();
+    expect(() => client.has([key(1)])).toThrow(/closed/);
+  });
+});
+
+describe('peer frame decoder', () => {
+  it('round-trips frames', () => {
+    const f = peerFrames.encode(10, 7, [{ key: key(5), length: 100, crc32c: 9, status: 0 }], 100);
+    expect(peerFrames.decode(f)).toMatchObject({ op: 10, requestId: 7, count: 1, payloadBytes: 100, entries: [{ key: key(5), length: 100, crc32c: 9 }] });
+  });
+
+  it('refuses any corruption of a valid frame with ERR_PROTOCOL, never crashing', () => {
+    const valid = peerFrames.encode(12, 1, [{ key: key(1) }, { key: key(2) }], 0);
+    fc.assert(
+      fc.property(fc.nat(valid.length - 1), fc.integer({ min: 1, max: 255 }), (at, flip) => {
+        const bad = Uint8Array.from(valid);
+        bad[at]! ^= flip;
+        try {
+          peerFrames.decode(bad);
+          return false; // every byte is covered by a checksum
+        } catch (e) {
+          return (e as TierSyncError).code === 'ERR_PROTOCOL';
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('refuses arbitrary bytes with ERR_PROTOCOL', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
+        try {
+          peerFrames.decode(bytes);
+          return true;
+        } catch (e) {
+          return (e as TierSyncError).code === 'ERR_PROTOCOL';
+        }
+      }),
+      { numRuns: 5000 },
+    );
+  });
+});

@@ -1,0 +1,161 @@
+/**
+ * The peer data plane: one host's host arena served to other hosts over TCP. Framed, versioned protocol with an
+ * HMAC-SHA256 challenge-response handshake (see cpp/peer_protocol.h for the wire format); page bytes move
+ * socket <-> arena on native threads, several streams per peer.
+ */
+import { native } from './addon.js';
+import type { HostArena } from './arena.js';
+import { TierSyncError, checkInteger } from './errors.js';
+
+/** Per-page status codes on the wire. */
+export const PeerStatus = { ok: 0, miss: 1, existing: 2, full: 3, badChecksum: 4, failed: 5, pinned: 6 } as const;
+export type PeerStatusCode = (typeof PeerStatus)[keyof typeof PeerStatus];
+
+/** A request batch as the server's control plane sees it. */
+export interface PeerServerRequest {
+  op: 'put' | 'get' | 'has' | 'delete';
+  /** 'plan': say where each page's bytes go / come from. 'finish': the bytes moved; commit or release. */
+  phase: 'plan' | 'finish';
+  /** finish only: the connection failed; release everything the plan reserved or pinned. */
+  failed: boolean;
+  keys: string[];
+  /** put: page lengths and CRC32C the client declared. */
+  lengths: Uint32Array;
+  crcs: Uint32Array;
+  /** finish of a put: per page, PeerStatus.ok if the bytes arrived intact, else why not. */
+  outcome?: Uint8Array;
+  /** finish: the statuses the plan gave. */
+  planned?: Uint8Array;
+}
+
+export interface PeerPlan {
+  /** Arena offset of each page (-1: no bytes move for it). */
+  offsets: Float64Array;
+  statuses: Uint8Array;
+  /** get: stored length and CRC32C of each page. */
+  lengths?: Uint32Array;
+  crcs?: Uint32Array;
+}
+
+export interface PeerServerOptions {
+  /** Listen address. Default 127.0.0.1. Without a secret only loopback addresses are allowed. */
+  host?: string;
+  /** Default 0 (any free port; see `port`). */
+  port?: number;
+  /** Shared secret for the HMAC handshake. Default none (loopback only). */
+  secret?: string;
+  /** Deadline of every socket read/write inside a request and of each control-plane answer, ms. Default 30000. */
+  timeoutMs?: number;
+  /** Largest payload one frame may declare, bytes. Default 1 GiB. */
+  maxPayload?: number;
+}
+
+interface NativePeerServer {
+  port(): number;
+  stats(): { connections: number; authFailures: number };
+  close(): void;
+}
+
+/**
+ * Serves `arena` to peers. `plan` runs on the JS thread once per request batch and phase, and must answer
+ * synchronously (it is the host tier's page table); throwing refuses the batch.
+ */
+export class PeerServer {
+  readonly #native: NativePeerServer;
+
+  constructor(arena: HostArena, plan: (request: PeerServerRequest) => PeerPlan | void, options: PeerServerOptions = {}) {
+    if (options.port !== undefined) checkInteger(options.port, 'port');
+    const raw = (native as unknown as { PeerServer: new (o: object, a: unknown, p: unknown) => NativePeerServer }).PeerServer;
+    this.#native = new raw(options, arena.native, plan);
+  }
+
+  get port(): number {
+    return this.#native.port();
+  }
+
+  stats(): { connections: number; authFailures: number } {
+    return this.#native.stats();
+  }
+
+  /** Stops listening, fails requests waiting on the control plane, closes connections and joins their threads. */
+  close(): void {
+    this.#native.close();
+  }
+}
+
+export interface PeerClientOptions {
+  host: string;
+  port: number;
+  /** Shared secret; without one only loopback peers are contacted. */
+  secret?: string;
+  /** Parallel TCP streams. Default 4. */
+  streams?: number;
+  /** Deadline for connecting and for every socket read/write of a request, ms. Default 30000. */
+  timeoutMs?: number;
+  maxPayload?: number;
+}
+
+export interface PeerReply {
+  statuses: Uint8Array;
+  lengths: Uint32Array;
+  crcs: Uint32Array;
+}
+
+interface NativePeerClient {
+  request(op: string, arena: unknown, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array): Promise<PeerReply>;
+  streams(): number;
+  close(): void;
+}
+
+/** A connection (several streams) to one peer. Requests are spread over the streams as they free up. */
+export class PeerClient {
+  readonly #native: NativePeerClient;
+
+  private constructor(raw: NativePeerClient) {
+    this.#native = raw;
+  }
+
+  /** Connects every stream and runs the handshake off the JS thread. Rejects with ERR_IO, ERR_TIMEOUT or ERR_AUTH. */
+  static async connect(options: PeerClientOptions): Promise<PeerClient> {
+    checkInteger(options.port, 'port', 1);
+    const connect = (native as unknown as { connectPeer(o: object): Promise<NativePeerClient> }).connectPeer;
+    return new PeerClient(await connect(options));
+  }
+
+  get streams(): number {
+    return this.#native.streams();
+  }
+
+  /** Sends pages [offsets[i], +lengths[i]) of `arena` with their CRC32C; statuses per page. */
+  put(arena: HostArena, keys: string[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): Promise<PeerReply> {
+    return this.#native.request('put', arena.native, keys, offsets, lengths, crcs);
+  }
+
+  /** Fetches pages into `arena` at `offsets` (room: `room[i]` bytes); CRC32C checked on arrival (status badChecksum). */
+  get(arena: HostArena, keys: string[], offsets: Float64Array, room: Uint32Array): Promise<PeerReply> {
+    return this.#native.request('get', arena.native, keys, offsets, room, new Uint32Array(keys.length));
+  }
+
+  has(keys: string[]): Promise<PeerReply> {
+    return this.#native.request('has', null, keys);
+  }
+
+  delete(keys: string[]): Promise<PeerReply> {
+    return this.#native.request('delete', null, keys);
+  }
+
+  close(): void {
+    this.#native.close();
+  }
+}
+
+/** Frame codec exposed for tests and fuzzing: decode refuses malformed frames with ERR_PROTOCOL. */
+export const peerFrames = {
+  decode(bytes: Uint8Array): { op: number; requestId: number; count: number; payloadBytes: number; entries: Array<{ key: string; status: number; length: number; crc32c: number }> } {
+    if (!(bytes instanceof Uint8Array)) throw new TierSyncError('bytes must be a Uint8Array', 'ERR_INVALID_ARGUMENT');
+    return (native as unknown as { decodePeerFrame(b: Uint8Array): ReturnType<typeof peerFrames.decode> }).decodePeerFrame(bytes);
+  },
+  encode(op: number, requestId: number, entries: Array<{ key: string; status?: number; length?: number; crc32c?: number }>, payloadBytes = 0): Uint8Array {
+    return (native as unknown as { encodePeerFrame(...a: unknown[]): Uint8Array }).encodePeerFrame(op, requestId, entries, payloadBytes);
+  },
+};
