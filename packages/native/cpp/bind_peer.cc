@@ -73,6 +73,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     if (closed_) return r->Answer("peer server is closing");
     const size_t n = r->entries.size();
     Napi::Object req = Napi::Object::New(env);
+    req.Set("id", Napi::Number::New(env, static_cast<double>(r->id)));
     req.Set("op", OpName(r->op));
     req.Set("phase", r->finishing ? "finish" : "plan");
     req.Set("failed", r->failed);

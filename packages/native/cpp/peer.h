@@ -21,6 +21,7 @@ namespace tiersync::peer {
 // A request batch on the server, handed to the control plane twice: to plan (where bytes go or come from) and
 // to finish (commit what arrived intact, unpin what was sent).
 struct ServerRequest {
+  uint64_t id = 0;  // unique per server: pairs a plan with its finish
   uint16_t op = 0;
   std::vector<Entry> entries;
   // Plan (filled by the control plane): per entry an arena offset (-1: no bytes), status, and for GET the
@@ -78,7 +79,7 @@ class Server {
   std::mutex connMutex_;
   std::vector<int> connFds_;
   std::vector<std::thread> connThreads_;
-  std::atomic<uint64_t> connections_{0}, authFailures_{0};
+  std::atomic<uint64_t> connections_{0}, authFailures_{0}, nextRequest_{0};
   std::mutex pendingMutex_;
   std::vector<std::shared_ptr<ServerRequest>> pending_;  // waiting on the control plane; answered on Close
 };

@@ -205,6 +205,7 @@ void Server::Ask(const std::shared_ptr<ServerRequest>& r) {
 
 void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) {
   auto r = std::make_shared<ServerRequest>();
+  r->id = ++nextRequest_;
   r->op = h.op;
   r->entries = std::move(entries);
   const size_t n = r->entries.size();

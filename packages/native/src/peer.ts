@@ -13,6 +13,8 @@ export type PeerStatusCode = (typeof PeerStatus)[keyof typeof PeerStatus];
 
 /** A request batch as the server's control plane sees it. */
 export interface PeerServerRequest {
+  /** Unique per server; the same for a batch's plan and finish. */
+  id: number;
   op: 'put' | 'get' | 'has' | 'delete';
   /** 'plan': say where each page's bytes go / come from. 'finish': the bytes moved; commit or release. */
   phase: 'plan' | 'finish';

@@ -6,3 +6,5 @@ export { createTier, tierSchemes } from './registry.js';
 export { parseSize } from './url.js';
 export { HbmTier, parseHbmUrl, type HbmTierConfig } from './hbm/index.js';
 export { HostTier, parseHostUrl, type HostTierConfig } from './host/index.js';
+export { PeerTier, parsePeerUrl, type PeerTierConfig } from './peer/index.js';
+export { servePeer, type PeerServeOptions } from './peer/server.js';

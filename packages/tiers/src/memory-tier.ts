@@ -196,12 +196,22 @@ export abstract class MemoryTier implements TierDriver {
   }
 
   async has(keys: readonly PageKey[]): Promise<boolean[]> {
+    return this.hasNow(keys);
+  }
+
+  /** Synchronous has(), for the peer server's page-table answers. */
+  hasNow(keys: readonly PageKey[]): boolean[] {
     this.#ready();
     checkKeys(keys, this.capabilities.kind);
     return keys.map((k) => this.table.has(k));
   }
 
   async delete(keys: readonly PageKey[]): Promise<{ deleted: PageKey[]; pinned: PageKey[] }> {
+    return this.deleteNow(keys);
+  }
+
+  /** Synchronous delete(), for the peer server's page-table answers. */
+  deleteNow(keys: readonly PageKey[]): { deleted: PageKey[]; pinned: PageKey[] } {
     const { allocator, store } = this.#ready();
     checkKeys(keys, this.capabilities.kind);
     const deleted: PageKey[] = [];
@@ -236,6 +246,62 @@ export abstract class MemoryTier implements TierDriver {
   unpin(keys: readonly PageKey[]): void {
     checkKeys(keys, this.capabilities.kind);
     this.#pins.unpin(keys);
+  }
+
+  /**
+   * @internal Remote access for the peer server: reserves slots for new pages (all-or-nothing) and returns their
+   * arena offsets; -1 for keys already stored. Undefined when they do not fit.
+   */
+  reserveRemote(keys: readonly PageKey[]): { offsets: Float64Array; existing: boolean[] } | undefined {
+    const { allocator, store } = this.#ready();
+    const existing = keys.map((k) => this.table.has(k));
+    const slots = allocator.allocate(existing.filter((e) => !e).length);
+    if (!slots) return undefined;
+    let next = 0;
+    const offsets = Float64Array.from(keys, (_, i) => (existing[i] ? -1 : this.#offset(store, slots[next++]!)));
+    return { offsets, existing };
+  }
+
+  /** @internal Makes remotely written pages visible (ok) or frees their reserved slots. */
+  commitRemote(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, ok: (i: number) => boolean): void {
+    const { allocator, store } = this.#ready();
+    keys.forEach((key, i) => {
+      const offset = offsets[i]!;
+      if (offset < 0) return;
+      const slot = ((offset - store.dataOffset) / this.context.pageBytes) as Slot;
+      if (!ok(i) || this.table.has(key)) {
+        allocator.free([slot]);
+        return;
+      }
+      const page = { slot, length: lengths[i]!, crc32c: crcs[i]! };
+      store.commit?.(slot, { key, length: page.length, crc32c: page.crc32c });
+      this.table.set(key, page);
+      this.#usedBytes += page.length;
+      this.counters.bytesWritten += page.length;
+      this.counters.writes++;
+    });
+  }
+
+  /** @internal Pins stored pages for a remote read and says where they are. */
+  pinRemote(keys: readonly PageKey[]): Array<{ offset: number; length: number; crc32c: number } | undefined> {
+    const { store } = this.#ready();
+    return keys.map((k) => {
+      const p = this.table.get(k);
+      if (!p) {
+        this.counters.misses++;
+        return undefined;
+      }
+      this.#pins.pin([k], () => true);
+      this.counters.hits++;
+      this.counters.reads++;
+      this.counters.bytesRead += p.length;
+      return { offset: this.#offset(store, p.slot), length: p.length, crc32c: p.crc32c };
+    });
+  }
+
+  /** @internal The arena that holds this tier's pages (host tiers serve it to peers). */
+  get arena(): HostArena | DeviceArena | undefined {
+    return this.store?.arena;
   }
 
   stats(): TierStats {

@@ -1,6 +1,7 @@
 import type { TierContext, TierDriver } from './driver.js';
 import { HbmTier } from './hbm/index.js';
 import { HostTier } from './host/index.js';
+import { PeerTier } from './peer/index.js';
 import { configError, splitUrl } from './url.js';
 
 type Factory = (url: string, context: TierContext) => TierDriver;
@@ -8,6 +9,7 @@ type Factory = (url: string, context: TierContext) => TierDriver;
 const factories: Record<string, Factory> = {
   hbm: (url, ctx) => new HbmTier(url, ctx),
   host: (url, ctx) => new HostTier(url, ctx),
+  peer: (url, ctx) => new PeerTier(url, ctx),
 };
 
 /** URL schemes with a driver. */

@@ -1,0 +1,153 @@
+/**
+ * How the object tier lays pages out in a bucket (see README.md, "Object layout"):
+ *
+ *   <prefix>tiersync-object.json   tier descriptor: format, fingerprint, page size (written at first open)
+ *   <prefix>data/<id>              pages of one write batch, back to back, then a manifest and a trailer
+ *   <prefix>dead/<id>              keys deleted from data/<id> while other pages of it are still live
+ *
+ * A data object is written with one PUT (or one CompleteMultipartUpload), so it appears complete or not at all:
+ * the footer inside it is the commit record, and no separate index can disagree with the data. Object ids sort
+ * by creation time, which makes duplicate resolution at open deterministic (the oldest copy wins).
+ */
+import { randomBytes } from 'node:crypto';
+import { crc32c } from '@tiersync/native';
+import { z } from 'zod';
+import { PAGE_KEY_PATTERN, type PageKey } from '../driver.js';
+
+export const FORMAT = 1;
+export const TRAILER_BYTES = 24;
+const MAGIC = 'TSOBJv01';
+export const DESCRIPTOR_NAME = 'tiersync-object.json';
+
+const ID = /^[0-9a-z]{9}-[0-9a-f]{16}$/;
+
+/** A new object id: base-36 milliseconds (sortable until the year 5188) and 64 random bits. */
+export function newObjectId(now = Date.now()): string {
+  return `${now.toString(36).padStart(9, '0')}-${randomBytes(8).toString('hex')}`;
+}
+
+export function isObjectId(id: string): boolean {
+  return ID.test(id);
+}
+
+export const dataName = (prefix: string, id: string): string => `${prefix}data/${id}`;
+export const deadName = (prefix: string, id: string): string => `${prefix}dead/${id}`;
+
+/** One page inside a data object. */
+export interface ManifestPage {
+  key: PageKey;
+  /** Byte offset of the page in the object. */
+  offset: number;
+  length: number;
+  crc32c: number;
+}
+
+export interface Manifest {
+  format: number;
+  fingerprint: string;
+  pageBytes: number;
+  pages: ManifestPage[];
+}
+
+/** Upper bound of the encoded footer (manifest + trailer) for `pages` pages, so staging can be sized first. */
+export function footerBound(pages: number, fingerprint: string): number {
+  // Per page: ["<=128 hex>",<=16 digits,<=16 digits,<=10 digits], ~180 bytes; the fingerprint JSON-escaped.
+  return 256 + fingerprint.length * 6 + pages * 200 + TRAILER_BYTES;
+}
+
+/**
+ * Writes manifest + trailer into `into` (a view that starts right after the page bytes); returns the footer
+ * length. Trailer: magic (8 bytes), u32 manifest length, u32 CRC32C of the manifest, u64 data bytes (LE).
+ */
+export function encodeFooter(manifest: Manifest, dataBytes: number, into: Uint8Array): number {
+  const json = JSON.stringify({
+    format: manifest.format,
+    fingerprint: manifest.fingerprint,
+    pageBytes: manifest.pageBytes,
+    pages: manifest.pages.map((p) => [p.key, p.offset, p.length, p.crc32c]),
+  });
+  const { written } = new TextEncoder().encodeInto(json, into);
+  if (written === undefined || written + TRAILER_BYTES > into.length) throw new RangeError('footer does not fit its staging space');
+  const t = new DataView(into.buffer, into.byteOffset + written, TRAILER_BYTES);
+  for (let i = 0; i < 8; i++) t.setUint8(i, MAGIC.charCodeAt(i));
+  t.setUint32(8, written, true);
+  t.setUint32(12, crc32c(into.subarray(0, written)), true);
+  t.setBigUint64(16, BigInt(dataBytes), true);
+  return written + TRAILER_BYTES;
+}
+
+/** Reads a trailer (the last TRAILER_BYTES of an object); undefined when it is not one of ours. */
+export function decodeTrailer(bytes: Uint8Array): { manifestBytes: number; manifestCrc: number; dataBytes: number } | undefined {
+  if (bytes.length !== TRAILER_BYTES) return undefined;
+  const t = new DataView(bytes.buffer, bytes.byteOffset, TRAILER_BYTES);
+  for (let i = 0; i < 8; i++) if (t.getUint8(i) !== MAGIC.charCodeAt(i)) return undefined;
+  const dataBytes = t.getBigUint64(16, true);
+  if (dataBytes > BigInt(Number.MAX_SAFE_INTEGER)) return undefined;
+  return { manifestBytes: t.getUint32(8, true), manifestCrc: t.getUint32(12, true), dataBytes: Number(dataBytes) };
+}
+
+const manifestSchema = z.object({
+  format: z.literal(FORMAT),
+  fingerprint: z.string(),
+  pageBytes: z.number().int().positive(),
+  pages: z.array(z.tuple([z.string().regex(PAGE_KEY_PATTERN), z.number().int().nonnegative(), z.number().int().positive(), z.number().int().min(0).max(0xffffffff)])),
+});
+
+/**
+ * Checks and decodes a manifest read back from a bucket. Everything in it is untrusted: the CRC must match, every
+ * page must lie inside the data area, and keys must match PAGE_KEY_PATTERN.
+ * @returns the manifest, or a reason it was refused.
+ */
+export function decodeManifest(bytes: Uint8Array, trailer: { manifestCrc: number; dataBytes: number }): Manifest | string {
+  if (crc32c(bytes) !== trailer.manifestCrc) return 'manifest CRC32C mismatch';
+  let raw: unknown;
+  try {
+    raw = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch {
+    return 'manifest is not JSON';
+  }
+  const parsed = manifestSchema.safeParse(raw);
+  if (!parsed.success) return `manifest is malformed (${parsed.error.issues[0]?.message ?? 'invalid'})`;
+  const m = parsed.data;
+  const pages: ManifestPage[] = [];
+  for (const [key, offset, length, crc] of m.pages) {
+    if (offset + length > trailer.dataBytes) return `page ${key} lies outside the object's data`;
+    if (length > m.pageBytes) return `page ${key} is longer than the page size ${m.pageBytes}`;
+    pages.push({ key, offset, length, crc32c: crc });
+  }
+  return { format: m.format, fingerprint: m.fingerprint, pageBytes: m.pageBytes, pages };
+}
+
+/** Tier descriptor: written once per prefix, checked at every open. */
+export interface Descriptor {
+  format: number;
+  fingerprint: string;
+  pageBytes: number;
+}
+
+const descriptorSchema = z.object({ format: z.number().int(), fingerprint: z.string(), pageBytes: z.number().int().positive() });
+
+export function decodeDescriptor(bytes: Uint8Array): Descriptor | string {
+  try {
+    const parsed = descriptorSchema.safeParse(JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)));
+    return parsed.success ? parsed.data : `malformed (${parsed.error.issues[0]?.message ?? 'invalid'})`;
+  } catch {
+    return 'not JSON';
+  }
+}
+
+const tombstoneSchema = z.object({ format: z.literal(FORMAT), dead: z.array(z.string().regex(PAGE_KEY_PATTERN)) });
+
+export function encodeTombstone(dead: Iterable<PageKey>): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify({ format: FORMAT, dead: [...dead].sort() }));
+}
+
+/** Keys listed as deleted; undefined when the tombstone is unreadable (its pages then count as live). */
+export function decodeTombstone(bytes: Uint8Array): PageKey[] | undefined {
+  try {
+    const parsed = tombstoneSchema.safeParse(JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)));
+    return parsed.success ? parsed.data.dead : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,290 @@
+/**
+ * peer tier: another host's host tier, over the native peer data plane.
+ * `peer://10.0.0.7:7070?secret=env:TIERSYNC_PEER_SECRET&streams=4`. Without a secret only loopback peers are
+ * contacted. Volatile (the remote's RAM); every page is checked against its CRC32C when it arrives.
+ */
+import { HostArena, PeerClient, PeerStatus, TierSyncError, crc32c, type PeerReply } from '@tiersync/native';
+import { z } from 'zod';
+import type { IoOptions, PageInfo, PageKey, PageRead, PageWrite, ReadOutcome, TierCapabilities, TierContext, TierDriver, TierStats, WriteResult } from '../driver.js';
+import { InFlight, PinTable, TierCounters } from '../stats.js';
+import { configError, int, parseOptions, size, splitUrlOf } from '../url.js';
+import { checkKeys, checkReads, checkWrites } from '../validate.js';
+
+const options = z
+  .object({
+    /** The shared secret, literally or as env:NAME (read from the environment at open). */
+    secret: z.string().min(1).optional(),
+    /** Parallel TCP streams. Default 4. */
+    streams: int(1, 64).optional(),
+    /** Deadline of connecting and of every socket read/write, ms. Default 30000. */
+    timeoutMs: int(1, 3_600_000).optional(),
+    /** Capacity to report in stats (the remote enforces its own). Default 0 (unknown). */
+    capacity: size('a capacity').optional(),
+  })
+  .strict();
+
+export interface PeerTierConfig {
+  host: string;
+  port: number;
+  secret?: string;
+  streams: number;
+  timeoutMs: number;
+  capacity: number;
+  redacted: string;
+}
+
+export function parsePeerUrl(url: string): PeerTierConfig {
+  const u = splitUrlOf(url, 'peer');
+  if (!u.host) throw configError(u, 'needs a host, e.g. peer://10.0.0.7:7070');
+  if (!u.port) throw configError(u, 'needs a port, e.g. peer://10.0.0.7:7070');
+  if (u.path !== '' && u.path !== '/') throw configError(u, `takes no path, got '${u.path}'`);
+  const o = parseOptions(u, options);
+  let secret = o.secret;
+  if (secret?.startsWith('env:')) {
+    const name = secret.slice(4);
+    secret = process.env[name];
+    if (!secret) throw configError(u, `option 'secret' names environment variable ${name}, which is not set`);
+  }
+  return {
+    host: u.host.replace(/^\[|\]$/g, ''),
+    port: u.port,
+    ...(secret ? { secret } : {}),
+    streams: o.streams ?? 4,
+    timeoutMs: o.timeoutMs ?? 30_000,
+    capacity: o.capacity ?? 0,
+    redacted: u.redacted,
+  };
+}
+
+/** Below this many bytes a batch goes as one request; above it, it is spread over the streams. */
+const SPLIT_BYTES = 4 << 20;
+
+export class PeerTier implements TierDriver {
+  readonly capabilities: TierCapabilities = { kind: 'peer', persistent: false, remote: true, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: true };
+  readonly url: string;
+  readonly config: PeerTierConfig;
+  readonly #context: TierContext;
+  readonly #counters = new TierCounters();
+  readonly #pins = new PinTable();
+  readonly #inflight = new InFlight();
+  #client: PeerClient | undefined;
+  #closed = false;
+  #pages = 0;
+  #usedBytes = 0;
+
+  constructor(url: string, context: TierContext) {
+    this.config = parsePeerUrl(url);
+    this.url = this.config.redacted;
+    this.#context = context;
+  }
+
+  #error(message: string, code: TierSyncError['code']): TierSyncError {
+    return new TierSyncError(`peer tier ${this.config.host}:${this.config.port}: ${message}`, code, { tier: 'peer' });
+  }
+
+  async open(): Promise<void> {
+    const c = this.config;
+    this.#client = await PeerClient.connect({ host: c.host, port: c.port, streams: c.streams, timeoutMs: c.timeoutMs, ...(c.secret ? { secret: c.secret } : {}) });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#inflight.drained();
+    this.#client?.close();
+  }
+
+  #ready(): PeerClient {
+    if (this.#closed) throw this.#error('tier is closed', 'ERR_CLOSED');
+    if (!this.#client) throw this.#error('tier is not open; call open() first', 'ERR_CLOSED');
+    return this.#client;
+  }
+
+  /** Cuts [0, n) into runs of about SPLIT_BYTES, at most one per stream, so the streams move bytes in parallel. */
+  #chunks(lengths: readonly number[]): Array<[number, number]> {
+    const total = lengths.reduce((a, b) => a + b, 0);
+    const parts = Math.max(1, Math.min(this.config.streams, Math.ceil(total / SPLIT_BYTES), lengths.length));
+    const target = total / parts;
+    const out: Array<[number, number]> = [];
+    let start = 0;
+    let acc = 0;
+    lengths.forEach((len, i) => {
+      acc += len;
+      if (acc >= target * (out.length + 1) && out.length < parts - 1) {
+        out.push([start, i + 1]);
+        start = i + 1;
+      }
+    });
+    if (start < lengths.length) out.push([start, lengths.length]);
+    return out;
+  }
+
+  write(pages: readonly PageWrite[], opts: IoOptions = {}): Promise<WriteResult> {
+    const client = this.#ready();
+    checkWrites(pages, this.#context.pageBytes, 'peer');
+    for (const [i, p] of pages.entries()) {
+      if (!(p.source.arena instanceof HostArena)) throw this.#error(`pages[${i}].source must be a HostArena (stage device pages through host memory)`, 'ERR_UNSUPPORTED');
+    }
+    return this.#inflight.run(async () => {
+      const crcs = pages.map((p) => p.crc32c ?? crc32c((p.source.arena as HostArena).view(p.source.offset, p.source.length)));
+      const statuses = new Uint8Array(pages.length);
+      // One request per (arena, chunk): a request names a single arena.
+      const byArena = new Map<HostArena, number[]>();
+      pages.forEach((p, i) => {
+        const a = p.source.arena as HostArena;
+        byArena.set(a, [...(byArena.get(a) ?? []), i]);
+      });
+      const requests: Array<Promise<void>> = [];
+      for (const [arena, idx] of byArena) {
+        for (const [from, to] of this.#chunks(idx.map((i) => pages[i]!.source.length))) {
+          const part = idx.slice(from, to);
+          requests.push(
+            withDeadline(
+              client.put(
+                arena,
+                part.map((i) => pages[i]!.key),
+                Float64Array.from(part, (i) => pages[i]!.source.offset),
+                Uint32Array.from(part, (i) => pages[i]!.source.length),
+                Uint32Array.from(part, (i) => crcs[i]!),
+              ),
+              opts,
+              this.config.timeoutMs,
+            ).then((r) => part.forEach((i, k) => (statuses[i] = r.statuses[k]!))),
+          );
+        }
+      }
+      await settleAll(requests, () => this.#counters.errors++);
+      const written = pages.filter((_, i) => statuses[i] === PeerStatus.ok).map((p) => p.key);
+      if (statuses.some((s) => s === PeerStatus.full) || statuses.some((s) => s === PeerStatus.badChecksum || s === PeerStatus.failed)) {
+        // All-or-nothing: take back what landed from this batch before reporting.
+        if (written.length) await withDeadline(client.delete(written), {}, this.config.timeoutMs).catch(() => undefined);
+        const full = statuses.some((s) => s === PeerStatus.full);
+        throw this.#error(full ? `the remote host tier has no room for ${pages.length} page(s)` : 'pages arrived damaged at the remote (CRC32C mismatch)', full ? 'ERR_TIER_FULL' : 'ERR_CHECKSUM');
+      }
+      this.#pages += written.length;
+      for (const [i, p] of pages.entries()) {
+        if (statuses[i] !== PeerStatus.ok) continue;
+        this.#usedBytes += p.source.length;
+        this.#counters.bytesWritten += p.source.length;
+      }
+      this.#counters.writes += written.length;
+      return { written, existing: pages.filter((_, i) => statuses[i] === PeerStatus.existing).map((p) => p.key), crc32c: crcs };
+    });
+  }
+
+  read(pages: readonly PageRead[], opts: IoOptions = {}): Promise<ReadOutcome[]> {
+    const client = this.#ready();
+    checkReads(pages, this.#context.pageBytes, 'peer');
+    for (const [i, p] of pages.entries()) {
+      if (!(p.into.arena instanceof HostArena)) throw this.#error(`pages[${i}].into must be a HostArena`, 'ERR_UNSUPPORTED');
+    }
+    return this.#inflight.run(async () => {
+      const outcomes: ReadOutcome[] = new Array(pages.length);
+      const byArena = new Map<HostArena, number[]>();
+      pages.forEach((p, i) => {
+        const a = p.into.arena as HostArena;
+        byArena.set(a, [...(byArena.get(a) ?? []), i]);
+      });
+      const requests: Array<Promise<void>> = [];
+      for (const [arena, idx] of byArena) {
+        for (const [from, to] of this.#chunks(idx.map((i) => pages[i]!.into.length))) {
+          const part = idx.slice(from, to);
+          const keys = part.map((i) => pages[i]!.key);
+          requests.push(
+            withDeadline(client.get(arena, keys, Float64Array.from(part, (i) => pages[i]!.into.offset), Uint32Array.from(part, (i) => pages[i]!.into.length)), opts, this.config.timeoutMs).then((r: PeerReply) =>
+              part.forEach((i, k) => {
+                const key = keys[k]!;
+                const s = r.statuses[k];
+                if (s === PeerStatus.ok) {
+                  outcomes[i] = { key, status: 'hit', length: r.lengths[k]!, crc32c: r.crcs[k]! };
+                  this.#counters.hits++;
+                  this.#counters.reads++;
+                  this.#counters.bytesRead += r.lengths[k]!;
+                } else if (s === PeerStatus.miss) {
+                  outcomes[i] = { key, status: 'miss' };
+                  this.#counters.misses++;
+                } else if (s === PeerStatus.badChecksum) {
+                  this.#counters.checksumFailures++;
+                  this.#counters.errors++;
+                  outcomes[i] = { key, status: 'error', error: this.#error(`page ${key} failed its CRC32C check on arrival`, 'ERR_CHECKSUM') };
+                } else {
+                  this.#counters.errors++;
+                  outcomes[i] = { key, status: 'error', error: this.#error(`page ${key} could not be delivered (status ${s}): is the destination large enough?`, 'ERR_OUT_OF_RANGE') };
+                }
+              }),
+            ),
+          );
+        }
+      }
+      await settleAll(requests, () => this.#counters.errors++);
+      return outcomes;
+    });
+  }
+
+  async has(keys: readonly PageKey[]): Promise<boolean[]> {
+    const client = this.#ready();
+    checkKeys(keys, 'peer');
+    if (keys.length === 0) return [];
+    const r = await this.#inflight.run(() => withDeadline(client.has([...keys]), {}, this.config.timeoutMs));
+    return Array.from(r.statuses, (s) => s === PeerStatus.ok);
+  }
+
+  async delete(keys: readonly PageKey[]): Promise<{ deleted: PageKey[]; pinned: PageKey[] }> {
+    const client = this.#ready();
+    checkKeys(keys, 'peer');
+    const unique = [...new Set(keys)];
+    const pinned = unique.filter((k) => this.#pins.isPinned(k));
+    const rest = unique.filter((k) => !this.#pins.isPinned(k));
+    if (rest.length === 0) return { deleted: [], pinned };
+    const r = await this.#inflight.run(() => withDeadline(client.delete(rest), {}, this.config.timeoutMs));
+    const deleted = rest.filter((_, i) => r.statuses[i] === PeerStatus.ok);
+    this.#pages = Math.max(0, this.#pages - deleted.length);
+    return { deleted, pinned: [...pinned, ...rest.filter((_, i) => r.statuses[i] === PeerStatus.pinned)] };
+  }
+
+  /** A peer's pages belong to the remote host: nothing to recover here. */
+  async *list(): AsyncIterable<PageInfo> {
+    this.#ready();
+  }
+
+  /** Pins held by this client: deletes through this driver skip them (the remote pins pages only while it sends them). */
+  pin(keys: readonly PageKey[]): void {
+    this.#ready();
+    checkKeys(keys, 'peer');
+    this.#pins.pin(keys, () => true);
+  }
+
+  unpin(keys: readonly PageKey[]): void {
+    checkKeys(keys, 'peer');
+    this.#pins.unpin(keys);
+  }
+
+  stats(): TierStats {
+    return this.#counters.snapshot('peer', this.config.capacity, this.#usedBytes, this.#pages, this.#pins.size);
+  }
+}
+
+/** Rejects with ERR_TIMEOUT / ERR_ABORTED if the request has not settled by the deadline (the socket deadline backs it). */
+function withDeadline<T>(p: Promise<T>, opts: IoOptions, fallbackMs: number): Promise<T> {
+  const ms = opts.timeoutMs ?? fallbackMs;
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TierSyncError(`peer request passed its ${ms} ms deadline`, 'ERR_TIMEOUT', { tier: 'peer' })), ms);
+    timer.unref();
+    const onAbort = () => reject(new TierSyncError('peer request aborted', 'ERR_ABORTED', { tier: 'peer' }));
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onAbort);
+    });
+  });
+}
+
+/** Waits for every request (so none is left writing into memory the caller reuses), then throws the first error. */
+async function settleAll(requests: Array<Promise<void>>, onError: () => void): Promise<void> {
+  const results = await Promise.allSettled(requests);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    onError();
+    throw failed.reason;
+  }
+}

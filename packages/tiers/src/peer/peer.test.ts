@@ -1,0 +1,158 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HostArena, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
+import { testKey, tierConformance } from '../testing.js';
+import { HostTier } from '../host/index.js';
+import { PeerTier, parsePeerUrl } from './index.js';
+import { servePeer } from './server.js';
+
+const PAGE = 64 * 1024;
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../../../..');
+
+tierConformance('peer:// (loopback, with secret)', () => {
+  const servers: Array<{ server: PeerServer; host: HostTier }> = [];
+  return {
+    pageBytes: PAGE,
+    capacityPages: 16,
+    async create(context) {
+      const host = new HostTier(`host://?capacity=${16 * PAGE}`, context);
+      await host.open();
+      const server = servePeer(host, { secret: 'conformance-secret' });
+      servers.push({ server, host });
+      const t = new PeerTier(`peer://127.0.0.1:${server.port}?secret=conformance-secret&streams=2`, context);
+      await t.open();
+      return t;
+    },
+    async corrupt(_driver, key) {
+      // Damage the remote copy in the serving host's memory.
+      const { host } = servers[servers.length - 1]!;
+      const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
+      const slot = internals.table.get(key)!.slot;
+      internals.store.arena.view(internals.store.dataOffset + slot * PAGE + 3, 1)[0]! ^= 0x5a;
+    },
+    async cleanup() {
+      for (const { server, host } of servers) {
+        server.close();
+        await host.close();
+      }
+    },
+  };
+});
+
+describe('peer URLs', () => {
+  it('parses and names what is wrong', () => {
+    process.env.TIERSYNC_TEST_SECRET = 'abc';
+    expect(parsePeerUrl('peer://10.0.0.7:7070?secret=env:TIERSYNC_TEST_SECRET&streams=8')).toMatchObject({ host: '10.0.0.7', port: 7070, secret: 'abc', streams: 8 });
+    expect(parsePeerUrl('peer://10.0.0.7:7070?secret=hunter2').redacted).not.toContain('hunter2');
+    expect(() => parsePeerUrl('peer://10.0.0.7')).toThrow(/needs a port/);
+    expect(() => parsePeerUrl('peer://10.0.0.7:7070?streams=0')).toThrow(/option 'streams'/);
+    expect(() => parsePeerUrl('peer://10.0.0.7:7070?secret=env:TIERSYNC_NOT_SET_ANYWHERE')).toThrow(/TIERSYNC_NOT_SET_ANYWHERE, which is not set/);
+  });
+});
+
+/** Starts `node peer-host.mjs` (optionally inside a network namespace) serving a host tier; resolves its port. */
+function startHost(args: { secret: string; listen: string; netns?: string }): Promise<{ child: ChildProcess; port: number }> {
+  const script = path.join(here, 'peer-host.fixture.mjs');
+  const cmd = args.netns ? 'ip' : process.execPath;
+  const argv = [...(args.netns ? ['netns', 'exec', args.netns, process.execPath] : []), script, args.listen, args.secret, String(PAGE)];
+  const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening (\d+)/.exec(out);
+      if (m) resolve({ child, port: Number(m[1]) });
+    });
+    child.on('exit', (code) => reject(new Error(`peer host exited with ${code}`)));
+  });
+}
+
+describe('peer across processes', () => {
+  beforeAll(() => {
+    // The fixture process imports the compiled packages.
+    execFileSync('npx', ['tsc', '-b', 'packages/tiers'], { cwd: root, stdio: 'inherit' });
+  }, 120_000);
+
+  it('stores pages in another process and reads them back byte-exact', async () => {
+    const { child, port } = await startHost({ secret: 'two-process', listen: '127.0.0.1' });
+    const engine = new TransferEngine({ threads: 2 });
+    const arena = HostArena.create({ capacity: 8 * PAGE });
+    const view = arena.view(0, 4 * PAGE);
+    for (let i = 0; i < view.length; i++) view[i] = (i * 13) & 0xff;
+    const t = new PeerTier(`peer://127.0.0.1:${port}?secret=two-process`, { engine, pageBytes: PAGE, fingerprint: '' });
+    await t.open();
+    const keys = [0, 1, 2, 3].map((i) => testKey(i, 7));
+    await t.write(keys.map((key, i) => ({ key, source: { arena, offset: i * PAGE, length: PAGE } })));
+    const r = await t.read(keys.map((key, i) => ({ key, into: { arena, offset: (4 + i) * PAGE, length: PAGE } })));
+    expect(r.map((o) => o.status)).toEqual(['hit', 'hit', 'hit', 'hit']);
+    expect(crc32c(arena.view(4 * PAGE, 4 * PAGE))).toBe(crc32c(arena.view(0, 4 * PAGE)));
+    await t.close();
+    await engine.close();
+    child.kill();
+  });
+});
+
+const isRoot = process.getuid?.() === 0;
+let hasIp = false;
+try {
+  execFileSync('ip', ['netns', 'list']);
+  hasIp = true;
+} catch {
+  hasIp = false;
+}
+
+describe.skipIf(!isRoot || !hasIp)('peer across hosts in network namespaces (root)', () => {
+  const ns = [`tsA${process.pid % 10000}`, `tsB${process.pid % 10000}`];
+  const sh = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
+  const children: ChildProcess[] = [];
+
+  beforeAll(() => {
+    // Host A (server) and host B (a second server), each linked to this host (the client) by a veth pair.
+    ns.forEach((n, i) => {
+      sh('netns', 'add', n);
+      sh('link', 'add', `vc${i}${process.pid % 1000}`, 'type', 'veth', 'peer', 'name', `vh${i}${process.pid % 1000}`);
+      sh('link', 'set', `vh${i}${process.pid % 1000}`, 'netns', n);
+      sh('addr', 'add', `10.${77 + i}.0.1/24`, 'dev', `vc${i}${process.pid % 1000}`);
+      sh('link', 'set', `vc${i}${process.pid % 1000}`, 'up');
+      sh('-n', n, 'addr', 'add', `10.${77 + i}.0.2/24`, 'dev', `vh${i}${process.pid % 1000}`);
+      sh('-n', n, 'link', 'set', `vh${i}${process.pid % 1000}`, 'up');
+      sh('-n', n, 'link', 'set', 'lo', 'up');
+    });
+  });
+  afterAll(() => {
+    for (const c of children) c.kill();
+    ns.forEach((n, i) => {
+      try {
+        sh('link', 'del', `vc${i}${process.pid % 1000}`);
+      } catch {}
+      try {
+        sh('netns', 'del', n);
+      } catch {}
+    });
+  });
+
+  it('moves pages to two other hosts and back, authenticated, and refuses a wrong secret', async () => {
+    const engine = new TransferEngine({ threads: 2 });
+    const arena = HostArena.create({ capacity: 16 * PAGE });
+    const view = arena.view(0, 8 * PAGE);
+    for (let i = 0; i < view.length; i++) view[i] = (i * 7 + 3) & 0xff;
+    for (const [i, n] of ns.entries()) {
+      const { child, port } = await startHost({ secret: 'netns-secret', listen: `10.${77 + i}.0.2`, netns: n });
+      children.push(child);
+      const bad = new PeerTier(`peer://10.${77 + i}.0.2:${port}?secret=wrong&streams=1`, { engine, pageBytes: PAGE, fingerprint: '' });
+      await expect(bad.open()).rejects.toMatchObject({ code: 'ERR_AUTH' });
+      const t = new PeerTier(`peer://10.${77 + i}.0.2:${port}?secret=netns-secret&streams=2`, { engine, pageBytes: PAGE, fingerprint: '' });
+      await t.open();
+      const keys = [0, 1, 2, 3].map((k) => testKey(k, i));
+      await t.write(keys.map((key, k) => ({ key, source: { arena, offset: (i * 4 + k) * PAGE, length: PAGE } })));
+      const r = await t.read(keys.map((key, k) => ({ key, into: { arena, offset: (8 + k) * PAGE, length: PAGE } })));
+      expect(r.every((o) => o.status === 'hit')).toBe(true);
+      expect(crc32c(arena.view(8 * PAGE, 4 * PAGE))).toBe(crc32c(arena.view(i * 4 * PAGE, 4 * PAGE)));
+      await t.close();
+    }
+    await engine.close();
+  });
+});

@@ -1,0 +1,86 @@
+/**
+ * The serving side of the peer tier: exposes a host tier's pages to other hosts through the native peer data
+ * plane. The host tier's page table answers each request batch (where bytes go, where they are); bytes move
+ * socket <-> arena on native threads.
+ */
+import { PeerServer, PeerStatus, TierSyncError, type PeerPlan, type PeerServerRequest } from '@tiersync/native';
+import { HostArena } from '@tiersync/native';
+import type { HostTier } from '../host/index.js';
+
+export interface PeerServeOptions {
+  /** Listen address. Default 127.0.0.1 (without a secret only loopback is allowed). */
+  host?: string;
+  /** Default 0: any free port (read `port`). */
+  port?: number;
+  /** Shared secret of the HMAC handshake. */
+  secret?: string;
+  /** Deadline of every socket read/write inside a request, ms. Default 30000. */
+  timeoutMs?: number;
+}
+
+/** Serves `tier` (opened) to peers until `close()`. */
+export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerServer {
+  const arena = tier.arena;
+  if (!(arena instanceof HostArena)) throw new TierSyncError('peer: the host tier must be open before it is served', 'ERR_CLOSED', { tier: 'peer' });
+  // Offsets reserved by a put's plan, kept until its finish commits or frees them.
+  const reserved = new Map<number, Float64Array>();
+  const plan = (r: PeerServerRequest): PeerPlan | void => {
+    const n = r.keys.length;
+    switch (`${r.op}:${r.phase}`) {
+      case 'put:plan': {
+        const got = tier.reserveRemote(r.keys);
+        const statuses = new Uint8Array(n);
+        if (!got) return { offsets: new Float64Array(n).fill(-1), statuses: statuses.fill(PeerStatus.full) };
+        got.existing.forEach((e, i) => (statuses[i] = e ? PeerStatus.existing : PeerStatus.ok));
+        reserved.set(r.id, got.offsets);
+        return { offsets: got.offsets, statuses };
+      }
+      case 'put:finish': {
+        const offsets = reserved.get(r.id);
+        if (!offsets) return;
+        reserved.delete(r.id);
+        tier.commitRemote(r.keys, offsets, r.lengths, r.crcs, (i) => !r.failed && r.outcome?.[i] === PeerStatus.ok);
+        return;
+      }
+      case 'get:plan': {
+        const where = tier.pinRemote(r.keys);
+        const offsets = new Float64Array(n).fill(-1);
+        const statuses = new Uint8Array(n).fill(PeerStatus.miss);
+        const lengths = new Uint32Array(n);
+        const crcs = new Uint32Array(n);
+        where.forEach((w, i) => {
+          if (!w) return;
+          offsets[i] = w.offset;
+          statuses[i] = PeerStatus.ok;
+          lengths[i] = w.length;
+          crcs[i] = w.crc32c;
+        });
+        return { offsets, statuses, lengths, crcs };
+      }
+      case 'get:finish':
+        tier.unpin(r.keys.filter((_, i) => r.planned?.[i] === PeerStatus.ok));
+        return;
+      case 'has:plan': {
+        const have = tier.hasNow(r.keys);
+        return { offsets: new Float64Array(n).fill(-1), statuses: Uint8Array.from(have, (h) => (h ? PeerStatus.ok : PeerStatus.miss)) };
+      }
+      case 'delete:plan': {
+        const statuses = new Uint8Array(n).fill(PeerStatus.miss);
+        const { deleted, pinned } = tier.deleteNow(r.keys);
+        r.keys.forEach((k, i) => {
+          if (deleted.includes(k)) statuses[i] = PeerStatus.ok;
+          else if (pinned.includes(k)) statuses[i] = PeerStatus.pinned;
+        });
+        return { offsets: new Float64Array(n).fill(-1), statuses };
+      }
+      default:
+        return;
+    }
+  };
+  return new PeerServer(arena, plan, {
+    ...(options.host !== undefined ? { host: options.host } : {}),
+    ...(options.port !== undefined ? { port: options.port } : {}),
+    ...(options.secret ? { secret: options.secret } : {}),
+    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+  });
+}
