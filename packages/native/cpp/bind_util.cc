@@ -1,5 +1,8 @@
 // Free functions: error-class registration, CRC32C over JS bytes, capability probes, benchmark baselines.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include "crc32c.h"
 #include "cuda.h"
 #include "io_queue.h"
+#include "peer_protocol.h"
 
 namespace tiersync {
 namespace {
@@ -156,6 +160,57 @@ Napi::Value BenchFileLoop(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, seconds);
 }
 
+// Benchmark baseline: `bytes` from one arena to another over one loopback TCP connection, a sender thread and a
+// receiver thread, in `chunk`-byte send/recv calls. The link's limit for the peer tier. Returns seconds.
+Napi::Value BenchTcp(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Endpoint src = EndpointOf(env, info[0], 0);
+  Endpoint dst = EndpointOf(env, info[1], 1);
+  uint64_t bytes = UintArg(info, 2, "bytes");
+  uint64_t chunk = UintArg(info, 3, "chunk");
+  if (!src.memory || !dst.memory || !src.memory->host() || !dst.memory->host() || chunk == 0 || chunk > src.memory->size() ||
+      chunk > dst.memory->size())
+    Throw(env, Code::InvalidArgument, "benchTcp needs two host arenas of at least `chunk` bytes");
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(lfd, 1) != 0) Throw(env, Code::Io, "benchTcp listen failed");
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  uint64_t span = src.memory->size() / chunk * chunk;
+  uint8_t* from = src.memory->host();
+  uint8_t* to = dst.memory->host();
+  uint64_t dspan = dst.memory->size() / chunk * chunk;
+  std::string failure;
+  auto start = std::chrono::steady_clock::now();
+  std::thread receiver([&] {
+    int fd = accept(lfd, nullptr, nullptr);
+    peer::SetSocketOptions(fd, 30000);
+    try {
+      for (uint64_t off = 0; off < bytes; off += chunk) peer::RecvAll(fd, to + off % dspan, std::min(chunk, bytes - off));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    close(fd);
+  });
+  int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(cfd, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
+    peer::SetSocketOptions(cfd, 30000);
+    try {
+      for (uint64_t off = 0; off < bytes; off += chunk) peer::SendAll(cfd, from + off % span, std::min(chunk, bytes - off));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  close(cfd);
+  receiver.join();
+  close(lfd);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!failure.empty()) Throw(env, Code::Io, "benchTcp: " + failure);
+  return Napi::Number::New(env, seconds);
+}
+
 }  // namespace
 
 void InitUtil(Napi::Env env, Napi::Object exports) {
@@ -167,6 +222,7 @@ void InitUtil(Napi::Env env, Napi::Object exports) {
   exports.Set("probeDirect", Napi::Function::New(env, ProbeDirectJs, "probeDirect"));
   exports.Set("benchMemcpy", Napi::Function::New(env, BenchMemcpy, "benchMemcpy"));
   exports.Set("benchFileLoop", Napi::Function::New(env, BenchFileLoop, "benchFileLoop"));
+  exports.Set("benchTcp", Napi::Function::New(env, BenchTcp, "benchTcp"));
 }
 
 }  // namespace tiersync

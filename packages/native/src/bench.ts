@@ -14,3 +14,8 @@ export function memcpyBaseline(dst: HostArena | DeviceArena, src: HostArena | De
 export function fileLoopBaseline(path: string, mode: 'write' | 'read', arena: HostArena, bytes: number, block: number): number {
   return native.benchFileLoop(path, mode, arena.native, bytes, block);
 }
+
+/** Seconds to move `bytes` between two arenas over one loopback TCP connection (two native threads). */
+export function tcpBaseline(src: HostArena, dst: HostArena, bytes: number, chunk: number): number {
+  return (native as unknown as { benchTcp(s: unknown, d: unknown, b: number, c: number): number }).benchTcp(src.native, dst.native, bytes, chunk);
+}

@@ -1,1 +1,40 @@
-export const placeholder = 1;
+/**
+ * @tiersync/policy: eviction, admission, placement and prefetch decisions for tiersync, in pure TypeScript with
+ * no workspace imports, so the live hierarchy and the offline simulator run the very same decisions.
+ */
+export type { CapacityUnit, EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
+
+export { ArcPolicy } from './policies/arc.js';
+export { ClockPolicy } from './policies/clock.js';
+export { FifoPolicy } from './policies/fifo.js';
+export { LfuPolicy } from './policies/lfu.js';
+export { LruPolicy } from './policies/lru.js';
+export { S3FifoPolicy, type S3FifoOptions } from './policies/s3fifo.js';
+export { SievePolicy } from './policies/sieve.js';
+
+export {
+  createPolicy,
+  policyNames,
+  PolicyRegistry,
+  registerPolicy,
+  type BuiltinPolicyName,
+  type BuiltinPolicyOptions,
+  type PolicyFactory,
+} from './registry.js';
+export { replay, type ReplayOptions, type ReplayResult, type TraceRequest } from './replay.js';
+export {
+  AlwaysAdmit,
+  createAdmissionFilter,
+  LookupCountAdmission,
+  type AdmissionConfig,
+  type AdmissionFilter,
+  type LookupCountOptions,
+} from './admission.js';
+export { SeededRandom } from './random.js';
+export { decideWrite, checkWriteMode, type WriteAction, type WriteEvent, type WriteMode, type WriteState } from './write-mode.js';
+export { checkPromotionRule, promotionTarget, type PromotionRule } from './promotion.js';
+export { prefetchPlan, type PrefetchOptions } from './prefetch.js';
+export { TtlPins, type HoldId } from './ttl-pins.js';
+export { PriorityPolicy, type PriorityOptions } from './priority.js';
+export { TenantQuotaPolicy, type OverQuotaMode, type TenantQuotaOptions } from './tenant-quota.js';
+export type { PartitionFactory, PartitionState } from './internal/partitioned.js';

@@ -8,3 +8,5 @@ export { HbmTier, parseHbmUrl, type HbmTierConfig } from './hbm/index.js';
 export { HostTier, parseHostUrl, type HostTierConfig } from './host/index.js';
 export { PeerTier, parsePeerUrl, type PeerTierConfig } from './peer/index.js';
 export { servePeer, type PeerServeOptions } from './peer/server.js';
+export { FsTier, parseFsUrl, type FsTierConfig, type FsRecoveryReport } from './fs/index.js';
+export { ObjectTier, parseObjectUrl, GCS_ENDPOINT, type ObjectTierConfig, type ObjectTierStats } from './object/index.js';

@@ -1,6 +1,8 @@
 import type { TierContext, TierDriver } from './driver.js';
+import { FsTier } from './fs/index.js';
 import { HbmTier } from './hbm/index.js';
 import { HostTier } from './host/index.js';
+import { ObjectTier } from './object/index.js';
 import { PeerTier } from './peer/index.js';
 import { configError, splitUrl } from './url.js';
 
@@ -9,6 +11,9 @@ type Factory = (url: string, context: TierContext) => TierDriver;
 const factories: Record<string, Factory> = {
   hbm: (url, ctx) => new HbmTier(url, ctx),
   host: (url, ctx) => new HostTier(url, ctx),
+  fs: (url, ctx) => new FsTier(url, ctx),
+  s3: (url, ctx) => new ObjectTier(url, ctx),
+  gs: (url, ctx) => new ObjectTier(url, ctx),
   peer: (url, ctx) => new PeerTier(url, ctx),
 };
 

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
+import { runTiersBench } from '../bench/tiers.js';
 import { runTransferBench, type TransferBenchReport } from '../bench/transfer.js';
 import { GiB, KiB, formatBytes } from '../bench/stats.js';
 import type { Command } from './main.js';
@@ -8,10 +9,12 @@ const usage = `Usage: tiersync bench <suite> [options]
 
 Suites:
   transfer   the native engine against memcpy and a plain O_DIRECT file loop, measured in the same run
+  tiers      fs, peer and object drivers against O_DIRECT loops, raw TCP, Redis and the bare S3 client
 
 Options:
   --json             print one JSON object as the last line of stdout (progress goes to stderr)
-  --bytes N          bytes moved per path and page size, e.g. 4GiB (default 4GiB)
+  --bytes N          bytes moved per path/driver and page size, e.g. 4GiB (default 4GiB transfer, 1GiB tiers)
+  --drivers LIST     tiers only: comma-separated subset of fs,peer,object
   --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
   --threads N        engine and memcpy threads (default: one per core)
   --repetitions N    engine/baseline pairs per figure (default 3)`;
@@ -40,7 +43,7 @@ function table(r: TransferBenchReport): string {
 }
 
 export const benchCommand: Command = {
-  summary: 'run a benchmark suite (transfer)',
+  summary: 'run a benchmark suite (transfer, tiers)',
   usage,
   async run(args) {
     const { values, positionals } = parseArgs({
@@ -52,14 +55,28 @@ export const benchCommand: Command = {
         dir: { type: 'string' },
         threads: { type: 'string' },
         repetitions: { type: 'string' },
+        drivers: { type: 'string' },
       },
     });
     const suite = positionals[0];
+    const log = (line: string) => (values.json ? console.error(line) : console.log(line));
+    if (suite === 'tiers') {
+      const drivers = values.drivers?.split(',').map((d) => d.trim());
+      for (const d of drivers ?? []) if (!['fs', 'peer', 'object'].includes(d)) throw new TierSyncError(`--drivers: unknown driver '${d}'`, 'ERR_INVALID_ARGUMENT');
+      const report = await runTiersBench({
+        ...(values.bytes ? { bytes: parseBytes(values.bytes, '--bytes') } : {}),
+        ...(values.dir ? { dir: values.dir } : {}),
+        ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}),
+        ...(drivers ? { drivers: drivers as Array<'fs' | 'peer' | 'object'> } : {}),
+        log,
+      });
+      console.log(values.json ? JSON.stringify(report) : '');
+      return 0;
+    }
     if (suite !== 'transfer') {
       console.error(`tiersync bench: unknown suite '${suite ?? ''}'\n\n${usage}`);
       return 2;
     }
-    const log = (line: string) => (values.json ? console.error(line) : console.log(line));
     const report = await runTransferBench({
       ...(values.bytes ? { bytesPerPath: parseBytes(values.bytes, '--bytes') } : {}),
       ...(values.dir ? { dir: values.dir } : {}),

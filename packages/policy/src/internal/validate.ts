@@ -47,7 +47,7 @@ export function checkUnit(unit: unknown, name = 'unit'): CapacityUnit {
 }
 
 /** @throws TypeError unless a plain options object */
-export function checkOptions(options: unknown, name = 'options'): asserts options is Record<string, unknown> {
+export function checkOptions(options: unknown, name = 'options'): void {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new TypeError(`${name} must be an object, got ${describe(options)}`);
   }

@@ -7,7 +7,8 @@
  *
  * - Sizes (in units): small = floor(capacity * smallRatio) (default 0.1), main = capacity - small,
  *   ghost = floor(capacity * ghostRatio) (default 0.9). Ghost entries remember key and size only.
- * - Frequency: 0 on insertion and on a move into main; each hit adds 1, capped at 3 (2 bits).
+ * - Frequency: 0 on insertion and on a move into main; each hit adds 1, capped at 3 (2 bits, as the paper;
+ *   libCacheSim counts on but only ever uses min(freq, 3), which decides the same for thresholds <= 3).
  * - A miss whose key is in the ghost queue removes it from the ghost and inserts the object at the head of
  *   main; any other miss inserts at the head of small.
  * - Admission (libCacheSim `S3FIFO_can_insert` / `S3FIFO_insert`): an object whose cost is >= the small queue is
@@ -57,6 +58,7 @@ export class S3FifoPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K>
   readonly mainCapacity: number;
   /** Capacity of the ghost FIFO, in units. */
   readonly ghostCapacity: number;
+  /** Hits in small that move an object to main: 1, 2 or 3. */
   readonly moveToMainThreshold: number;
 
   readonly #small = emptyList();

@@ -2,7 +2,7 @@
  * fs tier URLs and slab geometry: `fs:///mnt/filestore/kv?capacity=2TiB&slab=8GiB&direct=auto`.
  */
 import { posix } from 'node:path';
-import type { DirectMode } from '@tiersync/native';
+import { TierSyncError, type DirectMode } from '@tiersync/native';
 import { z } from 'zod';
 import { bool, configError, parseOptions, size, splitUrlOf } from '../url.js';
 
@@ -50,6 +50,14 @@ export interface FsTierConfig {
  * @throws TierSyncError ERR_CONFIG naming the part or option that is wrong
  */
 export function parseFsUrl(url: string): FsTierConfig {
+  try {
+    return parse(url);
+  } catch (e) {
+    throw e instanceof TierSyncError && e.tier === undefined ? new TierSyncError(e.message, e.code, { tier: 'fs' }) : e;
+  }
+}
+
+function parse(url: string): FsTierConfig {
   const u = splitUrlOf(url, 'fs');
   if (u.host !== '') {
     throw configError(u, `fs:// takes an absolute folder after three slashes, e.g. fs:///mnt/kv?capacity=2TiB (got host '${u.host}')`);

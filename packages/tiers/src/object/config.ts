@@ -33,6 +33,7 @@ const options = z
       .optional(),
     region: z.string().regex(/^[a-z0-9-]{1,64}$/, 'must be a region name like us-east-1 or auto').optional(),
     forcePathStyle: bool.optional(),
+    signPayload: bool.optional(),
     accessKeyId: z.string().min(1, 'must not be empty').max(256).optional(),
     secretAccessKey: z.string().min(1, 'must not be empty').max(512).optional(),
     capacity: size('a capacity').optional(),
@@ -45,6 +46,11 @@ const options = z
     backoffMaxMs: int(0, 600_000).optional(),
     breakerThreshold: int(1, 10_000).optional(),
     breakerCooldownMs: int(1, 3_600_000).optional(),
+    compactBelow: z
+      .string()
+      .regex(/^(0(\.\d+)?|1(\.0*)?|\.\d+)$/, 'must be a fraction between 0 and 1, like 0.5')
+      .transform(Number)
+      .optional(),
   })
   .strict();
 
@@ -60,6 +66,11 @@ export interface ObjectTierConfig {
   region: string;
   /** Path-style addressing (`endpoint/bucket/key`). Default true for gs:// and for s3:// with an endpoint. */
   forcePathStyle: boolean;
+  /**
+   * Sign upload bodies with SHA-256 (SigV4 payload signing). Default: true for http:// endpoints, false for
+   * https:// (TLS already protects the bytes in transit; see README for the cost).
+   */
+  signPayload: boolean;
   /** Static credentials from the URL (never log them: use `redacted`); undefined: the AWS default chain. */
   credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
   /** Limit on stored page bytes (payload, not footers). Default: unlimited (Number.MAX_SAFE_INTEGER). */
@@ -82,6 +93,11 @@ export interface ObjectTierConfig {
   breakerThreshold: number;
   /** Time the breaker stays open before one probe request is let through, in ms. Default 10000. */
   breakerCooldownMs: number;
+  /**
+   * Rewrite an object when its live page bytes fall below this fraction of its page bytes (after a delete).
+   * 0 never compacts (objects are then deleted only when all their pages are). Default 0.5.
+   */
+  compactBelow: number;
   /** The URL with credentials masked. */
   redacted: string;
 }
@@ -124,6 +140,7 @@ export function parseObjectUrl(url: string): ObjectTierConfig {
     endpoint: endpoint?.replace(/\/+$/, ''),
     region: o.region ?? (scheme === 'gs' ? 'auto' : (process.env['AWS_REGION'] ?? process.env['AWS_DEFAULT_REGION'] ?? 'us-east-1')),
     forcePathStyle: o.forcePathStyle ?? endpoint !== undefined,
+    signPayload: o.signPayload ?? endpoint?.startsWith('http:') ?? false,
     credentials: o.accessKeyId && o.secretAccessKey ? { accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey } : undefined,
     capacity: o.capacity ?? Number.MAX_SAFE_INTEGER,
     objectBytes,
@@ -135,6 +152,7 @@ export function parseObjectUrl(url: string): ObjectTierConfig {
     backoffMaxMs,
     breakerThreshold: o.breakerThreshold ?? 5,
     breakerCooldownMs: o.breakerCooldownMs ?? 10_000,
+    compactBelow: o.compactBelow ?? 0.5,
     redacted: u.redacted,
   };
 }

@@ -13,10 +13,14 @@ import { randomBytes } from 'node:crypto';
 import { crc32c } from '@tiersync/native';
 import { z } from 'zod';
 import { PAGE_KEY_PATTERN, type PageKey } from '../driver.js';
+import type { Bucket } from './bucket.js';
 
+/** Layout version written in manifests, tombstones and the descriptor. */
 export const FORMAT = 1;
+/** Fixed size of the trailer at the end of every data object. */
 export const TRAILER_BYTES = 24;
 const MAGIC = 'TSOBJv01';
+/** Name of the tier descriptor under the prefix. */
 export const DESCRIPTOR_NAME = 'tiersync-object.json';
 
 const ID = /^[0-9a-z]{9}-[0-9a-f]{16}$/;
@@ -26,10 +30,12 @@ export function newObjectId(now = Date.now()): string {
   return `${now.toString(36).padStart(9, '0')}-${randomBytes(8).toString('hex')}`;
 }
 
+/** True for names this driver generates (anything else under data/ is skipped at open). */
 export function isObjectId(id: string): boolean {
   return ID.test(id);
 }
 
+/** Object names: data objects and their tombstones. */
 export const dataName = (prefix: string, id: string): string => `${prefix}data/${id}`;
 export const deadName = (prefix: string, id: string): string => `${prefix}dead/${id}`;
 
@@ -118,6 +124,38 @@ export function decodeManifest(bytes: Uint8Array, trailer: { manifestCrc: number
   return { format: m.format, fingerprint: m.fingerprint, pageBytes: m.pageBytes, pages };
 }
 
+/** Least bytes read from the end of an object at open. */
+const TAIL_MIN_BYTES = 16 * 1024;
+
+/**
+ * Reads and checks the footer of one data object: one ranged GET of its tail, sized for the manifest an object
+ * of this size usually has (~100 bytes a page), and a second GET only when the manifest is larger.
+ * @returns the pages, or why the object is not usable (it is then skipped, never deleted).
+ * @throws TierSyncError when the GETs fail (open cannot guess what the object holds).
+ */
+export async function fetchFooter(
+  bucket: Bucket,
+  name: string,
+  size: number,
+  expect: { fingerprint: string; pageBytes: number },
+): Promise<{ dataBytes: number; pages: ManifestPage[] } | string> {
+  if (size < TRAILER_BYTES) return 'too small to be a tiersync object';
+  const tail = Math.min(size, TAIL_MIN_BYTES + expect.fingerprint.length * 6 + Math.ceil(size / expect.pageBytes) * 100);
+  const bytes = await bucket.getBytes(name, size - tail, tail);
+  const trailer = decodeTrailer(bytes.subarray(tail - TRAILER_BYTES));
+  if (!trailer) return 'no tiersync trailer';
+  if (trailer.dataBytes + trailer.manifestBytes + TRAILER_BYTES !== size) return `size ${size} does not match its trailer`;
+  const manifestBytes =
+    trailer.manifestBytes + TRAILER_BYTES <= tail
+      ? bytes.subarray(tail - TRAILER_BYTES - trailer.manifestBytes, tail - TRAILER_BYTES)
+      : await bucket.getBytes(name, trailer.dataBytes, trailer.manifestBytes);
+  const m = decodeManifest(manifestBytes, trailer);
+  if (typeof m === 'string') return m;
+  if (m.fingerprint !== expect.fingerprint) return `written under fingerprint '${m.fingerprint}'`;
+  if (m.pageBytes !== expect.pageBytes) return `written with page size ${m.pageBytes}`;
+  return { dataBytes: trailer.dataBytes, pages: m.pages };
+}
+
 /** Tier descriptor: written once per prefix, checked at every open. */
 export interface Descriptor {
   format: number;
@@ -127,6 +165,7 @@ export interface Descriptor {
 
 const descriptorSchema = z.object({ format: z.number().int(), fingerprint: z.string(), pageBytes: z.number().int().positive() });
 
+/** Checks a descriptor read back from the bucket; a string says why it was refused. */
 export function decodeDescriptor(bytes: Uint8Array): Descriptor | string {
   try {
     const parsed = descriptorSchema.safeParse(JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)));
@@ -138,6 +177,7 @@ export function decodeDescriptor(bytes: Uint8Array): Descriptor | string {
 
 const tombstoneSchema = z.object({ format: z.literal(FORMAT), dead: z.array(z.string().regex(PAGE_KEY_PATTERN)) });
 
+/** The tombstone of an object: its deleted keys, sorted (JSON). */
 export function encodeTombstone(dead: Iterable<PageKey>): Uint8Array {
   return new TextEncoder().encode(JSON.stringify({ format: FORMAT, dead: [...dead].sort() }));
 }

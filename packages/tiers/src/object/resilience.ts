@@ -183,10 +183,8 @@ export function classify(error: unknown): Verdict {
   if (error instanceof IncompleteBody) return { retryable: true, endpointFault: true, code: 'ERR_IO', reason: what };
   if (status !== undefined && status >= 500) return { retryable: true, endpointFault: true, code: 'ERR_IO', reason: what };
   if (status === 429 || status === 408 || TRANSIENT_NAMES.has(name)) return { retryable: true, endpointFault: true, code: 'ERR_IO', reason: what };
-  if (status === 404 || name === 'NoSuchKey' || name === 'NotFound') {
-    const code: ErrorCode = name === 'NoSuchBucket' ? 'ERR_CONFIG' : 'ERR_NOT_FOUND';
-    return { retryable: false, endpointFault: false, code, reason: what };
-  }
+  if (name === 'NoSuchBucket') return { retryable: false, endpointFault: false, code: 'ERR_CONFIG', reason: `${what} (the bucket does not exist)` };
+  if (status === 404 || name === 'NoSuchKey' || name === 'NotFound') return { retryable: false, endpointFault: false, code: 'ERR_NOT_FOUND', reason: what };
   if (status === 401 || status === 403) return { retryable: false, endpointFault: false, code: 'ERR_CONFIG', reason: `${what} (check the credentials and the bucket's permissions)` };
   if (status !== undefined && status >= 400) return { retryable: false, endpointFault: false, code: 'ERR_IO', reason: what };
   // No HTTP status: the request did not complete (connection refused/reset, socket hang up, body cut short).

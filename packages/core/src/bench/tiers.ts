@@ -1,0 +1,268 @@
+/**
+ * `tiersync bench tiers`: write and read GiB/s of each tier driver beside a baseline measured in the same run:
+ * - fs: a plain sequential O_DIRECT pwrite/pread loop of the same bytes;
+ * - peer: raw TCP between two native threads over loopback (the link's limit), and Redis through ioredis at the
+ *   same concurrency (what a user would pick instead);
+ * - object: the same S3 client putting and getting the same bytes against the same s3rver without tiersync.
+ * Engine and baseline alternate within each repetition; medians are reported.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { HostArena, TransferEngine } from '@tiersync/native';
+import { fileLoopBaseline, tcpBaseline } from '@tiersync/native/bench';
+import { HostTier, createTier, servePeer, type PageKey, type TierDriver } from '@tiersync/tiers';
+import { Redis } from 'ioredis';
+import { GiB, KiB, MiB, median, round } from './stats.js';
+import { startRedis, startS3rver } from './services.js';
+
+export interface TiersBenchOptions {
+  /** Bytes written and read per driver and page size. Default 1 GiB (object: a quarter of it). */
+  bytes?: number;
+  pageSizes?: number[];
+  repetitions?: number;
+  /** Folder for the fs tier (a filesystem with O_DIRECT). Default: the OS temp folder. */
+  dir?: string;
+  drivers?: Array<'fs' | 'peer' | 'object'>;
+  log?: (line: string) => void;
+}
+
+export interface DriverFigure {
+  driver: 'fs' | 'peer' | 'object';
+  pageBytes: number;
+  bytes: number;
+  writeGiBps: number;
+  readGiBps: number;
+  baselineWriteGiBps: number;
+  baselineReadGiBps: number;
+  writeRatio: number;
+  readRatio: number;
+  baseline: string;
+  redis?: { setGiBps: number; getGiBps: number; setRatio: number; getRatio: number };
+}
+
+export interface TiersBenchReport {
+  suite: 'tiers';
+  date: string;
+  machine: string;
+  drivers: DriverFigure[];
+}
+
+/** Batches of this many bytes go to a driver per call, as a hierarchy would issue them. */
+const BATCH_BYTES = 64 * MiB;
+
+function key(i: number, salt: number): PageKey {
+  return salt.toString(16).padStart(8, '0') + i.toString(16).padStart(24, '0');
+}
+
+/** Writes then reads `bytes` through a driver in BATCH_BYTES batches; returns [write s, read s]. */
+async function timeDriver(driver: TierDriver, src: HostArena, dst: HostArena, pageBytes: number, bytes: number, salt: number): Promise<[number, number]> {
+  const pages = Math.floor(bytes / pageBytes);
+  const perBatch = Math.max(1, Math.floor(BATCH_BYTES / pageBytes));
+  const slots = Math.floor(src.capacity / pageBytes);
+  let t = process.hrtime.bigint();
+  for (let first = 0; first < pages; first += perBatch) {
+    const batch = [];
+    for (let i = first; i < Math.min(pages, first + perBatch); i++) batch.push({ key: key(i, salt), source: { arena: src, offset: (i % slots) * pageBytes, length: pageBytes } });
+    await driver.write(batch);
+  }
+  const write = Number(process.hrtime.bigint() - t) / 1e9;
+  t = process.hrtime.bigint();
+  for (let first = 0; first < pages; first += perBatch) {
+    const batch = [];
+    for (let i = first; i < Math.min(pages, first + perBatch); i++) batch.push({ key: key(i, salt), into: { arena: dst, offset: (i % slots) * pageBytes, length: pageBytes } });
+    const r = await driver.read(batch);
+    const bad = r.find((o) => o.status !== 'hit');
+    if (bad) throw new Error(`benchmark read of ${bad.key} returned ${bad.status}`);
+  }
+  const read = Number(process.hrtime.bigint() - t) / 1e9;
+  return [write, read];
+}
+
+const rate = (bytes: number, seconds: number) => bytes / GiB / seconds;
+
+function figure(driver: DriverFigure['driver'], pageBytes: number, bytes: number, runs: Array<[number, number, number, number]>, baseline: string): DriverFigure {
+  const w = median(runs.map((r) => rate(bytes, r[0])));
+  const r = median(runs.map((x) => rate(bytes, x[1])));
+  const bw = median(runs.map((x) => rate(bytes, x[2])));
+  const br = median(runs.map((x) => rate(bytes, x[3])));
+  return { driver, pageBytes, bytes, writeGiBps: round(w), readGiBps: round(r), baselineWriteGiBps: round(bw), baselineReadGiBps: round(br), writeRatio: round(w / bw), readRatio: round(r / br), baseline };
+}
+
+export async function runTiersBench(options: TiersBenchOptions = {}): Promise<TiersBenchReport> {
+  const log = options.log ?? (() => undefined);
+  const bytes = options.bytes ?? GiB;
+  const pageSizes = options.pageSizes ?? [256 * KiB, 2 * MiB];
+  const reps = options.repetitions ?? 2;
+  const drivers = options.drivers ?? ['fs', 'peer', 'object'];
+  const engine = new TransferEngine();
+  const arenaBytes = Math.min(bytes, 256 * MiB);
+  const src = HostArena.create({ capacity: arenaBytes, prefault: true });
+  const dst = HostArena.create({ capacity: arenaBytes, prefault: true });
+  const view = src.view(0, arenaBytes);
+  for (let i = 0; i < arenaBytes; i += 4096) view[i] = (i >>> 12) & 0xff;
+  const out: DriverFigure[] = [];
+  let salt = 0;
+  try {
+    for (const pageBytes of pageSizes) {
+      if (drivers.includes('fs')) out.push(await benchFs(engine, src, dst, pageBytes, bytes, reps, options.dir ?? os.tmpdir(), () => ++salt, log));
+      if (drivers.includes('peer')) out.push(await benchPeer(engine, src, dst, pageBytes, bytes, reps, () => ++salt, log));
+      if (drivers.includes('object')) out.push(await benchObject(engine, src, dst, pageBytes, Math.max(pageBytes, Math.floor(bytes / 4)), reps, () => ++salt, log));
+    }
+  } finally {
+    await engine.close();
+    src.close();
+    dst.close();
+  }
+  return {
+    suite: 'tiers',
+    date: new Date().toISOString(),
+    machine: `${os.cpus()[0]?.model ?? 'cpu'} x${os.availableParallelism()}, ${round(os.totalmem() / GiB, 1)} GiB, ${os.type()} ${os.release()}`,
+    drivers: out,
+  };
+}
+
+function describeFigure(f: DriverFigure): string {
+  const extra = f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '';
+  return `${f.driver.padEnd(6)} ${String(f.pageBytes / KiB).padStart(5)} KiB: write ${f.writeGiBps} GiB/s (ratio ${f.writeRatio}), read ${f.readGiBps} GiB/s (ratio ${f.readRatio}) vs ${f.baseline}${extra}`;
+}
+
+async function benchFs(engine: TransferEngine, src: HostArena, dst: HostArena, pageBytes: number, bytes: number, reps: number, dir: string, nextSalt: () => number, log: (l: string) => void): Promise<DriverFigure> {
+  const folder = mkdtempSync(path.join(dir, 'tiersync-bench-fs-'));
+  const basePath = path.join(folder, 'baseline.bin');
+  const runs: Array<[number, number, number, number]> = [];
+  try {
+    for (let r = 0; r < reps; r++) {
+      const tierDir = path.join(folder, `tier-${r}`);
+      const driver = createTier(`fs://${tierDir}?capacity=${bytes + 64 * MiB}`, { engine, pageBytes, fingerprint: 'bench' });
+      await driver.open();
+      const [w, rd] = await timeDriver(driver, src, dst, pageBytes, bytes, nextSalt());
+      await driver.close();
+      rmSync(tierDir, { recursive: true, force: true });
+      rmSync(basePath, { force: true });
+      const bw = fileLoopBaseline(basePath, 'write', src, Math.floor(bytes / pageBytes) * pageBytes, pageBytes);
+      const br = fileLoopBaseline(basePath, 'read', dst, Math.floor(bytes / pageBytes) * pageBytes, pageBytes);
+      runs.push([w, rd, bw, br]);
+    }
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+  const f = figure('fs', pageBytes, Math.floor(bytes / pageBytes) * pageBytes, runs, 'sequential O_DIRECT pwrite/pread loop');
+  log(describeFigure(f));
+  return f;
+}
+
+async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena, pageBytes: number, bytes: number, reps: number, nextSalt: () => number, log: (l: string) => void): Promise<DriverFigure> {
+  const moved = Math.floor(bytes / pageBytes) * pageBytes;
+  const host = new HostTier(`host://?capacity=${moved + 64 * MiB}`, { engine, pageBytes, fingerprint: 'bench' });
+  await host.open();
+  const server = servePeer(host, { secret: 'bench-secret' });
+  const streams = 4;
+  const redis = await startRedis();
+  const clients = Array.from({ length: streams }, () => new Redis({ port: redis.port, host: '127.0.0.1', lazyConnect: false, maxRetriesPerRequest: 1 }));
+  const runs: Array<[number, number, number, number]> = [];
+  const redisRuns: Array<[number, number]> = [];
+  try {
+    for (let r = 0; r < reps; r++) {
+      const driver = createTier(`peer://127.0.0.1:${server.port}?secret=bench-secret&streams=${streams}`, { engine, pageBytes, fingerprint: 'bench' });
+      await driver.open();
+      const salt = nextSalt();
+      const [w, rd] = await timeDriver(driver, src, dst, pageBytes, moved, salt);
+      await driver.delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
+      await driver.close();
+      const t = tcpBaseline(src, dst, moved, pageBytes);
+      runs.push([w, rd, t, t]);
+      redisRuns.push(await timeRedis(clients, src, dst, pageBytes, moved));
+      await clients[0]!.flushall();
+    }
+  } finally {
+    for (const c of clients) c.disconnect();
+    await redis.stop();
+    server.close();
+    await host.close();
+  }
+  const f = figure('peer', pageBytes, moved, runs, 'raw TCP between two native threads (loopback, 1 connection)');
+  const set = median(redisRuns.map((x) => rate(moved, x[0])));
+  const get = median(redisRuns.map((x) => rate(moved, x[1])));
+  f.redis = { setGiBps: round(set), getGiBps: round(get), setRatio: round(f.writeGiBps / set), getRatio: round(f.readGiBps / get) };
+  log(describeFigure(f));
+  return f;
+}
+
+/** SET then GET the same pages through ioredis, BATCH_BYTES per round spread over the connections. */
+async function timeRedis(clients: Redis[], src: HostArena, dst: HostArena, pageBytes: number, bytes: number): Promise<[number, number]> {
+  const pages = bytes / pageBytes;
+  const perBatch = Math.max(1, Math.floor(BATCH_BYTES / pageBytes));
+  const slots = Math.floor(src.capacity / pageBytes);
+  const srcView = src.view(0, slots * pageBytes);
+  const dstView = dst.view(0, slots * pageBytes);
+  let t = process.hrtime.bigint();
+  for (let first = 0; first < pages; first += perBatch) {
+    const sets = [];
+    for (let i = first; i < Math.min(pages, first + perBatch); i++) {
+      const at = (i % slots) * pageBytes;
+      sets.push(clients[i % clients.length]!.set(`p${i}`, Buffer.from(srcView.buffer, srcView.byteOffset + at, pageBytes)));
+    }
+    await Promise.all(sets);
+  }
+  const set = Number(process.hrtime.bigint() - t) / 1e9;
+  t = process.hrtime.bigint();
+  for (let first = 0; first < pages; first += perBatch) {
+    const gets = [];
+    for (let i = first; i < Math.min(pages, first + perBatch); i++) {
+      gets.push(
+        clients[i % clients.length]!.getBuffer(`p${i}`).then((b) => {
+          if (!b) throw new Error(`redis lost p${i}`);
+          dstView.set(b, (i % slots) * pageBytes); // land the page in the engine's memory, as a tier would
+        }),
+      );
+    }
+    await Promise.all(gets);
+  }
+  return [set, Number(process.hrtime.bigint() - t) / 1e9];
+}
+
+async function benchObject(engine: TransferEngine, src: HostArena, dst: HostArena, pageBytes: number, bytes: number, reps: number, nextSalt: () => number, log: (l: string) => void): Promise<DriverFigure> {
+  const moved = Math.floor(bytes / pageBytes) * pageBytes;
+  const s3 = await startS3rver(['tiersync-bench']);
+  const { S3Client, PutObjectCommand, GetObjectCommand } = await import('@aws-sdk/client-s3');
+  const client = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } });
+  const runs: Array<[number, number, number, number]> = [];
+  const objectBytes = BATCH_BYTES;
+  try {
+    for (let r = 0; r < reps; r++) {
+      const salt = nextSalt();
+      const driver = createTier(`s3://tiersync-bench/run${salt}/?endpoint=${s3.endpoint}&accessKeyId=S3RVER&secretAccessKey=S3RVER&object=${objectBytes}`, { engine, pageBytes, fingerprint: 'bench' });
+      await driver.open();
+      const [w, rd] = await timeDriver(driver, src, dst, pageBytes, moved, salt);
+      await driver.close();
+      // Baseline: the same bytes as objects of the same size, put and got whole by the same SDK.
+      const view = src.view(0, Math.min(src.capacity, objectBytes));
+      const objects = Math.ceil(moved / objectBytes);
+      // Same concurrency as the driver's default (16 requests): here every object is in flight at once.
+      let t = process.hrtime.bigint();
+      await Promise.all(
+        Array.from({ length: objects }, (_, o) =>
+          client.send(new PutObjectCommand({ Bucket: 'tiersync-bench', Key: `baseline${salt}/${o}`, Body: Buffer.from(view.buffer, view.byteOffset, Math.min(objectBytes, moved - o * objectBytes, view.length)) })),
+        ),
+      );
+      const bw = Number(process.hrtime.bigint() - t) / 1e9;
+      const into = dst.view(0, Math.min(dst.capacity, objectBytes));
+      t = process.hrtime.bigint();
+      await Promise.all(
+        Array.from({ length: objects }, async (_, o) => {
+          const got = await client.send(new GetObjectCommand({ Bucket: 'tiersync-bench', Key: `baseline${salt}/${o}` }));
+          into.set(await got.Body!.transformToByteArray(), 0); // land the bytes in the engine's memory
+        }),
+      );
+      const br = Number(process.hrtime.bigint() - t) / 1e9;
+      runs.push([w, rd, bw, br]);
+    }
+  } finally {
+    client.destroy();
+    await s3.stop();
+  }
+  const f = figure('object', pageBytes, moved, runs, `@aws-sdk/client-s3 PutObject/GetObject of ${objectBytes / MiB} MiB objects, same s3rver`);
+  log(describeFigure(f));
+  return f;
+}
