@@ -36,10 +36,10 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
   }
 
   ~EngineWrap() override {
-    // Reached at garbage collection (only when idle) or environment teardown (work may still be queued).
+    // Reached at garbage collection (only when idle) or environment teardown (work may still be queued). The
+    // thread-safe function is not touched here: at teardown Node closes it before finalizing this object.
     teardown_ = true;
     engine_->Shutdown();
-    completions_.Release();
   }
 
   void Complete(Napi::Env env, std::shared_ptr<Batch> b) {
@@ -192,13 +192,20 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     Napi::Env env = info.Env();
     auto deferred = Napi::Promise::Deferred::New(env);
     closing_ = true;
-    if (pending_.empty()) {
-      engine_->Shutdown();
-      deferred.Resolve(env.Undefined());
-    } else {
-      closeWaiters_.push_back(deferred);
-    }
+    closeWaiters_.push_back(deferred);
+    if (pending_.empty()) Finish(env);
     return deferred.Promise();
+  }
+
+  // Joins the workers and lets the thread-safe function go; runs once, when closed and idle.
+  void Finish(Napi::Env env) {
+    engine_->Shutdown();
+    if (!released_) {
+      released_ = true;
+      completions_.Release();
+    }
+    for (auto& d : closeWaiters_) d.Resolve(env.Undefined());
+    closeWaiters_.clear();
   }
 
   void Busy(Napi::Env env) {
@@ -208,11 +215,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
 
   void Idle(Napi::Env env) {
     completions_.Unref(env);
-    if (closing_) {
-      engine_->Shutdown();
-      for (auto& d : closeWaiters_) d.Resolve(env.Undefined());
-      closeWaiters_.clear();
-    }
+    if (closing_) Finish(env);
     Unref();
   }
 
@@ -223,6 +226,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
   uint64_t nextId_ = 0;
   bool closing_ = false;
   bool teardown_ = false;
+  bool released_ = false;
 };
 
 void CallJs(Napi::Env env, Napi::Function, EngineWrap* self, std::shared_ptr<Batch>* data) {

@@ -67,7 +67,11 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     });
   }
 
-  ~ServerWrap() override { Shutdown(); }
+  // Not Shutdown(): at environment teardown Node closes the thread-safe function before finalizing this object.
+  ~ServerWrap() override {
+    closed_ = true;
+    if (server_) server_->Close();
+  }
 
   void Plan(Napi::Env env, const std::shared_ptr<ServerRequest>& r) {
     if (closed_) return r->Answer("peer server is closing");
@@ -187,7 +191,6 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
   ~ClientWrap() override {
     teardown_ = true;
     if (client_) client_->Close();
-    done_.Release();
   }
 
   void Adopt(std::unique_ptr<peer::Client> client) { client_ = std::move(client); }
@@ -228,7 +231,7 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
   // put: lengths/crcs describe the pages at offsets; get: lengths is the room at each offset.
   Napi::Value Request(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!client_) Throw(env, Code::Closed, "peer client is closed");
+    if (!client_ || released_) Throw(env, Code::Closed, "peer client is closed");
     std::string opName = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
     auto r = std::make_shared<ClientRequest>();
     r->op = OpCode(env, opName);
@@ -303,7 +306,11 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
 
   // Fails queued requests with ERR_CLOSED and closes the sockets; requests on the wire finish first.
   Napi::Value Close(const Napi::CallbackInfo& info) {
-    if (client_) client_->Close();
+    if (client_) client_->Close();  // queued requests fail through the sink before this returns
+    if (!released_) {
+      released_ = true;
+      done_.Release();
+    }
     return info.Env().Undefined();
   }
 
@@ -312,6 +319,7 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
   DoneCalls done_;
   std::unordered_map<ClientRequest*, Napi::Promise::Deferred> pending_;
   bool teardown_ = false;
+  bool released_ = false;
 };
 
 void CallDone(Napi::Env env, Napi::Function, ClientWrap* self, std::shared_ptr<ClientRequest>* data) {

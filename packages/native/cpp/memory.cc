@@ -154,7 +154,8 @@ void HostArena::EnsureCudaRegistered() {
 
 SimDevice::SimDevice(const SimDeviceOptions& o) : Memory(MemoryKind::Sim, o.capacity), options_(o) {
   if (o.capacity == 0) throw NativeError(Code::InvalidArgument, "capacity must be > 0");
-  void* p = mmap(nullptr, o.capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Populated up front: accelerator memory has no page faults, and the emulation should not have them either.
+  void* p = mmap(nullptr, o.capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) throw NativeError(Code::NoMemory, "mmap of sim device memory failed: " + ErrnoText(errno));
   host_ = static_cast<uint8_t*>(p);
 }

@@ -14,6 +14,8 @@
 namespace tiersync::peer {
 namespace {
 
+constexpr uint64_t kCrcChunk = 128 << 10;
+
 // Connects with a deadline (non-blocking connect + poll), then returns a blocking socket.
 int Connect(const std::string& host, uint16_t port, uint64_t timeoutMs) {
   addrinfo hints{};
@@ -230,8 +232,13 @@ void Client::Execute(int fd, ClientRequest& r) {
       continue;
     }
     uint8_t* dst = r.arena->host() + r.offsets[i];
-    RecvAll(fd, dst, len);
-    if (Crc32c(0, dst, len) != r.crcs[i]) r.statuses[i] = kBadChecksum;
+    uint32_t crc = 0;
+    for (uint64_t off = 0; off < len; off += kCrcChunk) {  // checksum while the chunk is still in cache
+      uint64_t k = std::min<uint64_t>(kCrcChunk, len - off);
+      RecvAll(fd, dst + off, k);
+      crc = Crc32c(crc, dst + off, k);
+    }
+    if (crc != r.crcs[i]) r.statuses[i] = kBadChecksum;
   }
 }
 
