@@ -227,7 +227,7 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
     }
   }
 
-  // request(op, arena | null, keys, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array) -> Promise
+  // request(op, arena | null, keys, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, computeCrc?) -> Promise
   // put: lengths/crcs describe the pages at offsets; get: lengths is the room at each offset.
   Napi::Value Request(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -278,6 +278,7 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
         if (r->op == peer::kPut) {
           r->entries[i].length = len[i];
           r->entries[i].crc32c = crc[i];
+          r->computeCrc = info.Length() > 6 && info[6].IsBoolean() && info[6].As<Napi::Boolean>().Value();
         } else {
           r->capacity.push_back(len[i]);
         }

@@ -100,6 +100,7 @@ struct ClientRequest {
   std::vector<Entry> entries;     // keys (+ length, crc for PUT)
   std::vector<uint64_t> offsets;  // arena offset per entry
   std::vector<uint64_t> capacity; // GET: room at each offset
+  bool computeCrc = false;        // PUT: checksum the pages on the stream thread (crcs come back in the reply)
   // Results
   std::vector<uint8_t> statuses;
   std::vector<uint32_t> lengths, crcs;

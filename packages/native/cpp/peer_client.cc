@@ -172,6 +172,10 @@ void Client::StreamLoop(size_t index) {
 
 void Client::Execute(int fd, ClientRequest& r) {
   const size_t n = r.entries.size();
+  if (r.op == kPut && r.computeCrc) {
+    // Here rather than on the JS thread: each stream checksums its own pages, in parallel with the others.
+    for (size_t i = 0; i < n; i++) r.entries[i].crc32c = Crc32c(0, r.arena->host() + r.offsets[i], r.entries[i].length);
+  }
   std::vector<uint8_t> meta = EncodeEntries(r.entries);
   Header h;
   h.op = r.op;

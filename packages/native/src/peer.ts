@@ -104,7 +104,7 @@ export interface PeerReply {
 }
 
 interface NativePeerClient {
-  request(op: string, arena: unknown, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array): Promise<PeerReply>;
+  request(op: string, arena: unknown, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean): Promise<PeerReply>;
   streams(): number;
   close(): void;
 }
@@ -128,9 +128,12 @@ export class PeerClient {
     return this.#native.streams();
   }
 
-  /** Sends pages [offsets[i], +lengths[i]) of `arena` with their CRC32C; statuses per page. */
-  put(arena: HostArena, keys: string[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): Promise<PeerReply> {
-    return this.#native.request('put', arena.native, keys, offsets, lengths, crcs);
+  /**
+   * Sends pages [offsets[i], +lengths[i]) of `arena` with their CRC32C; statuses per page. Without `crcs` the
+   * stream threads compute them (returned in `crcs` of the reply).
+   */
+  put(arena: HostArena, keys: string[], offsets: Float64Array, lengths: Uint32Array, crcs?: Uint32Array): Promise<PeerReply> {
+    return this.#native.request('put', arena.native, keys, offsets, lengths, crcs ?? new Uint32Array(keys.length), crcs === undefined);
   }
 
   /** Fetches pages into `arena` at `offsets` (room: `room[i]` bytes); CRC32C checked on arrival (status badChecksum). */

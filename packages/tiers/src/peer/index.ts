@@ -3,7 +3,7 @@
  * `peer://10.0.0.7:7070?secret=env:TIERSYNC_PEER_SECRET&streams=4`. Without a secret only loopback peers are
  * contacted. Volatile (the remote's RAM); every page is checked against its CRC32C when it arrives.
  */
-import { HostArena, PeerClient, PeerStatus, TierSyncError, crc32c, type PeerReply } from '@tiersync/native';
+import { HostArena, PeerClient, PeerStatus, TierSyncError, type PeerReply } from '@tiersync/native';
 import { z } from 'zod';
 import type { IoOptions, PageInfo, PageKey, PageRead, PageWrite, ReadOutcome, TierCapabilities, TierContext, TierDriver, TierStats, WriteResult } from '../driver.js';
 import { InFlight, PinTable, TierCounters } from '../stats.js';
@@ -126,7 +126,9 @@ export class PeerTier implements TierDriver {
       if (!(p.source.arena instanceof HostArena)) throw this.#error(`pages[${i}].source must be a HostArena (stage device pages through host memory)`, 'ERR_UNSUPPORTED');
     }
     return this.#inflight.run(async () => {
-      const crcs = pages.map((p) => p.crc32c ?? crc32c((p.source.arena as HostArena).view(p.source.offset, p.source.length)));
+      // Known checksums travel as given; missing ones are computed by the native stream threads.
+      const known = pages.every((p) => p.crc32c !== undefined);
+      const crcs = pages.map((p) => p.crc32c ?? 0);
       const statuses = new Uint8Array(pages.length);
       // One request per (arena, chunk): a request names a single arena.
       const byArena = new Map<HostArena, number[]>();
@@ -145,11 +147,16 @@ export class PeerTier implements TierDriver {
                 part.map((i) => pages[i]!.key),
                 Float64Array.from(part, (i) => pages[i]!.source.offset),
                 Uint32Array.from(part, (i) => pages[i]!.source.length),
-                Uint32Array.from(part, (i) => crcs[i]!),
+                known ? Uint32Array.from(part, (i) => crcs[i]!) : undefined,
               ),
               opts,
               this.config.timeoutMs,
-            ).then((r) => part.forEach((i, k) => (statuses[i] = r.statuses[k]!))),
+            ).then((r) =>
+              part.forEach((i, k) => {
+                statuses[i] = r.statuses[k]!;
+                crcs[i] = r.crcs[k]!;
+              }),
+            ),
           );
         }
       }
