@@ -1,0 +1,123 @@
+/**
+ * Exact mode: replays a trace through one policy with no warm-up and counts what the field's reference simulators
+ * (libCacheSim's `cachesim`) count, so results can be compared number for number.
+ *
+ * The loop applies `@tiersync/policy`'s `replay` rules (libCacheSim `cache_get_base`) inline: `access`; on a miss,
+ * `insert` when `canAdmit` allows it. It is inlined (rather than calling `replay`) to skip per-request argument
+ * checks and object allocation, and to see each request's outcome for the prefix ratio; `exact.test.ts` checks
+ * it against `replay` for every policy.
+ *
+ * An {@link LlmTrace} is replayed page by page (each page reference is one request of `pageBytes` bytes); an
+ * {@link ObjectTrace} record by record with its own sizes.
+ */
+import type { CapacityUnit, EvictionPolicy } from '@tiersync/policy';
+import { makePolicy } from './policies.js';
+import type { LlmTrace, ObjectTrace, SimTrace } from './trace/types.js';
+import { invalid } from './errors.js';
+
+/** One exact-mode run. */
+export interface ExactJob {
+  /** Policy name in the registry. */
+  policy: string;
+  /** What `capacity` counts. */
+  unit: CapacityUnit;
+  /** Capacity in `unit`s; `Infinity` for unbounded. */
+  capacity: number;
+  /** Bytes per page for LLM traces (ignored for object traces). Default 1. */
+  pageBytes?: number;
+}
+
+/** The counts of one run, in the shape the CLI prints. */
+export interface ExactResult {
+  policy: string;
+  /** Byte capacity, or null in objects mode or when unbounded. */
+  capacityBytes: number | null;
+  /** Object capacity, or null in bytes mode or when unbounded. */
+  capacityObjects: number | null;
+  /** Page (LLM traces) or object requests. */
+  requests: number;
+  misses: number;
+  /** Sum of request sizes, bytes. */
+  bytesRequested: number;
+  /** Sum of the sizes of missed requests, bytes. */
+  bytesMissed: number;
+  /** LLM traces only: pages found as part of the longest cached prefix of their request / pages requested. */
+  prefixPageHitRatio?: number;
+}
+
+function row(job: ExactJob): Pick<ExactResult, 'policy' | 'capacityBytes' | 'capacityObjects'> {
+  const finite = Number.isFinite(job.capacity);
+  return {
+    policy: job.policy,
+    capacityBytes: finite && job.unit === 'bytes' ? job.capacity : null,
+    capacityObjects: finite && job.unit === 'objects' ? job.capacity : null,
+  };
+}
+
+/** Replays an object trace. */
+export function replayObjects(policy: EvictionPolicy<number>, trace: ObjectTrace): { misses: number; bytesRequested: number; bytesMissed: number } {
+  const { keys, sizes, length } = trace;
+  let misses = 0;
+  let bytesRequested = 0;
+  let bytesMissed = 0;
+  for (let i = 0; i < length; i++) {
+    const key = keys[i]!;
+    const size = sizes[i]!;
+    bytesRequested += size;
+    if (policy.access(key)) continue;
+    misses++;
+    bytesMissed += size;
+    if (policy.canAdmit(key, size)) policy.insert(key, size);
+  }
+  return { misses, bytesRequested, bytesMissed };
+}
+
+/** Replays an LLM trace page by page; also counts prefix hits. */
+export function replayPages(
+  policy: EvictionPolicy<number>,
+  trace: LlmTrace,
+  pageBytes: number,
+): { requests: number; misses: number; prefixHits: number } {
+  let requests = 0;
+  let misses = 0;
+  let prefixHits = 0;
+  for (const r of trace.requests) {
+    const pages = r.pages;
+    let inPrefix = true;
+    for (let j = 0; j < pages.length; j++) {
+      const key = pages[j]!;
+      if (policy.access(key)) {
+        if (inPrefix) prefixHits++;
+        continue;
+      }
+      inPrefix = false;
+      misses++;
+      if (policy.canAdmit(key, pageBytes)) policy.insert(key, pageBytes);
+    }
+    requests += pages.length;
+  }
+  return { requests, misses, prefixHits };
+}
+
+/**
+ * Runs one exact-mode job on a loaded trace.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown policy or options it refuses
+ */
+export function runExact(trace: SimTrace, job: ExactJob): ExactResult {
+  const policy = makePolicy(job.policy, job.capacity, job.unit);
+  if (trace.kind === 'object') {
+    const r = replayObjects(policy, trace);
+    return { ...row(job), requests: trace.length, ...r };
+  }
+  const pageBytes = job.pageBytes ?? 1;
+  if (!Number.isSafeInteger(pageBytes) || pageBytes < 1) throw invalid(`page bytes must be a positive integer, got ${pageBytes}`);
+  const r = replayPages(policy, trace, pageBytes);
+  return {
+    ...row(job),
+    requests: r.requests,
+    misses: r.misses,
+    bytesRequested: r.requests * pageBytes,
+    bytesMissed: r.misses * pageBytes,
+    prefixPageHitRatio: r.requests === 0 ? 0 : r.prefixHits / r.requests,
+  };
+}

@@ -1,0 +1,173 @@
+/**
+ * The self-contained HTML report: inline CSS and inline SVG charts (report/svg.ts), no script and no external
+ * resource, so it opens offline and renders the same everywhere.
+ */
+import type { ExactResult } from '../exact.js';
+import type { TieredResult } from '../tiered.js';
+import { formatSize } from '../units.js';
+import { esc, renderLineChart, type Series } from './svg.js';
+
+/** What a report shows. */
+export interface ReportInput {
+  title: string;
+  /** Lines describing the run (trace, options). */
+  notes: string[];
+  exact?: readonly ExactResult[];
+  tiered?: readonly TieredResult[];
+}
+
+const pct = (v: number) => `${(v * 100).toFixed(1)}%`;
+const secs = (v: number) => (v >= 1 ? `${v.toFixed(2)} s` : `${(v * 1000).toFixed(1)} ms`);
+
+function groupBy<T>(items: readonly T[], key: (t: T) => string): Map<string, T[]> {
+  const m = new Map<string, T[]>();
+  for (const it of items) {
+    const k = key(it);
+    const list = m.get(k) ?? [];
+    list.push(it);
+    m.set(k, list);
+  }
+  return m;
+}
+
+function table(header: string[], rows: string[][]): string {
+  return `<table><thead><tr>${header.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows
+    .map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`)
+    .join('')}</tbody></table>`;
+}
+
+function exactSection(results: readonly ExactResult[]): string {
+  const byObjects = results.some((r) => r.capacityObjects !== null);
+  const cap = (r: ExactResult) => (byObjects ? r.capacityObjects : r.capacityBytes);
+  const finite = results.filter((r) => cap(r) !== null);
+  const caps = finite.map((r) => cap(r)!);
+  const xLog = caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
+  const series: Series[] = [...groupBy(finite, (r) => r.policy)].map(([policy, rs]) => ({
+    name: policy,
+    points: rs.map((r) => [cap(r)!, r.requests ? r.misses / r.requests : 0] as [number, number]).sort((a, b) => a[0] - b[0]),
+  }));
+  const xFormat = byObjects ? (v: number) => String(Math.round(v)) : (v: number) => formatSize(v);
+  let html = `<h2>Exact mode</h2>`;
+  html += renderLineChart({ id: 'miss-ratio', title: 'Miss ratio against capacity', xLabel: byObjects ? 'capacity (objects)' : 'capacity (bytes)', yLabel: 'miss ratio', series, xLog, xFormat, yFormat: (v) => v.toFixed(2) });
+  if (results.some((r) => r.prefixPageHitRatio !== undefined)) {
+    const pseries: Series[] = [...groupBy(finite, (r) => r.policy)].map(([policy, rs]) => ({
+      name: policy,
+      points: rs.map((r) => [cap(r)!, r.prefixPageHitRatio ?? 0] as [number, number]).sort((a, b) => a[0] - b[0]),
+    }));
+    const ceiling = results.find((r) => cap(r) === null && r.prefixPageHitRatio !== undefined);
+    if (ceiling && caps.length) pseries.push({ name: 'unbounded (ceiling)', dashed: true, points: [[Math.min(...caps), ceiling.prefixPageHitRatio!], [Math.max(...caps), ceiling.prefixPageHitRatio!]] });
+    html += renderLineChart({ id: 'prefix-hit-ratio', title: 'Prefix page hit ratio against capacity', xLabel: 'capacity', yLabel: 'prefix page hit ratio', series: pseries, xLog, xFormat, yFormat: (v) => v.toFixed(2) });
+  }
+  html += table(
+    ['policy', 'capacity', 'requests', 'misses', 'miss ratio', 'byte miss ratio', 'prefix page hit ratio'],
+    results.map((r) => [
+      r.policy,
+      cap(r) === null ? 'inf' : byObjects ? String(cap(r)) : formatSize(cap(r)!),
+      String(r.requests),
+      String(r.misses),
+      r.requests ? pct(r.misses / r.requests) : '-',
+      r.bytesRequested ? pct(r.bytesMissed / r.bytesRequested) : '-',
+      r.prefixPageHitRatio === undefined ? '-' : pct(r.prefixPageHitRatio),
+    ]),
+  );
+  return html;
+}
+
+/** The tier whose capacity differs between results (the swept one), or the last tier. */
+function sweptTier(results: readonly TieredResult[]): number {
+  const first = results[0]!;
+  for (let t = 0; t < first.tiers.length; t++) {
+    if (results.some((r) => r.tiers[t]?.capacityBytes !== first.tiers[t]!.capacityBytes)) return t;
+  }
+  return first.tiers.length - 1;
+}
+
+function tieredSection(results: readonly TieredResult[]): string {
+  if (results.length === 0) return '';
+  const t = sweptTier(results);
+  const tierName = results[0]!.tiers[t]!.name;
+  const byPolicy = [...groupBy(results, (r) => r.policy)];
+  const cap = (r: TieredResult) => r.tiers[t]!.capacityBytes;
+  const caps = results.map(cap).filter((c) => c > 0);
+  const xLog = caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
+  let html = '<h2>Tiered model</h2>';
+  html += renderLineChart({
+    id: 'hit-ratio-curve',
+    title: `Page hit ratio against ${tierName} capacity`,
+    xLabel: `${tierName} capacity`,
+    yLabel: 'prefix page hit ratio',
+    series: byPolicy.map(([p, rs]) => ({ name: p, points: rs.map((r) => [cap(r), r.pageHitRatio] as [number, number]).sort((a, b) => a[0] - b[0]) })),
+    xLog,
+    xFormat: formatSize,
+    yFormat: (v) => v.toFixed(2),
+  });
+  html += renderLineChart({
+    id: 'ttft-p50-curve',
+    title: `TTFT p50 against ${tierName} capacity (dashed: no cache)`,
+    xLabel: `${tierName} capacity`,
+    yLabel: 'TTFT p50 (s)',
+    series: [
+      ...byPolicy.map(([p, rs]) => ({ name: p, points: rs.map((r) => [cap(r), r.ttft.p50] as [number, number]).sort((a, b) => a[0] - b[0]) })),
+      { name: 'no cache', dashed: true, points: results.map((r) => [cap(r), r.noCacheTtft.p50] as [number, number]).sort((a, b) => a[0] - b[0]) },
+    ],
+    xLog,
+    xFormat: formatSize,
+  });
+  const shown = results.slice(0, 8);
+  html += renderLineChart({
+    id: 'ttft-cdf',
+    title: 'TTFT distribution (CDF)',
+    xLabel: 'TTFT (s)',
+    yLabel: 'fraction of requests',
+    series: [
+      ...shown.map((r) => ({ name: r.label, points: r.ttftPercentiles.map((v, i) => [v, i / 100] as [number, number]) })),
+      { name: 'no cache', dashed: true, points: results[0]!.noCacheTtftPercentiles.map((v, i) => [v, i / 100] as [number, number]) },
+    ],
+    yFormat: (v) => v.toFixed(1),
+  });
+  for (const [policy, rs] of byPolicy) {
+    const r = rs.reduce((a, b) => (cap(b) > cap(a) ? b : a));
+    html += renderLineChart({
+      id: `occupancy-${policy}`,
+      title: `Tier occupancy over time: ${r.label}`,
+      xLabel: 'time (s)',
+      yLabel: 'GiB used',
+      series: r.tiers.map((tier, i) => ({ name: tier.name, points: r.occupancy.timeMs.map((ms, k) => [ms / 1000, r.occupancy.usedBytes[i]![k]! / 2 ** 30] as [number, number]) })),
+    });
+  }
+  html += table(
+    ['run', 'page hit', 'token hit', 'per tier (found pages)', 'TTFT p50', 'p90', 'p99', 'no cache p50', 'p90', 'p99', 'mean reduction'],
+    results.map((r) => [
+      r.label,
+      pct(r.pageHitRatio),
+      pct(r.tokenHitRatio),
+      r.tiers.map((x) => `${x.name} ${pct(x.pageHitRatio)}`).join(', '),
+      secs(r.ttft.p50), secs(r.ttft.p90), secs(r.ttft.p99),
+      secs(r.noCacheTtft.p50), secs(r.noCacheTtft.p90), secs(r.noCacheTtft.p99),
+      pct(r.ttftReductionMean),
+    ]),
+  );
+  html += table(
+    ['run', ...results[0]!.tiers.flatMap((x) => [`${x.name} capacity`, `${x.name} read`, `${x.name} written`])],
+    results.map((r) => [r.label, ...r.tiers.flatMap((x) => [formatSize(x.capacityBytes), formatSize(x.readBytes), formatSize(x.writeBytes)])]),
+  );
+  return html;
+}
+
+/** Renders the whole report as one HTML document. */
+export function renderHtml(input: ReportInput): string {
+  const css = `body{font:14px/1.45 system-ui,sans-serif;margin:24px;max-width:1100px;color:#222}
+svg.chart{width:100%;max-width:760px;height:auto;display:block;margin:16px 0;border:1px solid #eee}
+svg .title{font-size:14px;font-weight:600}svg .tick,svg .legend{font-size:11px}svg .axis{font-size:12px}
+table{border-collapse:collapse;margin:12px 0;font-size:12px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:1px 4px}`;
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>${esc(input.title)}</title><style>${css}</style></head>
+<body><h1>${esc(input.title)}</h1>
+<ul>${input.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>
+${input.exact?.length ? exactSection(input.exact) : ''}
+${input.tiered?.length ? tieredSection(input.tiered) : ''}
+<p>Generated by <code>tiersync sim</code>. Model assumptions: docs/SIMULATION.md.</p>
+</body></html>
+`;
+}

@@ -1,0 +1,110 @@
+/**
+ * Small inline SVG line charts for the HTML report: no library, no script, no network. Each chart is an `<svg>`
+ * with `class="chart"` and a `data-chart` name, one `<polyline class="series">` per series, axes with ticks and a
+ * legend, so a browser (or a test) can see what was drawn.
+ */
+
+/** One line of a chart. */
+export interface Series {
+  name: string;
+  /** [x, y] points; non-finite points are skipped. */
+  points: Array<[number, number]>;
+  /** Dashed stroke (e.g. for a baseline). */
+  dashed?: boolean;
+}
+
+/** A line chart. */
+export interface LineChart {
+  /** Stable id, written to `data-chart`. */
+  id: string;
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  series: Series[];
+  /** Logarithmic x axis (capacities). Default false. */
+  xLog?: boolean;
+  /** Tick label formatters. */
+  xFormat?: (v: number) => string;
+  yFormat?: (v: number) => string;
+  /** Force y to start at 0. Default true. */
+  yZero?: boolean;
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+
+/** Escapes text for HTML/SVG. */
+export function esc(text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch]!);
+}
+
+function niceTicks(lo: number, hi: number, count: number): number[] {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+const fmt = (v: number) => (Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(1) : String(Number(v.toPrecision(3))));
+
+/** Renders a chart as an SVG string (640 x 360 user units, scales with the page). */
+export function renderLineChart(c: LineChart): string {
+  const W = 640;
+  const H = 360;
+  const m = { l: 64, r: 160, t: 28, b: 48 };
+  const pw = W - m.l - m.r;
+  const ph = H - m.t - m.b;
+  const pts = c.series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0));
+  const xs = pts.map((p) => p[0]);
+  const ys = pts.map((p) => p[1]);
+  const tx = (v: number) => (c.xLog ? Math.log10(v) : v);
+  let x0 = xs.length ? Math.min(...xs.map(tx)) : 0;
+  let x1 = xs.length ? Math.max(...xs.map(tx)) : 1;
+  if (x1 === x0) {
+    x0 -= 0.5;
+    x1 += 0.5;
+  }
+  let y0 = c.yZero === false && ys.length ? Math.min(...ys) : 0;
+  let y1 = ys.length ? Math.max(...ys) : 1;
+  if (y1 === y0) y1 = y0 + 1;
+  y1 += (y1 - y0) * 0.05;
+  const sx = (v: number) => m.l + ((tx(v) - x0) / (x1 - x0)) * pw;
+  const sy = (v: number) => m.t + ph - ((v - y0) / (y1 - y0)) * ph;
+  const xf = c.xFormat ?? fmt;
+  const yf = c.yFormat ?? fmt;
+  const parts: string[] = [];
+  parts.push(`<svg class="chart" data-chart="${esc(c.id)}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="${esc(c.title)}">`);
+  parts.push(`<text x="${m.l}" y="18" class="title">${esc(c.title)}</text>`);
+  parts.push(`<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
+  for (const v of niceTicks(y0, y1, 5)) {
+    const y = sy(v).toFixed(1);
+    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${m.l - 6}" y="${y}" text-anchor="end" dominant-baseline="middle" class="tick">${esc(yf(v))}</text>`);
+  }
+  const xTicks = c.xLog
+    ? niceTicks(Math.floor(x0), Math.ceil(x1), Math.max(1, Math.ceil(x1) - Math.floor(x0))).filter((e) => e >= x0 - 1e-9 && e <= x1 + 1e-9).map((e) => 10 ** e)
+    : niceTicks(x0, x1, 6);
+  const uniqueX = c.xLog && xTicks.length < 2 ? [...new Set(xs)].sort((a, b) => a - b) : xTicks;
+  for (const v of uniqueX) {
+    const x = sx(v).toFixed(1);
+    parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${x}" y="${m.t + ph + 16}" text-anchor="middle" class="tick">${esc(xf(v))}</text>`);
+  }
+  parts.push(`<text x="${m.l + pw / 2}" y="${H - 8}" text-anchor="middle" class="axis">${esc(c.xLabel)}</text>`);
+  parts.push(`<text transform="translate(14 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle" class="axis">${esc(c.yLabel)}</text>`);
+  c.series.forEach((s, i) => {
+    const color = COLORS[i % COLORS.length]!;
+    const p = s.points
+      .filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0))
+      .map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`)
+      .join(' ');
+    parts.push(`<polyline class="series" data-series="${esc(s.name)}" points="${p}" fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
+    if (s.points.length <= 24) {
+      for (const [x, y] of s.points) if (Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0)) parts.push(`<circle cx="${sx(x).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="3" fill="${color}"/>`);
+    }
+    const ly = m.t + 10 + i * 18;
+    parts.push(`<line x1="${W - m.r + 12}" x2="${W - m.r + 32}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text x="${W - m.r + 38}" y="${ly}" dominant-baseline="middle" class="legend">${esc(s.name)}</text>`);
+  });
+  parts.push('</svg>');
+  return parts.join('');
+}

@@ -1,0 +1,61 @@
+/**
+ * One entry point for every trace: a serialisable {@link TraceSource} (so sweep workers can load the trace
+ * themselves) and {@link loadTrace}.
+ */
+import { invalid } from '../errors.js';
+import { readAzure, type AzurePrefixOptions } from './azure.js';
+import { readMooncake } from './mooncake.js';
+import { generateMultiRoundQa, type MultiRoundQaOptions } from './multi-round-qa.js';
+import { readOracleCsv, readOracleGeneral } from './oracle-general.js';
+import { TRACE_FORMATS, type SimTrace, type TraceFormat } from './types.js';
+
+/** Where a trace comes from: a file in a format, or the multi-round QA generator. Plain data. */
+export type TraceSource =
+  | {
+      readonly file: string;
+      readonly format: TraceFormat;
+      /** Tokens per page (mooncake, azure). Default 512. */
+      readonly blockTokens?: number;
+      /** The prefix model of Azure traces. */
+      readonly azure?: AzurePrefixOptions;
+    }
+  | { readonly generator: 'multi-round-qa'; readonly options?: MultiRoundQaOptions };
+
+/**
+ * Guesses a file's format from its name: `*.jsonl` mooncake, `*.csv` with `Azure` in the name azure, other
+ * `*.csv` csv, anything else oracleGeneral (a `.gz` suffix is looked through).
+ */
+export function guessFormat(file: string): TraceFormat {
+  const name = file.replace(/\.gz$/, '');
+  if (name.endsWith('.jsonl') || name.endsWith('.json')) return 'mooncake';
+  if (name.endsWith('.csv')) return /azure/i.test(name) ? 'azure' : 'csv';
+  return 'oracleGeneral';
+}
+
+/** Checks a `--format` value. @throws TierSyncError ERR_INVALID_ARGUMENT */
+export function checkFormat(format: string): TraceFormat {
+  if (!(TRACE_FORMATS as readonly string[]).includes(format)) {
+    throw invalid(`--format must be one of ${TRACE_FORMATS.join(', ')}, got '${format}'`);
+  }
+  return format as TraceFormat;
+}
+
+/** Loads (or generates) a trace. @throws TierSyncError ERR_INVALID_ARGUMENT for unreadable or malformed input */
+export function loadTrace(source: TraceSource): SimTrace {
+  if ('generator' in source) return generateMultiRoundQa(source.options);
+  const blockTokens = source.blockTokens ?? 512;
+  switch (source.format) {
+    case 'mooncake':
+      return readMooncake(source.file, { blockTokens });
+    case 'azure':
+      return readAzure(source.file, { ...source.azure, blockTokens });
+    case 'oracleGeneral':
+      return readOracleGeneral(source.file);
+    case 'csv':
+      return readOracleCsv(source.file);
+  }
+}
+
+export type { SimTrace, LlmTrace, ObjectTrace, LlmRequest, TraceFormat } from './types.js';
+export type { AzurePrefixOptions } from './azure.js';
+export type { MultiRoundQaOptions } from './multi-round-qa.js';
