@@ -39,7 +39,8 @@ Napi::Value Crc32cJs(const Napi::CallbackInfo& info) {
     seed = static_cast<uint32_t>(s);
   }
   const uint8_t* p = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
-  return Napi::Number::New(env, Crc32c(seed, p, t.ByteLength()));
+  bool table = info.Length() > 2 && info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+  return Napi::Number::New(env, table ? Crc32cTable(seed, p, t.ByteLength()) : Crc32c(seed, p, t.ByteLength()));
 }
 
 Napi::Value CudaStatusJs(const Napi::CallbackInfo& info) {

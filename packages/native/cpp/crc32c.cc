@@ -67,6 +67,10 @@ const bool kHardware = false;
 
 bool Crc32cHardware() { return kHardware; }
 
+uint32_t Crc32cTable(uint32_t crc, const void* data, size_t length) {
+  return ~Software(~crc, static_cast<const uint8_t*>(data), length);
+}
+
 uint32_t Crc32c(uint32_t crc, const void* data, size_t length) {
   const auto* p = static_cast<const uint8_t*>(data);
   crc = ~crc;

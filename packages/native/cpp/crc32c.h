@@ -9,5 +9,7 @@ namespace tiersync {
 // Continues a CRC: pass 0 to start, then the previous result to extend it over more bytes.
 uint32_t Crc32c(uint32_t crc, const void* data, size_t length);
 bool Crc32cHardware();
+// The table path, whatever the CPU: lets tests check both implementations against each other.
+uint32_t Crc32cTable(uint32_t crc, const void* data, size_t length);
 
 }  // namespace tiersync

@@ -15,13 +15,35 @@ export interface NativeAddon {
   FileHandle: new (options: object) => NativeFile;
   TransferEngine: new (options: object) => NativeEngine;
   setErrorClass(cls: unknown): void;
-  crc32c(data: ArrayBufferView, seed?: number): number;
+  crc32c(data: ArrayBufferView, seed?: number, forceTable?: boolean): number;
   crc32cHardware: boolean;
   cudaStatus(): { available: boolean; devices: number; runtimeVersion: number; library: string; reason?: string };
   ioUringStatus(): { available: boolean; reason?: string };
   probeDirect(dir: string): { supported: boolean; reason?: string };
   benchMemcpy(dst: NativeEndpoint, src: NativeEndpoint, bytes: number, threads: number, chunk: number): number;
   benchFileLoop(path: string, mode: 'write' | 'read', arena: NativeEndpoint, bytes: number, block: number): number;
+  benchTcp(src: NativeEndpoint, dst: NativeEndpoint, bytes: number, chunk: number): number;
+  PeerServer: new (options: object, arena: NativeEndpoint, plan: (request: never) => unknown) => NativePeerServer;
+  connectPeer(options: object): Promise<NativePeerClient>;
+  decodePeerFrame(bytes: Uint8Array): NativePeerFrame;
+  encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
+}
+export interface NativePeerServer {
+  port(): number;
+  stats(): { connections: number; authFailures: number };
+  close(): void;
+}
+export interface NativePeerClient {
+  request(op: string, arena: NativeEndpoint | null, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean): Promise<{ statuses: Uint8Array; lengths: Uint32Array; crcs: Uint32Array }>;
+  streams(): number;
+  close(): void;
+}
+export interface NativePeerFrame {
+  op: number;
+  requestId: number;
+  count: number;
+  payloadBytes: number;
+  entries: Array<{ key: string; status: number; length: number; crc32c: number }>;
 }
 export interface NativeHostArena {
   view(offset: number, length: number): Uint8Array;

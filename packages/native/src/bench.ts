@@ -17,5 +17,5 @@ export function fileLoopBaseline(path: string, mode: 'write' | 'read', arena: Ho
 
 /** Seconds to move `bytes` between two arenas over one loopback TCP connection (two native threads). */
 export function tcpBaseline(src: HostArena, dst: HostArena, bytes: number, chunk: number): number {
-  return (native as unknown as { benchTcp(s: unknown, d: unknown, b: number, c: number): number }).benchTcp(src.native, dst.native, bytes, chunk);
+  return native.benchTcp(src.native, dst.native, bytes, chunk);
 }

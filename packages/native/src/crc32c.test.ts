@@ -22,6 +22,19 @@ describe('crc32c', () => {
     expect(crc32c(new Uint8Array(0))).toBe(0);
   });
 
+  it('computes the same values on the SSE4.2 and table paths', async () => {
+    const { native } = await import('./addon.js');
+    for (const n of [0, 1, 7, 8, 9, 63, 64, 4096, 100_003]) {
+      const data = Uint8Array.from({ length: n }, (_, i) => (i * 131 + n) & 0xff);
+      for (const offset of [0, 1, 3]) {
+        const view = data.subarray(Math.min(offset, n));
+        expect(native.crc32c(view, 0, true)).toBe(crc32c(view));
+        expect(native.crc32c(view, 0x12345678, true)).toBe(crc32c(view, 0x12345678));
+      }
+    }
+    expect(native.crc32c(new TextEncoder().encode('123456789'), 0, true)).toBe(0xe3069283);
+  });
+
   it('refuses what is not bytes', () => {
     expect(() => crc32c('abc' as unknown as Uint8Array)).toThrow(TierSyncError);
   });

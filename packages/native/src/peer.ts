@@ -3,7 +3,7 @@
  * HMAC-SHA256 challenge-response handshake (see cpp/peer_protocol.h for the wire format); page bytes move
  * socket <-> arena on native threads, several streams per peer.
  */
-import { native } from './addon.js';
+import { native, type NativePeerClient, type NativePeerFrame, type NativePeerServer } from './addon.js';
 import type { HostArena } from './arena.js';
 import { TierSyncError, checkInteger } from './errors.js';
 
@@ -52,12 +52,6 @@ export interface PeerServerOptions {
   maxPayload?: number;
 }
 
-interface NativePeerServer {
-  port(): number;
-  stats(): { connections: number; authFailures: number };
-  close(): void;
-}
-
 /**
  * Serves `arena` to peers. `plan` runs on the JS thread once per request batch and phase, and must answer
  * synchronously (it is the host tier's page table); throwing refuses the batch.
@@ -67,8 +61,7 @@ export class PeerServer {
 
   constructor(arena: HostArena, plan: (request: PeerServerRequest) => PeerPlan | void, options: PeerServerOptions = {}) {
     if (options.port !== undefined) checkInteger(options.port, 'port');
-    const raw = (native as unknown as { PeerServer: new (o: object, a: unknown, p: unknown) => NativePeerServer }).PeerServer;
-    this.#native = new raw(options, arena.native, plan);
+    this.#native = new native.PeerServer(options, arena.native, plan as (request: never) => unknown);
   }
 
   get port(): number {
@@ -103,12 +96,6 @@ export interface PeerReply {
   crcs: Uint32Array;
 }
 
-interface NativePeerClient {
-  request(op: string, arena: unknown, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean): Promise<PeerReply>;
-  streams(): number;
-  close(): void;
-}
-
 /** A connection (several streams) to one peer. Requests are spread over the streams as they free up. */
 export class PeerClient {
   readonly #native: NativePeerClient;
@@ -120,8 +107,7 @@ export class PeerClient {
   /** Connects every stream and runs the handshake off the JS thread. Rejects with ERR_IO, ERR_TIMEOUT or ERR_AUTH. */
   static async connect(options: PeerClientOptions): Promise<PeerClient> {
     checkInteger(options.port, 'port', 1);
-    const connect = (native as unknown as { connectPeer(o: object): Promise<NativePeerClient> }).connectPeer;
-    return new PeerClient(await connect(options));
+    return new PeerClient(await native.connectPeer(options));
   }
 
   get streams(): number {
@@ -156,11 +142,11 @@ export class PeerClient {
 
 /** Frame codec exposed for tests and fuzzing: decode refuses malformed frames with ERR_PROTOCOL. */
 export const peerFrames = {
-  decode(bytes: Uint8Array): { op: number; requestId: number; count: number; payloadBytes: number; entries: Array<{ key: string; status: number; length: number; crc32c: number }> } {
+  decode(bytes: Uint8Array): NativePeerFrame {
     if (!(bytes instanceof Uint8Array)) throw new TierSyncError('bytes must be a Uint8Array', 'ERR_INVALID_ARGUMENT');
-    return (native as unknown as { decodePeerFrame(b: Uint8Array): ReturnType<typeof peerFrames.decode> }).decodePeerFrame(bytes);
+    return native.decodePeerFrame(bytes);
   },
   encode(op: number, requestId: number, entries: Array<{ key: string; status?: number; length?: number; crc32c?: number }>, payloadBytes = 0): Uint8Array {
-    return (native as unknown as { encodePeerFrame(...a: unknown[]): Uint8Array }).encodePeerFrame(op, requestId, entries, payloadBytes);
+    return native.encodePeerFrame(op, requestId, entries, payloadBytes);
   },
 };
