@@ -5,3 +5,5 @@
 export * from '@tiersync/native';
 export { main as runCli } from './cli/main.js';
 export { runTransferBench, type TransferBenchReport, type TransferBenchOptions } from './bench/transfer.js';
+export { TierSync, type TierSyncEvents, type LookupResult, type StoreResult, type LoadResult } from './hierarchy/tier-sync.js';
+export { parseConfig, type TierSyncConfig } from './hierarchy/config.js';

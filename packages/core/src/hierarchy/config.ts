@@ -1,0 +1,80 @@
+/**
+ * Configuration of a TierSync hierarchy, validated with zod: every field is described with its unit and default,
+ * and a wrong config names the field and why.
+ */
+import { TierSyncError } from '@tiersync/native';
+import { policyNames } from '@tiersync/policy';
+import { z } from 'zod';
+import { KV_PRESETS } from '../keys/index.js';
+
+const fraction = z.number().gt(0).lte(1);
+
+export const tierConfigSchema = z
+  .object({
+    /** Tier URL, e.g. `hbm://sim?capacity=8GiB`, `host://?capacity=64GiB`, `fs:///mnt/kv?capacity=2TiB`. */
+    url: z.string().min(1),
+    /** Name in the index and in events. Default: the URL scheme (`hbm`, `host`, `fs`, `s3`, `peer`). */
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1..64 characters of [A-Za-z0-9_.-]').optional(),
+    /** Fraction of capacity above which a store first evicts or demotes victims. Default 0.95. */
+    highWatermark: fraction.default(0.95),
+    /** Fraction of capacity that eviction brings the tier back down to. Default 0.85. */
+    lowWatermark: fraction.default(0.85),
+    /** Eviction policy by name (`lru`, `fifo`, `clock`, `lfu`, `arc`, `s3fifo`, `sieve`). Default `lru`. */
+    policy: z.string().default('lru'),
+    /** Copy every stored page to this tier too, in the background (write-through). Default false. */
+    writeThrough: z.boolean().default(false),
+  })
+  .strict()
+  .refine((t) => t.lowWatermark <= t.highWatermark, { message: 'lowWatermark must not exceed highWatermark', path: ['lowWatermark'] });
+
+export const tierSyncConfigSchema = z
+  .object({
+    /** Model fingerprint (name and revision): part of every page key, so models never share pages. */
+    model: z.string().min(1).max(512),
+    /** KV layout: a preset name (`llama-3-8b`, ...) or a layout description (layers, KV heads, head size, dtype, tokens per page). */
+    layout: z.union([z.enum(Object.keys(KV_PRESETS) as [string, ...string[]]), z.record(z.string(), z.unknown())]),
+    /** Tokens per page when `layout` is a preset name. Default 16. */
+    tokensPerPage: z.number().int().min(1).max(1 << 20).default(16),
+    /** Tenant label for stats; with `tenantSalt` tenants never share pages. Default ''. */
+    tenant: z.string().max(256).default(''),
+    tenantSalt: z.string().max(1024).optional(),
+    /** Tiers, fastest first. The first takes every store; lower tiers receive demotions and write-through. */
+    tiers: z.array(tierConfigSchema).min(1).max(16),
+    index: z
+      .object({
+        /** SQLite file of the block index; ':memory:' keeps it in memory (lost at exit). Default ':memory:'. */
+        path: z.string().min(1).default(':memory:'),
+        /** 'full' fsyncs every index commit. Default 'normal' (WAL: a crash loses no commit). */
+        synchronous: z.enum(['normal', 'full']).default('normal'),
+      })
+      .strict()
+      .default({ path: ':memory:', synchronous: 'normal' }),
+    /** Transfer engine worker threads. Default: one per core. */
+    threads: z.number().int().min(1).max(1024).optional(),
+    /** Pages of host staging memory for moves between tiers (demotion, promotion, write-through). Default 64. */
+    stagingPages: z.number().int().min(1).max(65536).default(64),
+    /** Most pages waiting for background write-through or promotion; beyond it pages are dropped (counted). Default 4096. */
+    maxQueuedPages: z.number().int().min(0).default(4096),
+    /** Copy a page into the first tier when it is loaded from a lower one. Default true. */
+    promoteOnHit: z.boolean().default(true),
+  })
+  .strict();
+
+export type TierSyncConfig = z.input<typeof tierSyncConfigSchema>;
+export type ResolvedConfig = z.output<typeof tierSyncConfigSchema>;
+
+/** @throws TierSyncError ERR_CONFIG naming the field and why */
+export function parseConfig(config: unknown): ResolvedConfig {
+  const r = tierSyncConfigSchema.safeParse(config);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const where = issue.path.length ? issue.path.join('.') : '(config)';
+    throw new TierSyncError(`config ${where}: ${issue.message}`, 'ERR_CONFIG');
+  }
+  for (const [i, t] of r.data.tiers.entries()) {
+    if (!policyNames().includes(t.policy)) {
+      throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')})`, 'ERR_CONFIG');
+    }
+  }
+  return r.data;
+}

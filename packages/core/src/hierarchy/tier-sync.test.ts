@@ -1,0 +1,139 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HostArena, TierSyncError, crc32c } from '@tiersync/native';
+import { TierSync } from './tier-sync.js';
+
+// A small layout: 2 layers x 2 KV heads x 64 dims, bf16, 16 tokens per page = 16 KiB pages.
+const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 2, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
+const PAGE = 16 * 1024;
+const dirs: string[] = [];
+const open: TierSync[] = [];
+afterEach(async () => {
+  for (const t of open.splice(0)) await t.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function hierarchy(pages: { hbm: number; host: number }, extra: object = {}) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-hier-'));
+  dirs.push(dir);
+  const ts = new TierSync({
+    model: 'test-model@1',
+    layout,
+    tiers: [
+      { url: `hbm://sim?capacity=${pages.hbm * PAGE}`, highWatermark: 1, lowWatermark: 0.75 },
+      { url: `host://?capacity=${pages.host * PAGE}`, highWatermark: 1, lowWatermark: 0.75 },
+      { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, writeThrough: false },
+    ],
+    ...extra,
+  });
+  await ts.open();
+  open.push(ts);
+  return ts;
+}
+
+function context(seed: number, pages: number): Uint32Array {
+  return Uint32Array.from({ length: pages * 16 }, (_, i) => (seed * 1_000_003 + i * 7) % 50_000);
+}
+
+/** Fills `n` source pages with bytes derived from the context's key, so any mix-up shows. */
+function sourcePages(ts: TierSync, arena: HostArena, tokens: Uint32Array, first = 0) {
+  const keys = ts.keysOf(tokens);
+  return keys.map((k, i) => {
+    const view = arena.view((first + i) * PAGE, PAGE);
+    for (let b = 0; b < PAGE; b += 64) view[b] = k.charCodeAt(b % k.length) ^ (b & 0xff);
+    return { arena, offset: (first + i) * PAGE, length: PAGE };
+  });
+}
+
+describe('TierSync', () => {
+  it('stores, looks up the longest prefix and loads byte-exact', async () => {
+    const ts = await hierarchy({ hbm: 16, host: 32 });
+    const src = HostArena.create({ capacity: 64 * PAGE });
+    const dst = HostArena.create({ capacity: 64 * PAGE });
+    const tokens = context(1, 8);
+    const stored = await ts.store(tokens, sourcePages(ts, src, tokens));
+    expect(stored).toMatchObject({ stored: 8, existing: 0, dropped: 0 });
+    // A longer context sharing the first 8 pages finds exactly those.
+    const longer = Uint32Array.from([...tokens, ...context(2, 4)]);
+    const hit = ts.lookup(longer);
+    expect(hit.pages.length).toBe(8);
+    expect(hit.tokens).toBe(128);
+    expect(hit.pages.every((p) => p.tier === 'hbm')).toBe(true);
+    const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })));
+    expect(r).toMatchObject({ loaded: 8, missing: [], byTier: { hbm: 8 } });
+    expect(crc32c(dst.view(0, 8 * PAGE))).toBe(crc32c(src.view(0, 8 * PAGE)));
+    // Storing the longer context writes only its 4 new pages.
+    const again = await ts.store(longer, sourcePages(ts, src, longer));
+    expect(again).toMatchObject({ stored: 4, existing: 8 });
+  });
+
+  it('demotes under pressure and loads demoted pages from the lower tier, then promotes them', async () => {
+    const ts = await hierarchy({ hbm: 8, host: 64 });
+    const events: string[] = [];
+    ts.on('block:demoted', (e) => events.push(`demoted ${e.keys.length} ${e.from}->${e.to}`));
+    ts.on('block:promoted', (e) => events.push(`promoted ${e.keys.length}`));
+    const src = HostArena.create({ capacity: 64 * PAGE });
+    const dst = HostArena.create({ capacity: 64 * PAGE });
+    const a = context(3, 6);
+    const b = context(4, 6);
+    await ts.store(a, sourcePages(ts, src, a, 0));
+    await ts.store(b, sourcePages(ts, src, b, 6));
+    expect(events.some((e) => e.startsWith('demoted') && e.endsWith('hbm->host'))).toBe(true);
+    const hit = ts.lookup(a);
+    expect(hit.pages.length).toBe(6);
+    expect(hit.pages.some((p) => p.tier === 'host')).toBe(true);
+    const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })));
+    expect(r.loaded).toBe(6);
+    expect(r.byTier.host).toBeGreaterThan(0);
+    expect(crc32c(dst.view(0, 6 * PAGE))).toBe(crc32c(src.view(0, 6 * PAGE)));
+    await ts.flush();
+    expect(events.some((e) => e.startsWith('promoted'))).toBe(true);
+    const s = ts.stats();
+    expect(s.tiers[0]!.usedPages).toBeLessThanOrEqual(8);
+  });
+
+  it('reports exactly which pages went missing between lookup and load', async () => {
+    const ts = await hierarchy({ hbm: 16, host: 16 });
+    const src = HostArena.create({ capacity: 16 * PAGE });
+    const dst = HostArena.create({ capacity: 16 * PAGE });
+    const tokens = context(5, 4);
+    await ts.store(tokens, sourcePages(ts, src, tokens));
+    const hit = ts.lookup(tokens);
+    // Page 2 disappears from its tier behind the index's back (as after a crash of a volatile tier).
+    await ts.tierDriver('hbm').delete([hit.pages[2]!.key]);
+    const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })));
+    expect(r.missing).toEqual([2]);
+    expect(r.loaded).toBe(3);
+    expect(crc32c(dst.view(3 * PAGE, PAGE))).toBe(crc32c(src.view(3 * PAGE, PAGE)));
+    // The index forgot the lost copy: the next lookup stops before it.
+    expect(ts.lookup(tokens).pages.length).toBe(2);
+  });
+
+  it('refuses bad input with typed errors and stores nothing half-way', async () => {
+    const ts = await hierarchy({ hbm: 16, host: 16 });
+    const src = HostArena.create({ capacity: 16 * PAGE });
+    const tokens = context(6, 2);
+    expect(() => ts.store(tokens, [{ arena: src, offset: 0, length: PAGE }])).toThrow(/2 page\(s\) needed, 1 given/);
+    expect(() => ts.store(tokens, [{ arena: src, offset: 0, length: 100 }, { arena: src, offset: PAGE, length: PAGE }])).toThrow(/page size 16384/);
+    expect(() => ts.store(new Uint32Array(0), [])).toThrow(TierSyncError);
+    expect(ts.lookup(tokens).pages).toEqual([]);
+  });
+
+  it('names the config field that is wrong', () => {
+    const bad = (c: object) => {
+      try {
+        new TierSync({ model: 'm', layout, tiers: [{ url: 'hbm://sim?capacity=1MiB' }], ...c } as never);
+      } catch (e) {
+        return `${(e as TierSyncError).code}: ${(e as Error).message}`;
+      }
+      return 'accepted';
+    };
+    expect(bad({ tiers: [] })).toMatch(/ERR_CONFIG: config tiers/);
+    expect(bad({ tiers: [{ url: 'hbm://sim?capacity=1MiB', highWatermark: 2 }] })).toMatch(/tiers.0.highWatermark/);
+    expect(bad({ tiers: [{ url: 'hbm://sim?capacity=1MiB', policy: 'mru' }] })).toMatch(/unknown policy 'mru'/);
+    expect(bad({ model: '' })).toMatch(/config model/);
+    expect(bad({ colour: 'red' })).toMatch(/ERR_CONFIG/);
+  });
+});
