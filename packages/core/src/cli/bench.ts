@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
+import { runSimBench } from '../bench/sim.js';
 import { runTiersBench } from '../bench/tiers.js';
 import { runTransferBench, type TransferBenchReport } from '../bench/transfer.js';
 import { GiB, KiB, formatBytes } from '../bench/stats.js';
@@ -10,6 +11,7 @@ const usage = `Usage: tiersync bench <suite> [options]
 Suites:
   transfer   the native engine against memcpy and a plain O_DIRECT file loop, measured in the same run
   tiers      fs, peer and object drivers against O_DIRECT loops, raw TCP, Redis and the bare S3 client
+  sim        simulator replay speed (LRU, S3-FIFO) on the bundled Mooncake conversation trace
 
 Options:
   --json             print one JSON object as the last line of stdout (progress goes to stderr)
@@ -43,7 +45,7 @@ function table(r: TransferBenchReport): string {
 }
 
 export const benchCommand: Command = {
-  summary: 'run a benchmark suite (transfer, tiers)',
+  summary: 'run a benchmark suite (transfer, tiers, sim)',
   usage,
   async run(args) {
     const { values, positionals } = parseArgs({
@@ -60,6 +62,11 @@ export const benchCommand: Command = {
     });
     const suite = positionals[0];
     const log = (line: string) => (values.json ? console.error(line) : console.log(line));
+    if (suite === 'sim') {
+      const report = await runSimBench({ ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}), log });
+      console.log(values.json ? JSON.stringify(report) : report.results.map((r) => `${r.policy.padEnd(8)} ${(r.accessesPerSec / 1e6).toFixed(2)} M accesses/s (replay() ${(r.replayAccessesPerSec / 1e6).toFixed(2)} M/s)`).join('\n'));
+      return 0;
+    }
     if (suite === 'tiers') {
       const drivers = values.drivers?.split(',').map((d) => d.trim());
       for (const d of drivers ?? []) if (!['fs', 'peer', 'object'].includes(d)) throw new TierSyncError(`--drivers: unknown driver '${d}'`, 'ERR_INVALID_ARGUMENT');

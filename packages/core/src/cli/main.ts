@@ -6,6 +6,7 @@ import { TierSyncError } from '@tiersync/native';
 import { benchCommand } from './bench.js';
 import { demoCommand } from './demo.js';
 import { doctorCommand } from './doctor.js';
+import { simCommand } from './sim.js';
 import { versionCommand } from './version.js';
 
 export interface Command {
@@ -18,6 +19,7 @@ const commands: Record<string, Command> = {
   demo: demoCommand,
   doctor: doctorCommand,
   bench: benchCommand,
+  sim: simCommand,
   version: versionCommand,
 };
 

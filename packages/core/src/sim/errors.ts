@@ -3,7 +3,7 @@
  * and bad trace contents (naming the file, the line or record, and the reason), `ERR_CONFIG` for inconsistent
  * model or tier settings.
  */
-import { TierSyncError } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 
 /** A bad option or argument. */
 export function invalid(message: string): TierSyncError {

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { TierSyncError, type ErrorCode } from '@tiersync/native';
+import { TierSyncError, type ErrorCode } from '@tiersync/native/errors';
 import { runJob, type SweepJob, type SweepResult } from './jobs.js';
 import { silentProgress, type Progress } from './progress.js';
 import { loadTrace, type TraceSource } from './trace/index.js';
@@ -32,6 +32,22 @@ export function workerScript(): URL | null {
   if (import.meta.url.endsWith('.ts')) candidates.push(new URL(import.meta.url.replace('/src/sim/', '/dist/sim/').replace(/sweep\.ts$/, 'worker.js')));
   for (const c of candidates) if (fs.existsSync(fileURLToPath(c))) return c;
   return null;
+}
+
+/**
+ * The parent's Node flags minus `--conditions` (`-C`): a test runner may resolve workspace packages to their
+ * TypeScript sources through a `source` condition, which a plain worker cannot load; the compiled worker must
+ * resolve them to their compiled output.
+ */
+function workerExecArgv(): string[] {
+  const out: string[] = [];
+  const argv = process.execArgv;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--conditions' || a === '-C') i++;
+    else if (!a.startsWith('--conditions=') && !a.startsWith('-C=')) out.push(a);
+  }
+  return out;
 }
 
 /**
@@ -73,7 +89,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult[]> {
         } else w.postMessage('exit');
       };
       for (let i = 0; i < threads; i++) {
-        const w = new Worker(script, { workerData: { source } });
+        const w = new Worker(script, { workerData: { source }, execArgv: workerExecArgv() });
         workers.push(w);
         w.on('message', (msg: { index: number; result?: SweepResult; error?: { message: string; code?: string } }) => {
           if (msg.error) {

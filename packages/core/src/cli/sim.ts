@@ -1,0 +1,205 @@
+/**
+ * `tiersync sim`: the offline capacity simulator. Exact mode replays a trace through each policy at each capacity
+ * and prints the reference simulators' counts; with `--model` it runs the tiered TTFT model instead. The sweep
+ * (policies x capacities) runs on worker threads with a progress bar on stderr; `--out DIR` writes results.json,
+ * results.csv and report.html.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { invalid } from '../sim/errors.js';
+import type { ExactResult } from '../sim/exact.js';
+import type { SweepJob } from '../sim/jobs.js';
+import { kvBytesPerToken, model as modelPreset, storage as storagePreset, accelerator as acceleratorPreset } from '../sim/model/presets.js';
+import { checkPolicies } from '../sim/policies.js';
+import { progressBar, silentProgress } from '../sim/progress.js';
+import { exactCsv, tieredCsv } from '../sim/report/csv.js';
+import { renderHtml } from '../sim/report/html.js';
+import { runSweep } from '../sim/sweep.js';
+import type { TierConfig, TieredResult } from '../sim/tiered.js';
+import { checkFormat, guessFormat, type TraceSource } from '../sim/trace/index.js';
+import { formatSize, parseCount, parseList, parseSize } from '../sim/units.js';
+import type { Command } from './main.js';
+
+const usage = `Usage: tiersync sim (--trace FILE [--format F] | --workload multi-round-qa) [options]
+
+Replays a trace through @tiersync/policy's eviction policies (exact mode), or through a modeled hierarchy of
+HBM, host RAM and storage with a TTFT model (tiered mode, with --model). Results per policy x capacity.
+
+Trace:
+  --trace FILE           trace file (.gz is read transparently)
+  --format F             mooncake | azure | oracleGeneral | csv (default: from the file name)
+  --workload multi-round-qa  generate the LMCache multi-round QA workload instead of reading a file
+    --users N --rounds N --qps X --system-tokens N --history-tokens N --question-tokens N --answer-tokens N
+  --block-tokens N       tokens per page for mooncake/azure/generated traces (default 512)
+  --seed N --follow-up P --system-prompts N --system-prompt-tokens N
+                         the Azure prefix-sharing model (defaults 42, 0.5, 16, 1024; docs/SIMULATION.md)
+
+Exact mode (no --model):
+  --policy LIST          comma-separated: lru,fifo,clock,lfu,arc,s3fifo,sieve or registered names (default lru)
+  --capacity LIST        byte capacities, e.g. 128MiB,256MiB; inf = unbounded
+  --objects LIST         object-count capacities, e.g. 1000,2000; inf = unbounded
+  --page-bytes SIZE      bytes per page of request traces in byte mode (default: the --model page, else 64MiB)
+
+Tiered mode (--model):
+  --model NAME           llama-3-8b, llama-3-70b, qwen3-235b-a22b, qwen3-coder-480b-a35b, deepseek-v3
+  --accelerator NAME     tpu-v6e, tpu-v7x, h100, h200 (default tpu-v7x)
+  --chips N              chips per replica (default: fewest that hold the weights)
+  --mfu X                prefill model FLOPs utilisation (default 0.5)
+  --hbm SIZE             HBM KV pool (default: 90% of HBM minus weights)
+  --host LIST            host RAM tier capacities to sweep, e.g. 0,256GiB,1TiB (default 0 = none)
+  --storage LIST         storage tiers below host, PRESET:SIZE, e.g. local-nvme:4TiB,gcs:100TiB
+                         presets: local-nvme, filestore, gcs
+  --no-layerwise         no overlap of loading and compute
+  --load-all             load every found page even when recompute is faster
+
+Output:
+  --json                 print {"results":[...]} on stdout (progress goes to stderr)
+  --out DIR              write results.json, results.csv and report.html there
+  --threads N            worker threads (default: one per core; 1 = no workers)
+  --quiet                no progress bar`;
+
+function int(text: string | undefined, name: string, min = 0): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < min) throw invalid(`${name} must be an integer >= ${min}, got '${text}'`);
+  return n;
+}
+
+function num(text: string | undefined, name: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isFinite(n)) throw invalid(`${name} must be a number, got '${text}'`);
+  return n;
+}
+
+/** Parsed command line of `tiersync sim`, exposed for tests. */
+export interface SimPlan {
+  source: TraceSource;
+  jobs: SweepJob[];
+  mode: 'exact' | 'tiered';
+}
+
+/**
+ * Turns `tiersync sim` arguments into a trace source and a job list.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for a bad or missing option; TypeError (ERR_PARSE_ARGS_*) for an unknown one
+ */
+export function planSim(args: string[]): { plan: SimPlan; values: Record<string, string | boolean | undefined> } {
+  const { values } = parseArgs({
+    args,
+    options: {
+      trace: { type: 'string' }, format: { type: 'string' }, workload: { type: 'string' },
+      users: { type: 'string' }, rounds: { type: 'string' }, qps: { type: 'string' },
+      'system-tokens': { type: 'string' }, 'history-tokens': { type: 'string' }, 'question-tokens': { type: 'string' }, 'answer-tokens': { type: 'string' },
+      'block-tokens': { type: 'string' }, seed: { type: 'string' }, 'follow-up': { type: 'string' }, 'system-prompts': { type: 'string' }, 'system-prompt-tokens': { type: 'string' },
+      policy: { type: 'string' }, capacity: { type: 'string' }, objects: { type: 'string' }, 'page-bytes': { type: 'string' },
+      model: { type: 'string' }, accelerator: { type: 'string' }, chips: { type: 'string' }, mfu: { type: 'string' }, hbm: { type: 'string' },
+      host: { type: 'string' }, storage: { type: 'string' }, 'no-layerwise': { type: 'boolean' }, 'load-all': { type: 'boolean' },
+      json: { type: 'boolean' }, out: { type: 'string' }, threads: { type: 'string' }, quiet: { type: 'boolean' },
+    },
+  });
+  const blockTokens = int(values['block-tokens'], '--block-tokens', 1);
+  let source: TraceSource;
+  if (values.workload !== undefined) {
+    if (values.workload !== 'multi-round-qa') throw invalid(`--workload must be multi-round-qa, got '${values.workload}'`);
+    if (values.trace !== undefined) throw invalid('give either --trace or --workload, not both');
+    const options = {
+      users: int(values.users, '--users', 1), rounds: int(values.rounds, '--rounds', 1), qps: num(values.qps, '--qps'),
+      systemPromptTokens: int(values['system-tokens'], '--system-tokens'), historyTokens: int(values['history-tokens'], '--history-tokens'),
+      questionTokens: int(values['question-tokens'], '--question-tokens'), answerTokens: int(values['answer-tokens'], '--answer-tokens'), blockTokens,
+    };
+    source = { generator: 'multi-round-qa', options: Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
+  } else {
+    if (values.trace === undefined) throw invalid('--trace FILE (or --workload multi-round-qa) is required');
+    const format = values.format !== undefined ? checkFormat(values.format) : guessFormat(values.trace);
+    const azure = {
+      seed: int(values.seed, '--seed'), followUpProbability: num(values['follow-up'], '--follow-up'),
+      systemPrompts: int(values['system-prompts'], '--system-prompts', 1), systemPromptTokens: int(values['system-prompt-tokens'], '--system-prompt-tokens'),
+    };
+    source = {
+      file: values.trace,
+      format,
+      ...(blockTokens !== undefined ? { blockTokens } : {}),
+      azure: Object.fromEntries(Object.entries(azure).filter(([, v]) => v !== undefined)),
+    };
+  }
+  const policies = checkPolicies(parseList(values.policy ?? 'lru'));
+  const jobs: SweepJob[] = [];
+  if (values.model === undefined) {
+    if ((values.capacity === undefined) === (values.objects === undefined)) throw invalid('exact mode needs exactly one of --capacity LIST (bytes) or --objects LIST');
+    const unit = values.capacity !== undefined ? 'bytes' : 'objects';
+    const caps = unit === 'bytes' ? parseList(values.capacity!).map((c) => parseSize(c, '--capacity')) : parseList(values.objects!).map((c) => parseCount(c, '--objects'));
+    if (caps.length === 0) throw invalid(`--${unit === 'bytes' ? 'capacity' : 'objects'} needs at least one value`);
+    for (const c of caps) if (c < 1) throw invalid(`capacities must be at least 1, got ${c}`);
+    const pageBytes = values['page-bytes'] !== undefined ? parseSize(values['page-bytes'], '--page-bytes') : (blockTokens ?? 512) * kvBytesPerToken(modelPreset('llama-3-8b'));
+    for (const policy of policies) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
+    return { plan: { source, jobs, mode: 'exact' }, values };
+  }
+  modelPreset(values.model);
+  const acc = values.accelerator ?? 'tpu-v7x';
+  acceleratorPreset(acc);
+  const hbm: TierConfig = { name: 'hbm', capacityBytes: values.hbm !== undefined ? parseSize(values.hbm, '--hbm') : -1, readBytesPerSec: 0, writeBytesPerSec: 0, latencySec: 0, parallelism: 1 };
+  const hosts = parseList(values.host ?? '0').map((h) => parseSize(h, '--host'));
+  const lower: TierConfig[] = parseList(values.storage ?? '').map((s) => {
+    const [name, size] = s.split(':');
+    if (!name || !size) throw invalid(`--storage items look like PRESET:SIZE (e.g. local-nvme:4TiB), got '${s}'`);
+    const p = storagePreset(name);
+    return { name: p.name, capacityBytes: parseSize(size, '--storage'), readBytesPerSec: p.readBytesPerSec, writeBytesPerSec: p.writeBytesPerSec, latencySec: p.latencySec, parallelism: p.parallelism };
+  });
+  const hostSpec = storagePreset('host');
+  const compute = {
+    ...(values.chips !== undefined ? { chips: int(values.chips, '--chips', 1)! } : {}),
+    ...(values.mfu !== undefined ? { mfu: num(values.mfu, '--mfu')! } : {}),
+    ...(values['no-layerwise'] ? { layerwise: false } : {}),
+  };
+  for (const policy of policies) {
+    for (const host of hosts) {
+      if (!Number.isFinite(host)) throw invalid('--host must be finite in tiered mode');
+      const tiers = [hbm, ...(host > 0 ? [{ name: 'host', capacityBytes: host, readBytesPerSec: hostSpec.readBytesPerSec, writeBytesPerSec: hostSpec.writeBytesPerSec, latencySec: hostSpec.latencySec, parallelism: hostSpec.parallelism }] : []), ...lower];
+      const label = `${policy} host=${formatSize(host)}${lower.map((l) => ` ${l.name}=${formatSize(l.capacityBytes)}`).join('')}`;
+      jobs.push({ kind: 'tiered', job: { policy, model: values.model, accelerator: acc, compute, tiers, costAware: !values['load-all'], label } });
+    }
+  }
+  return { plan: { source, jobs, mode: 'tiered' }, values };
+}
+
+function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | TieredResult>): string {
+  if (mode === 'exact') {
+    const rows = (results as ExactResult[]).map((r) =>
+      `${r.policy.padEnd(8)} ${String(r.capacityBytes !== null ? formatSize(r.capacityBytes) : r.capacityObjects ?? 'inf').padStart(12)} ${String(r.requests).padStart(10)} ${String(r.misses).padStart(10)} ${(r.requests ? r.misses / r.requests : 0).toFixed(4).padStart(8)}${r.prefixPageHitRatio !== undefined ? ` ${r.prefixPageHitRatio.toFixed(4).padStart(8)}` : ''}`,
+    );
+    return [`policy   ${'capacity'.padStart(12)} ${'requests'.padStart(10)} ${'misses'.padStart(10)} ${'miss'.padStart(8)} ${'prefix'.padStart(8)}`, ...rows].join('\n');
+  }
+  return (results as TieredResult[])
+    .map((r) => `${r.label}: page hit ${(r.pageHitRatio * 100).toFixed(1)}%, token hit ${(r.tokenHitRatio * 100).toFixed(1)}%, TTFT p50/p90/p99 ${r.ttft.p50.toFixed(3)}/${r.ttft.p90.toFixed(3)}/${r.ttft.p99.toFixed(3)} s vs no cache ${r.noCacheTtft.p50.toFixed(3)}/${r.noCacheTtft.p90.toFixed(3)}/${r.noCacheTtft.p99.toFixed(3)} s (mean -${(r.ttftReductionMean * 100).toFixed(1)}%)`)
+    .join('\n');
+}
+
+export const simCommand: Command = {
+  summary: 'simulate caches offline: policies x capacities on traces, hit ratios and TTFT',
+  usage,
+  async run(args) {
+    const { plan, values } = planSim(args);
+    const threads = int(values.threads as string | undefined, '--threads', 1);
+    const progress = values.quiet ? silentProgress : progressBar(plan.jobs.length);
+    const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress });
+    const results = tagged.map((t) => t.result);
+    if (typeof values.out === 'string') {
+      fs.mkdirSync(values.out, { recursive: true });
+      fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
+      fs.writeFileSync(path.join(values.out, 'results.csv'), plan.mode === 'exact' ? exactCsv(results as ExactResult[]) : tieredCsv(results as TieredResult[]));
+      const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;
+      fs.writeFileSync(
+        path.join(values.out, 'report.html'),
+        renderHtml({
+          title: `tiersync sim: ${plan.mode} mode`,
+          notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`],
+          ...(plan.mode === 'exact' ? { exact: results as ExactResult[] } : { tiered: results as TieredResult[] }),
+        }),
+      );
+      if (!values.json) console.log(`wrote ${path.join(values.out, 'results.json')}, results.csv, report.html`);
+    }
+    console.log(values.json ? JSON.stringify({ results }) : textTable(plan.mode, results));
+    return 0;
+  },
+};

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { SeededRandom, replay, type TraceRequest } from '@tiersync/policy';
+import { TierSyncError } from '@tiersync/native/errors';
+import { replayObjects, runExact } from './exact.js';
+import { makePolicy } from './policies.js';
+import type { LlmTrace, ObjectTrace } from './trace/types.js';
+
+function objects(ids: number[], sizes?: number[]): ObjectTrace {
+  return {
+    kind: 'object', source: 'test', times: new Float64Array(ids.length), keys: Uint32Array.from(ids),
+    sizes: Float64Array.from(sizes ?? ids.map(() => 1)), length: ids.length, distinct: new Set(ids).size,
+  };
+}
+
+function llm(requests: number[][]): LlmTrace {
+  return {
+    kind: 'llm', source: 'test', blockTokens: 512,
+    requests: requests.map((p, i) => ({ timeMs: i, inputTokens: p.length * 512, outputTokens: 1, pages: Uint32Array.from(p) })),
+    distinctPages: new Set(requests.flat()).size, pageRefs: requests.flat().length,
+  };
+}
+
+const POLICIES = ['lru', 'fifo', 'clock', 'lfu', 'arc', 's3fifo', 'sieve'];
+
+describe('exact mode on hand-made traces', () => {
+  // A B A C B A, capacity 2 objects.
+  const t = objects([0, 1, 0, 2, 1, 0]);
+
+  it('LRU: A(m) B(m) A(h) C(m, evicts B) B(m, evicts A) A(m, evicts C) = 5 misses', () => {
+    expect(runExact(t, { policy: 'lru', unit: 'objects', capacity: 2 })).toEqual({
+      policy: 'lru', capacityBytes: null, capacityObjects: 2, requests: 6, misses: 5, bytesRequested: 6, bytesMissed: 5,
+    });
+  });
+
+  it('FIFO: A(m) B(m) A(h) C(m, evicts A) B(h) A(m, evicts B) = 4 misses', () => {
+    expect(runExact(t, { policy: 'fifo', unit: 'objects', capacity: 2 }).misses).toBe(4);
+  });
+
+  it('unbounded capacity misses only first accesses, for every policy, and reports null capacities', () => {
+    for (const policy of POLICIES) {
+      const r = runExact(t, { policy, unit: 'objects', capacity: Infinity });
+      expect(r).toMatchObject({ misses: 3, capacityBytes: null, capacityObjects: null });
+    }
+  });
+
+  it('byte capacity counts sizes: an object larger than the cache is never inserted', () => {
+    const s = objects([0, 1, 0, 1], [60, 50, 60, 50]);
+    // capacity 100: 0 (60) fits, 1 (50) evicts 0; 0 evicts 1; 1 evicts 0 → 4 misses
+    expect(runExact(s, { policy: 'lru', unit: 'bytes', capacity: 100 })).toMatchObject({ capacityBytes: 100, capacityObjects: null, misses: 4, bytesRequested: 220, bytesMissed: 220 });
+    // capacity 55: object 0 never fits; 1 hits the second time
+    expect(runExact(s, { policy: 'lru', unit: 'bytes', capacity: 55 })).toMatchObject({ misses: 3, bytesMissed: 170 });
+  });
+
+  it('Mooncake page requests: prefix page hit ratio counts only the leading hits', () => {
+    const trace = llm([[1, 2, 3], [1, 2, 4], [5, 2, 3]]);
+    // unbounded: r2 hits 1,2 (prefix 2); r3 misses 5 then hits 2,3 outside the prefix.
+    expect(runExact(trace, { policy: 'lru', unit: 'objects', capacity: Infinity })).toEqual({
+      policy: 'lru', capacityBytes: null, capacityObjects: null, requests: 9, misses: 5, bytesRequested: 9, bytesMissed: 5, prefixPageHitRatio: 2 / 9,
+    });
+    // LRU of 2 pages: every access misses (worked out by hand in the module docs of this test).
+    expect(runExact(trace, { policy: 'lru', unit: 'objects', capacity: 2 })).toMatchObject({ misses: 9, prefixPageHitRatio: 0 });
+    // byte mode with 10-byte pages and 25 bytes: the same two pages fit
+    expect(runExact(trace, { policy: 'lru', unit: 'bytes', capacity: 25, pageBytes: 10 })).toMatchObject({ capacityBytes: 25, misses: 9, bytesRequested: 90, bytesMissed: 90 });
+  });
+
+  it('refuses unknown policies and capacities a policy cannot take', () => {
+    expect(() => runExact(t, { policy: 'nope', unit: 'objects', capacity: 2 })).toThrow(TierSyncError);
+    expect(() => runExact(t, { policy: 's3fifo', unit: 'objects', capacity: 5 })).toThrow(/s3fifo with capacity 5/);
+  });
+});
+
+describe('the inlined loop matches @tiersync/policy replay()', () => {
+  const rng = new SeededRandom(11);
+  const n = 20_000;
+  const ids: number[] = [];
+  const sizes: number[] = [];
+  const sizeOf = new Map<number, number>();
+  for (let i = 0; i < n; i++) {
+    // skewed popularity: a hot set and a long tail
+    const id = rng.next() < 0.7 ? rng.nextInt(300) : rng.nextInt(5000);
+    if (!sizeOf.has(id)) sizeOf.set(id, 1 + rng.nextInt(1000));
+    ids.push(id);
+    sizes.push(sizeOf.get(id)!);
+  }
+  const trace = objects(ids, sizes);
+  const requests: TraceRequest<number>[] = ids.map((key, i) => ({ key, size: sizes[i]! }));
+
+  for (const policy of POLICIES) {
+    it(`${policy}: objects and bytes mode`, () => {
+      for (const [unit, capacity] of [['objects', 200], ['objects', 1000], ['bytes', 100_000], ['bytes', 400_000]] as const) {
+        const ours = replayObjects(makePolicy(policy, capacity, unit), trace);
+        const ref = replay(makePolicy(policy, capacity, unit), requests);
+        expect(ours.misses).toBe(ref.misses);
+        expect(ours.bytesMissed).toBe(ref.missBytes);
+      }
+    });
+  }
+});

@@ -1,0 +1,22 @@
+/**
+ * The offline capacity simulator (`tiersync sim`) as a library: trace readers and the multi-round QA generator,
+ * exact-mode replay, the tiered TTFT model with its presets, sweeps on worker threads, and the CSV/HTML reports.
+ * Intended as the `@tiersync/core/sim` subpath export.
+ */
+export { loadTrace, guessFormat, checkFormat, type TraceSource } from './trace/index.js';
+export type { SimTrace, LlmTrace, ObjectTrace, LlmRequest, TraceFormat } from './trace/types.js';
+export { readMooncake, parseMooncake, type MooncakeOptions } from './trace/mooncake.js';
+export { readAzure, parseAzure, type AzurePrefixOptions } from './trace/azure.js';
+export { readOracleGeneral, parseOracleGeneral, readOracleCsv, parseOracleCsv, encodeOracleGeneral } from './trace/oracle-general.js';
+export { generateMultiRoundQa, type MultiRoundQaOptions } from './trace/multi-round-qa.js';
+export { runExact, replayObjects, replayPages, type ExactJob, type ExactResult } from './exact.js';
+export { runTiered, type TierConfig, type TieredJob, type TieredResult, type TierResult } from './tiered.js';
+export { ACCELERATORS, STORAGE, MODELS, kvBytesPerToken, type AcceleratorSpec, type StorageSpec, type ModelShape } from './model/presets.js';
+export { computeSpec, prefillSeconds, loadSeconds, combine, noCacheSeconds, defaultHbmKvBytes, type ComputeSpec } from './model/ttft.js';
+export { runSweep, type SweepOptions } from './sweep.js';
+export type { SweepJob, SweepResult } from './jobs.js';
+export { progressBar, type Progress } from './progress.js';
+export { renderHtml, type ReportInput } from './report/html.js';
+export { exactCsv, tieredCsv } from './report/csv.js';
+export { parseSize, parseCount, formatSize } from './units.js';
+export { bundledTrace } from '../bench/sim.js';

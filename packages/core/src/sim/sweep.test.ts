@@ -1,0 +1,100 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { TierSyncError } from '@tiersync/native/errors';
+import { planSim, simCommand } from '../cli/sim.js';
+import type { SweepJob } from './jobs.js';
+import { runSweep, workerScript } from './sweep.js';
+import { encodeOracleGeneral } from './trace/oracle-general.js';
+
+const conversation = path.resolve(__dirname, '../../traces/conversation_trace.jsonl.gz');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sweep-'));
+
+function capture(): { out: string[]; restore: () => void } {
+  const out: string[] = [];
+  const spy = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+  return { out, restore: () => spy.mockRestore() };
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('sweeps', () => {
+  const jobs: SweepJob[] = ['lru', 'fifo', 's3fifo'].flatMap((policy) =>
+    [2000, 20000].map((capacity) => ({ kind: 'exact' as const, job: { policy, unit: 'objects' as const, capacity } })),
+  );
+
+  it('worker threads give the same results, in job order, as the calling thread', async () => {
+    const source = { file: conversation, format: 'mooncake' as const };
+    const ticks: number[] = [];
+    const inline = await runSweep({ source, jobs, threads: 1 });
+    const threaded = await runSweep({ source, jobs, threads: 2, progress: { tick: () => void ticks.push(1), done() {} } });
+    expect(threaded).toEqual(inline);
+    expect(ticks).toHaveLength(jobs.length);
+    expect(inline.map((r) => r.kind === 'exact' && `${r.result.policy}@${r.result.capacityObjects}`)).toEqual(jobs.map((j) => j.kind === 'exact' && `${j.job.policy}@${j.job.capacity}`));
+    if (workerScript() === null) console.warn('no compiled worker.js (run `tsc -b packages/core`): the threaded sweep ran inline');
+  });
+
+  it('a failing job rejects with a TierSyncError, from workers too', async () => {
+    const bad: SweepJob[] = [{ kind: 'exact', job: { policy: 's3fifo', unit: 'objects', capacity: 3 } }, ...jobs];
+    for (const threads of [1, 2]) {
+      await expect(runSweep({ source: { file: conversation, format: 'mooncake' }, jobs: bad, threads })).rejects.toThrow(TierSyncError);
+    }
+  });
+});
+
+describe('tiersync sim command', () => {
+  it('exact mode prints the reference shape as JSON', async () => {
+    const file = path.join(tmp, 'a.oracleGeneral');
+    // A B A C B A with sizes 1: LRU capacity 2 misses 5, FIFO 4 (see exact.test.ts)
+    fs.writeFileSync(file, encodeOracleGeneral([0, 1, 0, 2, 1, 0].map((id, time) => ({ time, id, size: 1 }))));
+    const c = capture();
+    const code = await simCommand.run(['--trace', file, '--format', 'oracleGeneral', '--policy', 'lru,fifo', '--objects', '2,inf', '--json', '--quiet', '--threads', '1']);
+    c.restore();
+    expect(code).toBe(0);
+    expect(JSON.parse(c.out.at(-1)!)).toEqual({
+      results: [
+        { policy: 'lru', capacityBytes: null, capacityObjects: 2, requests: 6, misses: 5, bytesRequested: 6, bytesMissed: 5 },
+        { policy: 'lru', capacityBytes: null, capacityObjects: null, requests: 6, misses: 3, bytesRequested: 6, bytesMissed: 3 },
+        { policy: 'fifo', capacityBytes: null, capacityObjects: 2, requests: 6, misses: 4, bytesRequested: 6, bytesMissed: 4 },
+        { policy: 'fifo', capacityBytes: null, capacityObjects: null, requests: 6, misses: 3, bytesRequested: 6, bytesMissed: 3 },
+      ],
+    });
+  });
+
+  it('mooncake with --capacity inf reports the reuse ceiling', async () => {
+    const c = capture();
+    await simCommand.run(['--trace', conversation, '--capacity', 'inf', '--json', '--quiet', '--threads', '1']);
+    c.restore();
+    const [r] = (JSON.parse(c.out.at(-1)!) as { results: Array<Record<string, number>> }).results;
+    expect(r).toMatchObject({ requests: 288500, misses: 182790, capacityBytes: null });
+    expect(r!.prefixPageHitRatio).toBeGreaterThan(0.36);
+    expect(r!.prefixPageHitRatio).toBeLessThan(0.37);
+  });
+
+  it('writes JSON, CSV and HTML with --out', async () => {
+    const out = path.join(tmp, 'out');
+    const c = capture();
+    await simCommand.run(['--workload', 'multi-round-qa', '--users', '4', '--rounds', '3', '--model', 'llama-3-8b', '--accelerator', 'h100', '--policy', 'lru,s3fifo', '--hbm', '2GiB', '--host', '2GiB,8GiB', '--out', out, '--quiet', '--threads', '1']);
+    c.restore();
+    expect(JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8')).results).toHaveLength(4);
+    expect(fs.readFileSync(path.join(out, 'results.csv'), 'utf8').split('\n')[0]).toMatch(/^label,policy,model/);
+    expect(fs.readFileSync(path.join(out, 'report.html'), 'utf8')).toMatch(/<svg class="chart" data-chart="ttft-cdf"/);
+  });
+
+  it('rejects bad options with ERR_INVALID_ARGUMENT', () => {
+    expect(() => planSim(['--objects', '10'])).toThrow(/--trace FILE/);
+    expect(() => planSim(['--trace', conversation, '--objects', '10', '--capacity', '1MiB'])).toThrow(/exactly one of/);
+    expect(() => planSim(['--trace', conversation, '--capacity', '12 parsecs'])).toThrow(/--capacity: expected a size/);
+    expect(() => planSim(['--trace', conversation, '--objects', '10', '--policy', 'mru'])).toThrow(/unknown policy 'mru'/);
+    expect(() => planSim(['--trace', conversation, '--format', 'parquet', '--objects', '1'])).toThrow(/--format must be one of/);
+    expect(() => planSim(['--trace', conversation, '--model', 'gpt-9'])).toThrow(/unknown model/);
+    expect(() => planSim(['--trace', conversation, '--model', 'llama-3-8b', '--storage', 'tape:1TiB'])).toThrow(/unknown storage preset/);
+  });
+
+  it('names the file and line of a broken trace', async () => {
+    const file = path.join(tmp, 'broken.jsonl');
+    fs.writeFileSync(file, '{"timestamp":0,"input_length":512,"output_length":1,"hash_ids":[1]}\n{"timestamp":1,');
+    await expect(simCommand.run(['--trace', file, '--objects', '10', '--quiet', '--threads', '1'])).rejects.toThrow(/broken\.jsonl: line 2: not valid JSON/);
+  });
+});
