@@ -7,3 +7,7 @@ export { main as runCli } from './cli/main.js';
 export { runTransferBench, type TransferBenchReport, type TransferBenchOptions } from './bench/transfer.js';
 export { TierSync, type TierSyncEvents, type LookupResult, type StoreResult, type LoadResult } from './hierarchy/tier-sync.js';
 export { parseConfig, type TierSyncConfig } from './hierarchy/config.js';
+export * from './keys/index.js';
+export { BlockIndex, SCHEMA_VERSION } from './index-store/index.js';
+export type { IndexTier, BlockIndexOptions, NamespaceRecord, StorePage, BeginStoreResult, CommitEntry, CommitResult, PageHit, CopyState, CopyRecord, PageRecord, RemoveResult, RecoveryReport, TierStats as IndexTierStats, IndexStats } from './index-store/index.js';
+export { runIndexBench, type IndexBenchReport, type IndexBenchOptions } from './bench/index-bench.js';

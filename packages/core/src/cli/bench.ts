@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
+import { runIndexBench } from '../bench/index-bench.js';
 import { runSimBench } from '../bench/sim.js';
 import { runTiersBench } from '../bench/tiers.js';
 import { runTransferBench, type TransferBenchReport } from '../bench/transfer.js';
@@ -11,12 +12,14 @@ const usage = `Usage: tiersync bench <suite> [options]
 Suites:
   transfer   the native engine against memcpy and a plain O_DIRECT file loop, measured in the same run
   tiers      fs, peer and object drivers against O_DIRECT loops, raw TCP, Redis and the bare S3 client
+  index      block index with 1,000,000 pages: 2,048-page prefix lookup, 2,048-page store, durable commits, RSS
   sim        simulator replay speed (LRU, S3-FIFO) on the bundled Mooncake conversation trace
 
 Options:
   --json             print one JSON object as the last line of stdout (progress goes to stderr)
   --bytes N          bytes moved per path/driver and page size, e.g. 4GiB (default 4GiB transfer, 1GiB tiers)
   --drivers LIST     tiers only: comma-separated subset of fs,peer,object
+  --pages N          index only: pages in the index before measuring (default 1000000)
   --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
   --threads N        engine and memcpy threads (default: one per core)
   --repetitions N    engine/baseline pairs per figure (default 3)`;
@@ -45,7 +48,7 @@ function table(r: TransferBenchReport): string {
 }
 
 export const benchCommand: Command = {
-  summary: 'run a benchmark suite (transfer, tiers, sim)',
+  summary: 'run a benchmark suite (transfer, tiers, index, sim)',
   usage,
   async run(args) {
     const { values, positionals } = parseArgs({
@@ -58,10 +61,20 @@ export const benchCommand: Command = {
         threads: { type: 'string' },
         repetitions: { type: 'string' },
         drivers: { type: 'string' },
+        pages: { type: 'string' },
       },
     });
     const suite = positionals[0];
     const log = (line: string) => (values.json ? console.error(line) : console.log(line));
+    if (suite === 'index') {
+      const report = await runIndexBench({
+        ...(values.pages ? { pages: parseBytes(values.pages, '--pages') } : {}),
+        ...(values.dir ? { dir: values.dir } : {}),
+        log,
+      });
+      console.log(values.json ? JSON.stringify(report) : `lookup p50 ${report.lookup.p50Us} us, p99 ${report.lookup.p99Us} us; store p50 ${report.store.p50Ms} ms; ${report.durableCommitsPerSec} durable commits/s; RSS ${report.rssMiB} MiB`);
+      return 0;
+    }
     if (suite === 'sim') {
       const report = await runSimBench({ ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}), log });
       console.log(values.json ? JSON.stringify(report) : report.results.map((r) => `${r.policy.padEnd(8)} ${(r.accessesPerSec / 1e6).toFixed(2)} M accesses/s (replay() ${(r.replayAccessesPerSec / 1e6).toFixed(2)} M/s)`).join('\n'));

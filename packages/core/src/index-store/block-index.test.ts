@@ -1,0 +1,358 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TierSyncError } from '@tiersync/native';
+import { createNamespace, kvLayoutPreset, pageKeys, type Namespace } from '../keys/index.js';
+import { BlockIndex, type IndexTier, type StorePage } from './index.js';
+import { MIGRATIONS, SCHEMA_VERSION, migrate } from './schema.js';
+
+const TIERS: IndexTier[] = [
+  { kind: 'hbm', persistent: false },
+  { kind: 'host', persistent: false },
+  { kind: 'fs', persistent: true },
+];
+
+let dir: string;
+let clock: number;
+const now = () => clock;
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-index-test-'));
+  clock = 1_000_000;
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const ns: Namespace = createNamespace({ model: 'test/llama', layout: kvLayoutPreset('llama-3-8b') });
+const nsRecord = (n: Namespace = ns) => ({ id: n.id, model: n.model, layoutFingerprint: n.layoutFingerprint, tokensPerPage: n.layout.tokensPerPage });
+const chain = (pages: number, seed = 1, n: Namespace = ns) => pageKeys(n, Uint32Array.from({ length: pages * 16 }, (_, i) => (i * 7919 + seed * 104729) >>> 0));
+const specs = (keys: readonly string[], first = 0): StorePage[] =>
+  keys.map((key, i) => ({ key, parent: i + first === 0 ? null : (keys[i - 1] ?? 'f'.repeat(64)), position: first + i, length: 4096, location: `slot-${first + i}`, crc32c: 1000 + i }));
+
+function open(file = path.join(dir, 'index.sqlite'), tiers = TIERS) {
+  const index = BlockIndex.open({ path: file, tiers, now });
+  index.registerNamespace(nsRecord());
+  return index;
+}
+
+/** Stores keys on tier: begin + commit. */
+function store(index: BlockIndex, keys: readonly string[], tier = 'host', durable = false, n: Namespace = ns) {
+  const r = index.beginStore(n.id, tier, specs(keys));
+  index.commitCopies(r.fresh.map((key) => ({ key, tier, durable })));
+  return r;
+}
+
+function thrown(fn: () => unknown): TierSyncError {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(TierSyncError);
+    return e as TierSyncError;
+  }
+  throw new Error('did not throw');
+}
+
+/** Invariants every consistent index keeps. */
+function checkInvariants(file: string) {
+  const db = new Database(file, { readonly: true });
+  try {
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.key = c.key)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.key = p.key)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = p.ns)').get()).toEqual({ n: 0 });
+  } finally {
+    db.close();
+  }
+}
+
+describe('block index: store and lookup', () => {
+  it('finds the longest stored prefix, stopping at the first absent key', () => {
+    const index = open();
+    const keys = chain(10);
+    store(index, keys.slice(0, 4), 'host');
+    store(index, keys.slice(5, 8), 'host'); // page 4 absent: pages 5..7 must not count
+    const hit = index.lookupPrefix(keys);
+    expect(hit.map((h) => h.key)).toEqual(keys.slice(0, 4));
+    expect(hit[0]).toEqual({ key: keys[0], tiers: ['host'], length: 4096 });
+    expect(index.lookupPrefix(keys.slice(5))).toHaveLength(3);
+    expect(index.lookupPrefix([])).toEqual([]);
+    expect(index.lookupPrefix(chain(3, 99))).toEqual([]);
+    // Cached answers (positive and negative) give the same result.
+    expect(index.lookupPrefix(keys).map((h) => h.key)).toEqual(keys.slice(0, 4));
+    expect(index.stats().cache.hits).toBeGreaterThan(0);
+    index.close();
+  });
+
+  it('lists the tiers of each page fastest first, across chunk boundaries', () => {
+    const index = open();
+    const keys = chain(300);
+    store(index, keys, 'fs', true);
+    const r = index.beginCopies('hbm', keys.slice(0, 100).map((key) => ({ key, location: 'h' })));
+    expect(r.added).toHaveLength(100);
+    index.commitCopies(keys.slice(0, 100).map((key) => ({ key, tier: 'hbm' })));
+    const hit = index.lookupPrefix(keys);
+    expect(hit).toHaveLength(300);
+    expect(hit[0]!.tiers).toEqual(['hbm', 'fs']);
+    expect(hit[100]!.tiers).toEqual(['fs']);
+    index._internal.cache.clear();
+    expect(index.lookupPrefix(keys).map((h) => h.tiers.join())).toEqual(hit.map((h) => h.tiers.join()));
+    index.close();
+  });
+
+  it('keeps pending copies invisible until committed, and reports existing pages', () => {
+    const index = open();
+    const keys = chain(4);
+    const first = index.beginStore(ns.id, 'host', specs(keys));
+    expect(first).toEqual({ fresh: keys, existing: [] });
+    expect(index.lookupPrefix(keys)).toEqual([]);
+    expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ tier: 'host', state: 'pending', location: 'slot-0' }]);
+    // A second store of the same pages (on any tier) stores nothing.
+    expect(index.beginStore(ns.id, 'fs', specs(keys))).toEqual({ fresh: [], existing: keys });
+    expect(index.commitCopies(keys.slice(0, 2).map((key) => ({ key, tier: 'host' })))).toEqual({ committed: 2, missing: [] });
+    expect(index.lookupPrefix(keys)).toHaveLength(2);
+    // Committing what was never begun is reported, not applied.
+    expect(index.commitCopies([{ key: keys[0]!, tier: 'fs' }, { key: keys[2]!, tier: 'host' }])).toEqual({ committed: 1, missing: [keys[0]] });
+    expect(index.lookupPrefix(keys)).toHaveLength(3);
+    // Aborting the rest removes the pending copy and its page row.
+    expect(index.abortCopies('host', [keys[3]!])).toBe(1);
+    expect(index.pages([keys[3]!])).toEqual([undefined]);
+    expect(index.pages([keys[1]!])[0]).toMatchObject({ key: keys[1], namespace: ns.id, parent: keys[0], position: 1, length: 4096, crc32c: 1001, hits: 0 });
+    // A CRC32C given at commit is recorded, for committed entries only.
+    const more = chain(2, 7);
+    index.beginStore(ns.id, 'host', specs(more).map((p) => ({ ...p, crc32c: undefined })));
+    expect(index.commitCopies([{ key: more[0]!, tier: 'host', crc32c: 0xdeadbeef }, { key: keys[1]!, tier: 'host', crc32c: 5 }])).toEqual({ committed: 1, missing: [keys[1]] });
+    expect(index.pages([more[0]!, more[1]!, keys[1]!]).map((p) => p?.crc32c)).toEqual([0xdeadbeef, null, 1001]);
+    index.close();
+  });
+
+  it('records access stats with touch', () => {
+    const index = open();
+    const keys = chain(2);
+    store(index, keys);
+    clock += 500;
+    index.touch(keys);
+    index.touch([keys[0]!], clock + 10);
+    const [a, b] = index.pages(keys);
+    expect(a).toMatchObject({ hits: 2, lastAccessMs: clock + 10, createdMs: 1_000_000 });
+    expect(b).toMatchObject({ hits: 1, lastAccessMs: clock });
+    index.close();
+  });
+
+  it('removes and evicts copies, keeping pages with copies elsewhere', () => {
+    const index = open();
+    const keys = chain(3);
+    store(index, keys, 'host');
+    index.beginCopies('fs', [{ key: keys[0]!, location: 'f0' }]);
+    index.commitCopies([{ key: keys[0]!, tier: 'fs', durable: true }]);
+    expect(index.lookupPrefix(keys)[0]!.tiers).toEqual(['host', 'fs']);
+    const ev = index.markEvicting('host', [keys[0]!, keys[1]!]);
+    expect(ev).toEqual({ marked: [keys[0], keys[1]], pinned: [], missing: [] });
+    // An evicting copy is no longer handed out.
+    expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs']]);
+    expect(index.removeCopies('host', keys)).toEqual({ removed: keys, pinned: [], missing: [] });
+    expect(index.pages(keys).map((p) => p?.key)).toEqual([keys[0], undefined, undefined]);
+    expect(index.copiesOf(keys)).toEqual([[expect.objectContaining({ tier: 'fs', state: 'ready', durable: true, verified: true })], [], []]);
+    expect(index.removeCopies('host', keys).missing).toEqual(keys);
+    checkInvariants(index.path);
+    index.close();
+  });
+
+  it('pins hold pages until they expire or are unpinned', () => {
+    const index = open();
+    const keys = chain(3);
+    store(index, keys, 'host');
+    index.pin([keys[0]!, keys[1]!], { ttlMs: 1000, owner: 'session-1' });
+    index.pin([keys[1]!], { ttlMs: 5000 });
+    expect(index.pinned(keys)).toEqual([true, true, false]);
+    expect(index.removeCopies('host', keys)).toEqual({ removed: [keys[2]], pinned: [keys[0], keys[1]], missing: [] });
+    expect(index.markEvicting('host', [keys[0]!]).pinned).toEqual([keys[0]]);
+    clock += 1000;
+    expect(index.pinned(keys)).toEqual([false, true, false]);
+    // Both of session-1's pins expire; keys[1] stays pinned by the default owner.
+    expect(index.expire().sort()).toEqual([keys[0], keys[1]].sort());
+    expect(index.pinned(keys)).toEqual([false, true, false]);
+    expect(index.unpin([keys[1]!], { owner: 'nobody' })).toBe(0);
+    expect(index.unpin([keys[1]!])).toBe(1);
+    expect(index.pinned(keys)).toEqual([false, false, false]);
+    expect(index.removeCopies('host', [keys[1]!], { force: true }).removed).toEqual([keys[1]]);
+    expect(index.stats().pins).toBe(0);
+    index.close();
+  });
+
+  it('deletes a namespace with its pages, copies and pins, and leaves others alone', () => {
+    const index = open();
+    const other = createNamespace({ model: 'test/other', layout: kvLayoutPreset('llama-3-8b') });
+    index.registerNamespace(nsRecord(other));
+    index.registerNamespace(nsRecord(other)); // idempotent
+    const a = chain(5);
+    const b = chain(5, 1, other);
+    store(index, a);
+    store(index, b, 'host', false, other);
+    index.pin([a[0]!], { ttlMs: 10_000 });
+    expect(index.lookupPrefix(a)).toHaveLength(5);
+    const del = index.deleteNamespace(ns.id);
+    expect(del.pages).toBe(5);
+    expect(del.copies.map((c) => c.key).sort()).toEqual([...a].sort());
+    expect(del.copies[0]).toMatchObject({ tier: 'host' });
+    expect(index.lookupPrefix(a)).toEqual([]);
+    expect(index.lookupPrefix(b)).toHaveLength(5);
+    expect(index.stats()).toMatchObject({ namespaces: 1, pages: 5, pins: 0 });
+    expect(index.deleteNamespace(ns.id)).toEqual({ pages: 0, copies: [] });
+    expect(thrown(() => index.beginStore(ns.id, 'host', specs(a))).message).toMatch(/is not registered/);
+    index.close();
+  });
+
+  it('reports stats per tier', () => {
+    const index = open();
+    const keys = chain(4);
+    store(index, keys.slice(0, 3), 'host');
+    index.beginStore(ns.id, 'fs', specs([keys[3]!], 3));
+    const s = index.stats();
+    expect(s).toMatchObject({ namespaces: 1, pages: 4, pageBytes: 4 * 4096 });
+    expect(s.tiers.host).toEqual({ pending: 0, ready: 3, evicting: 0, durable: 0, unverified: 0, readyBytes: 3 * 4096 });
+    expect(s.tiers.fs).toMatchObject({ pending: 1, ready: 0 });
+    expect(s.tiers.hbm).toMatchObject({ ready: 0 });
+    index.close();
+  });
+});
+
+describe('block index: bad input', () => {
+  it('names the bad argument and changes nothing', () => {
+    const index = open();
+    const keys = chain(4);
+    const before = index.stats();
+    const bad = specs(keys);
+    bad[2] = { ...bad[2]!, length: 0 };
+    let e = thrown(() => index.beginStore(ns.id, 'host', bad));
+    expect(e.code).toBe('ERR_INVALID_ARGUMENT');
+    expect(e.message).toMatch(/^pages\[2\]\.length must be an integer in \[1, /);
+    expect(index.stats().pages).toBe(before.pages);
+    expect(thrown(() => index.beginStore(ns.id, 'host', [...specs(keys), specs(keys)[1]!])).message).toMatch(/pages\[4\]\.key .* appears twice/);
+    expect(thrown(() => index.beginStore(ns.id, 'tape', specs(keys))).message).toMatch(/tier must be one of the index's tiers \(hbm, host, fs\), got "tape"/);
+    expect(thrown(() => index.beginStore(ns.id, 'host', [{ ...specs(keys)[0]!, key: 'ABC' }])).message).toMatch(/pages\[0\]\.key must be a page key/);
+    expect(thrown(() => index.beginStore(ns.id, 'host', [{ ...specs(keys)[0]!, location: '' }])).message).toMatch(/pages\[0\]\.location/);
+    expect(thrown(() => index.beginStore(ns.id, 'host', [{ ...specs(keys)[0]!, crc32c: 2 ** 32 }])).message).toMatch(/pages\[0\]\.crc32c/);
+    expect(thrown(() => index.lookupPrefix([keys[0]!, 'nope'])).message).toMatch(/keys\[1\] must be a page key/);
+    expect(thrown(() => index.lookupPrefix('abc' as never)).message).toMatch(/keys must be an array/);
+    store(index, keys.slice(0, 2));
+    expect(thrown(() => index.commitCopies([{ key: keys[0]!, tier: 'host' }, { key: keys[1]!, tier: 'host', durable: 'yes' as never }])).message).toMatch(/batch\[1\]\.durable/);
+    expect(thrown(() => index.removeCopies('host', [keys[0]!, 5 as never])).message).toMatch(/keys\[1\]/);
+    expect(thrown(() => index.pin(keys, { ttlMs: 0 })).message).toMatch(/options\.ttlMs/);
+    expect(thrown(() => index.registerNamespace({ ...nsRecord(), model: 'changed' })).message).toMatch(/already registered with other fields/);
+    expect(thrown(() => index.registerNamespace({ ...nsRecord(), id: 'x' })).message).toMatch(/namespace\.id must be 64/);
+    expect(index.lookupPrefix(keys)).toHaveLength(2);
+    index.close();
+    expect(thrown(() => index.lookupPrefix(keys)).code).toBe('ERR_CLOSED');
+  });
+
+  it('rolls a failing batch back completely', () => {
+    const index = open();
+    const keys = chain(600);
+    // Make the SQL fail half-way: a trigger rejects one page in the middle of the batch.
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies WHEN NEW.key = '${keys[550]}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    const e = thrown(() => index.beginStore(ns.id, 'host', specs(keys)));
+    expect(e.code).toBe('ERR_IO');
+    expect(e.message).toMatch(/beginStore failed: injected failure/);
+    expect(index.stats().pages).toBe(0);
+    index._internal.db.exec('DROP TRIGGER reject');
+    store(index, keys);
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies WHEN NEW.key = '${keys[599]}' AND NEW.state = 2 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    expect(thrown(() => index.markEvicting('host', keys)).code).toBe('ERR_IO');
+    expect(index.copiesOf([keys[0]!])[0]![0]!.state).toBe('ready');
+    expect(index.lookupPrefix(keys)).toHaveLength(600);
+    index.close();
+  });
+
+  it('rejects bad options by name', () => {
+    expect(thrown(() => BlockIndex.open({ path: ':memory:', tiers: [] })).message).toMatch(/options\.tiers must be a non-empty array/);
+    expect(thrown(() => BlockIndex.open({ path: ':memory:', tiers: [{ kind: 'tape' as never, persistent: true }] })).message).toMatch(/options\.tiers\[0\]\.kind/);
+    expect(thrown(() => BlockIndex.open({ path: ':memory:', tiers: [{ kind: 'fs', persistent: true }, { kind: 'fs', persistent: true }] })).message).toMatch(/options\.tiers\[1\]\.name 'fs' is used twice/);
+    expect(thrown(() => BlockIndex.open({ path: ':memory:', tiers: TIERS, synchronous: 'off' as never })).message).toMatch(/options\.synchronous/);
+    expect(thrown(() => BlockIndex.open({ path: '', tiers: TIERS })).message).toMatch(/options\.path/);
+    const two = BlockIndex.open({ path: ':memory:', tiers: [{ kind: 'fs', persistent: true }, { name: 'fs-ssd', kind: 'fs', persistent: true }] });
+    expect(two.tiers.map((t) => t.name)).toEqual(['fs', 'fs-ssd']);
+    two.close();
+  });
+});
+
+describe('block index: restart and recovery', () => {
+  it('drops volatile, pending, evicting and non-durable copies; keeps durable ones unverified', () => {
+    const file = path.join(dir, 'index.sqlite');
+    let index = open(file);
+    const keys = chain(8);
+    store(index, keys.slice(0, 2), 'host'); // volatile tier
+    store(index, keys.slice(2, 4), 'fs', true); // durable
+    store(index, keys.slice(4, 5), 'fs', false); // persistent tier, not durable
+    index.beginStore(ns.id, 'fs', specs(keys.slice(5, 6), 5)); // pending
+    store(index, keys.slice(6, 7), 'fs', true);
+    index.markEvicting('fs', [keys[6]!]);
+    index.beginCopies('hbm', [{ key: keys[2]!, location: 'h' }]);
+    index.commitCopies([{ key: keys[2]!, tier: 'hbm' }]);
+    index.pin([keys[2]!], { ttlMs: 100 });
+    index.pin([keys[3]!], { ttlMs: 100_000 });
+    index.close();
+
+    clock += 1000;
+    index = open(file);
+    expect(index.recovery).toEqual({
+      migratedFrom: SCHEMA_VERSION,
+      schemaVersion: SCHEMA_VERSION,
+      droppedVolatile: { host: 2, hbm: 1 },
+      droppedUnknownTier: {},
+      droppedPending: 1,
+      droppedEvicting: 1,
+      droppedNotDurable: 1,
+      unverified: 2,
+      orphanPages: 5,
+      expiredPins: 1,
+    });
+    expect(index.lookupPrefix(keys.slice(2))).toEqual([
+      { key: keys[2], tiers: ['fs'], length: 4096 },
+      { key: keys[3], tiers: ['fs'], length: 4096 },
+    ]);
+    expect(index.copiesOf([keys[2]!])[0]).toMatchObject([{ tier: 'fs', verified: false, durable: true }]);
+    expect(index.markVerified('fs', [keys[2]!])).toBe(1);
+    expect(index.copiesOf([keys[2]!])[0]).toMatchObject([{ verified: true }]);
+    expect(index.stats().tiers.fs).toMatchObject({ ready: 2, unverified: 1 });
+    index.close();
+    checkInvariants(file);
+
+    // A tier that is no longer configured loses its copies.
+    index = open(file, [{ kind: 'host', persistent: false }]);
+    expect(index.recovery.droppedUnknownTier).toEqual({ fs: 2 });
+    expect(index.stats().pages).toBe(0);
+    index.close();
+  });
+
+  it('migrates a version-1 database to the current schema, keeping its rows', () => {
+    const file = path.join(dir, 'v1.sqlite');
+    const keys = chain(2);
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    expect(migrate(db, 1)).toBe(0);
+    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    db.prepare('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)').run(ns.id, ns.model, ns.layoutFingerprint, '', 16, 1);
+    keys.forEach((k, i) => {
+      db.prepare('INSERT INTO pages(key, ns, parent, position, length, crc32c, created_ms, access_ms) VALUES (?, 1, ?, ?, 4096, 7, 1, 1)').run(k, i ? keys[i - 1] : null, i);
+      db.prepare('INSERT INTO copies(key, tier, location, state, durable, updated_ms) VALUES (?, ?, ?, 1, 1, 1)').run(k, 'fs', `f${i}`);
+    });
+    db.close();
+
+    const index = open(file);
+    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 2, unverified: 2, orphanPages: 0 });
+    expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs']]);
+    expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ location: 'f0', verified: false }]);
+    index.close();
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2]);
+  });
+
+  it('refuses a database from a newer release', () => {
+    const file = path.join(dir, 'future.sqlite');
+    const db = new Database(file);
+    db.pragma('user_version = 99');
+    db.close();
+    const e = thrown(() => BlockIndex.open({ path: file, tiers: TIERS }));
+    expect(e.code).toBe('ERR_UNSUPPORTED');
+    expect(e.message).toMatch(/schema version 99, newer than this release supports \(2\)/);
+  });
+});
