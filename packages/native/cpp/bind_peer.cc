@@ -429,15 +429,8 @@ Napi::Value EncodePeerFrame(const Napi::CallbackInfo& info) {
     entries[i].crc32c = static_cast<uint32_t>(OptUint(e, "crc32c", 0));
   }
   std::vector<uint8_t> meta = peer::EncodeEntries(entries);
-  peer::Header h;
-  h.op = static_cast<uint16_t>(op);
-  h.requestId = id;
-  h.count = static_cast<uint32_t>(entries.size());
-  h.metaBytes = static_cast<uint32_t>(meta.size());
-  h.payloadBytes = payload;
-  h.metaCrc = Crc32c(0, meta.data(), meta.size());
   auto out = Napi::Uint8Array::New(env, peer::kHeaderBytes + meta.size());
-  peer::EncodeHeader(h, out.Data());
+  peer::EncodeFrameHeader(static_cast<uint16_t>(op), id, static_cast<uint32_t>(entries.size()), meta, payload, out.Data());
   std::copy(meta.begin(), meta.end(), out.Data() + peer::kHeaderBytes);
   return out;
 }

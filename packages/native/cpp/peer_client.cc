@@ -177,21 +177,16 @@ void Client::Execute(int fd, ClientRequest& r) {
     for (size_t i = 0; i < n; i++) r.entries[i].crc32c = Crc32c(0, r.arena->host() + r.offsets[i], r.entries[i].length);
   }
   std::vector<uint8_t> meta = EncodeEntries(r.entries);
-  Header h;
-  h.op = r.op;
-  h.requestId = r.id;
-  h.count = static_cast<uint32_t>(n);
-  h.metaBytes = static_cast<uint32_t>(meta.size());
-  h.metaCrc = Crc32c(0, meta.data(), meta.size());
   std::vector<iovec> iov(2);
+  uint64_t payloadBytes = 0;
   if (r.op == kPut) {
     for (size_t i = 0; i < n; i++) {
       iov.push_back({r.arena->host() + r.offsets[i], r.entries[i].length});
-      h.payloadBytes += r.entries[i].length;
+      payloadBytes += r.entries[i].length;
     }
   }
   uint8_t head[kHeaderBytes];
-  EncodeHeader(h, head);
+  EncodeFrameHeader(r.op, r.id, static_cast<uint32_t>(n), meta, payloadBytes, head);
   iov[0] = {head, kHeaderBytes};
   iov[1] = {meta.data(), meta.size()};
   SendVec(fd, iov.data(), static_cast<int>(iov.size()));

@@ -50,6 +50,18 @@ void EncodeHeader(const Header& h, uint8_t out[kHeaderBytes]) {
   Put32(out + 36, Crc32c(0, out, 36));
 }
 
+void EncodeFrameHeader(uint16_t op, uint64_t requestId, uint32_t count, const std::vector<uint8_t>& meta,
+                       uint64_t payloadBytes, uint8_t out[kHeaderBytes]) {
+  Header h;
+  h.op = op;
+  h.requestId = requestId;
+  h.count = count;
+  h.metaBytes = static_cast<uint32_t>(meta.size());
+  h.metaCrc = Crc32c(0, meta.data(), meta.size());
+  h.payloadBytes = payloadBytes;
+  EncodeHeader(h, out);
+}
+
 Header DecodeHeader(const uint8_t in[kHeaderBytes], uint64_t maxPayload) {
   if (Get32(in) != kMagic) Bad("bad magic (not a tiersync peer)");
   if (Get32(in + 36) != Crc32c(0, in, 36)) Bad("header checksum mismatch");

@@ -72,6 +72,9 @@ struct Entry {
 };
 
 void EncodeHeader(const Header& h, uint8_t out[kHeaderBytes]);
+// Header of a frame carrying an encoded entry table (and `payloadBytes` of pages after it).
+void EncodeFrameHeader(uint16_t op, uint64_t requestId, uint32_t count, const std::vector<uint8_t>& meta,
+                       uint64_t payloadBytes, uint8_t out[kHeaderBytes]);
 // Throws NativeError(Protocol) naming what is wrong; `maxPayload` bounds payloadBytes.
 Header DecodeHeader(const uint8_t in[kHeaderBytes], uint64_t maxPayload);
 

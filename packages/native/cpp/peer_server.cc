@@ -267,14 +267,8 @@ void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) 
       Ask(r);  // commit: the pages become visible before the client hears they are stored
       for (size_t i = 0; i < n; i++) ack[i] = {r->entries[i].key, r->outcome[i], r->entries[i].length, r->entries[i].crc32c};
       std::vector<uint8_t> meta = EncodeEntries(ack);
-      Header a;
-      a.op = ackOp;
-      a.requestId = h.requestId;
-      a.count = static_cast<uint32_t>(n);
-      a.metaBytes = static_cast<uint32_t>(meta.size());
-      a.metaCrc = Crc32c(0, meta.data(), meta.size());
       uint8_t head[kHeaderBytes];
-      EncodeHeader(a, head);
+      EncodeFrameHeader(ackOp, h.requestId, static_cast<uint32_t>(n), meta, 0, head);
       iovec iov[2] = {{head, kHeaderBytes}, {meta.data(), meta.size()}};
       SendVec(fd, iov, 2);
       return;
@@ -297,15 +291,8 @@ void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) 
       }
     }
     std::vector<uint8_t> meta = EncodeEntries(ack);
-    Header a;
-    a.op = ackOp;
-    a.requestId = h.requestId;
-    a.count = static_cast<uint32_t>(n);
-    a.metaBytes = static_cast<uint32_t>(meta.size());
-    a.metaCrc = Crc32c(0, meta.data(), meta.size());
-    a.payloadBytes = payload;
     uint8_t head[kHeaderBytes];
-    EncodeHeader(a, head);
+    EncodeFrameHeader(ackOp, h.requestId, static_cast<uint32_t>(n), meta, payload, head);
     iov[0] = {head, kHeaderBytes};
     iov[1] = {meta.data(), meta.size()};
     SendVec(fd, iov.data(), static_cast<int>(iov.size()));

@@ -70,12 +70,16 @@ export interface NativeEngine {
   stats(): NativeEngineStats;
   close(): Promise<void>;
 }
+/** What a completed transfer batch reports (TransferResult). */
 export interface NativeBatchResult {
   id: number;
   bytes: number;
   descriptors: number;
+  /** Time from submission to completion, in seconds (queueing included). */
   seconds: number;
+  /** With `checksums` or `expected`: CRC32C per descriptor, in the order they were added. */
   checksums?: Uint32Array;
+  /** With `expected`: indices of descriptors whose CRC32C differed, ascending. */
   mismatches?: number[];
 }
 export interface NativeEngineStats {

@@ -1,4 +1,4 @@
-import { native, type NativeEndpoint, type NativeEngine, type NativeEngineStats } from './addon.js';
+import { native, type NativeBatchResult, type NativeEndpoint, type NativeEngine, type NativeEngineStats } from './addon.js';
 import { DeviceArena, HostArena } from './arena.js';
 import { TierSyncError, checkInteger, describeValue } from './errors.js';
 import { DIRECT_ALIGNMENT, FileHandle } from './file.js';
@@ -141,17 +141,7 @@ export interface SubmitOptions {
   expected?: Uint32Array;
 }
 
-export interface TransferResult {
-  id: number;
-  bytes: number;
-  descriptors: number;
-  /** Time from submission to completion, in seconds (queueing included). */
-  seconds: number;
-  /** With `checksums` or `expected`: CRC32C per descriptor, in the order they were added. */
-  checksums?: Uint32Array;
-  /** With `expected`: indices of descriptors whose CRC32C differed, ascending. */
-  mismatches?: number[];
-}
+export type TransferResult = NativeBatchResult;
 
 export type TransferStats = NativeEngineStats;
 
