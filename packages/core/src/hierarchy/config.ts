@@ -2,7 +2,7 @@
  * Configuration of a TierSync hierarchy, validated with zod: every field is described with its unit and default,
  * and a wrong config names the field and why.
  */
-import { TierSyncError } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 import { policyNames } from '@tiersync/policy';
 import { z } from 'zod';
 import { KV_PRESETS } from '../keys/index.js';

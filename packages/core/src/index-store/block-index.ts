@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
-import { TierSyncError, describeValue } from '@tiersync/native';
+import { TierSyncError, describeValue } from '@tiersync/native/errors';
 import { COPY_STATE, SCHEMA_VERSION, migrate } from './schema.js';
 import type {
   BeginStoreResult,

@@ -13,7 +13,7 @@
  * - pins: (page, owner) -> expiry; a pinned page is not a victim on any tier until it expires or is unpinned.
  */
 import type Database from 'better-sqlite3';
-import { TierSyncError } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 
 /** Copy states as stored in `copies.state`. */
 export const COPY_STATE = { pending: 0, ready: 1, evicting: 2 } as const;

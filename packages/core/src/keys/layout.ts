@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { TierSyncError } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 
 /** Element types of KV caches, with their size in bytes. */
 export const DTYPE_BYTES = {

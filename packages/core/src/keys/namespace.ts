@@ -4,7 +4,7 @@
  * of tiers without ever reusing each other's KV.
  */
 import { createHash } from 'node:crypto';
-import { TierSyncError, describeValue } from '@tiersync/native';
+import { TierSyncError, describeValue } from '@tiersync/native/errors';
 import { kvLayout, type KvLayout, type KvLayoutInput, type SimpleLayoutInput } from './layout.js';
 
 /** A namespace: its id is part of every page key computed in it. */

@@ -19,7 +19,7 @@
  */
 import crypto from 'node:crypto';
 import os from 'node:os';
-import { TierSyncError, describeValue } from '@tiersync/native';
+import { TierSyncError, describeValue } from '@tiersync/native/errors';
 import type { Namespace } from './namespace.js';
 
 /** Same rule as `PAGE_KEY_PATTERN` in @tiersync/tiers: lower-case hex, 16..128 characters. */
