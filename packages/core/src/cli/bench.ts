@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
 import { runIndexBench } from '../bench/index-bench.js';
+import { runRestoreBench } from '../bench/restore.js';
 import { runSimBench } from '../bench/sim.js';
 import { runTiersBench } from '../bench/tiers.js';
 import { runTransferBench, type TransferBenchReport } from '../bench/transfer.js';
@@ -14,15 +15,19 @@ Suites:
   tiers      fs, peer and object drivers against O_DIRECT loops, raw TCP, Redis and the bare S3 client
   index      block index with 1,000,000 pages: 2,048-page prefix lookup, 2,048-page store, durable commits, RSS
   sim        simulator replay speed (LRU, S3-FIFO) on the bundled Mooncake conversation trace
+  restore    store then restore a 32,768-token Llama-3-8B context (4 GiB) host->device and fs->device through
+             TierSync, against memcpy and a plain O_DIRECT read loop of the same bytes
 
 Options:
   --json             print one JSON object as the last line of stdout (progress goes to stderr)
-  --bytes N          bytes moved per path/driver and page size, e.g. 4GiB (default 4GiB transfer, 1GiB tiers)
+  --bytes N          bytes moved per path/driver and page size, e.g. 4GiB (default 4GiB transfer, 1GiB tiers);
+                     restore: bytes of KV context (default 4GiB = 32,768 tokens)
+  --tokens-per-page N  restore only: tokens per page of the llama-3-8b layout (default 16 = 2 MiB pages)
   --drivers LIST     tiers only: comma-separated subset of fs,peer,object
   --pages N          index only: pages in the index before measuring (default 1000000)
   --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
   --threads N        engine and memcpy threads (default: one per core)
-  --repetitions N    engine/baseline pairs per figure (default 3)`;
+  --repetitions N    engine/baseline pairs per figure (default 3; restore 7 from host, 5 from fs)`;
 
 const UNITS: Record<string, number> = { B: 1, KiB: KiB, MiB: KiB * KiB, GiB, TiB: GiB * KiB };
 
@@ -48,7 +53,7 @@ function table(r: TransferBenchReport): string {
 }
 
 export const benchCommand: Command = {
-  summary: 'run a benchmark suite (transfer, tiers, index, sim)',
+  summary: 'run a benchmark suite (transfer, tiers, index, sim, restore)',
   usage,
   async run(args) {
     const { values, positionals } = parseArgs({
@@ -62,6 +67,7 @@ export const benchCommand: Command = {
         repetitions: { type: 'string' },
         drivers: { type: 'string' },
         pages: { type: 'string' },
+        'tokens-per-page': { type: 'string' },
       },
     });
     const suite = positionals[0];
@@ -74,6 +80,23 @@ export const benchCommand: Command = {
       });
       console.log(values.json ? JSON.stringify(report) : `lookup p50 ${report.lookup.p50Us} us, p99 ${report.lookup.p99Us} us; store p50 ${report.store.p50Ms} ms; ${report.durableCommitsPerSec} durable commits/s; RSS ${report.rssMiB} MiB`);
       return 0;
+    }
+    if (suite === 'restore') {
+      const report = await runRestoreBench({
+        ...(values.bytes ? { bytes: parseBytes(values.bytes, '--bytes') } : {}),
+        ...(values.dir ? { dir: values.dir } : {}),
+        ...(values.threads ? { threads: parseBytes(values.threads, '--threads') } : {}),
+        ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}),
+        ...(values['tokens-per-page'] ? { tokensPerPage: parseBytes(values['tokens-per-page'], '--tokens-per-page') } : {}),
+        log,
+      });
+      const line = (name: string, f: typeof report.fromHost) => `${name.padEnd(10)} ${f.medianMs} ms (${f.GiBps} GiB/s)   baseline ${f.baselineMs} ms (${f.baselineGiBps} GiB/s)   ratio ${f.ratio} (per pair ${f.pairRatio})`;
+      console.log(
+        values.json
+          ? JSON.stringify(report)
+          : [`restore of ${formatBytes(report.bytes)} (${report.tokens} tokens, ${formatBytes(report.pageBytes)} pages), verified: ${report.verified}`, line('from host', report.fromHost), line('from fs', report.fromFs)].join('\n'),
+      );
+      return report.verified ? 0 : 1;
     }
     if (suite === 'sim') {
       const report = await runSimBench({ ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}), log });
