@@ -2,7 +2,7 @@
  * @tiersync/policy: eviction, admission, placement and prefetch decisions for tiersync, in pure TypeScript with
  * no workspace imports, so the live hierarchy and the offline simulator run the very same decisions.
  */
-export type { CapacityUnit, EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
+export type { CapacityUnit, DenseKeys, EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
 
 export { ArcPolicy } from './policies/arc.js';
 export { ClockPolicy } from './policies/clock.js';

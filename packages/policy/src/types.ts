@@ -21,6 +21,21 @@ export interface PolicyOptions {
   capacity: number;
   /** What `capacity` counts. Default `'bytes'`. */
   unit?: CapacityUnit;
+  /**
+   * The dense-key fast path (built-in policies): every key must be an integer in `[0, bound)`, and the key ->
+   * slot map is an `Int32Array` indexed by the key (grown as keys arrive, never past `bound`) instead of a `Map`.
+   * Decisions are identical to the default path; only the accepted keys differ. A key that is not a number throws
+   * `TypeError`; a number that is not an integer in `[0, bound)` throws `RangeError` naming the key.
+   * `bound` is an integer in `[1, 2^31 - 1]`. Meant for traces whose ids are densified (the simulator's readers).
+   * Policies that do not support it (custom ones, the composites) may ignore it.
+   */
+  denseKeys?: DenseKeys;
+}
+
+/** See {@link PolicyOptions.denseKeys}. */
+export interface DenseKeys {
+  /** Keys are integers in `[0, bound)`. */
+  bound: number;
 }
 
 /**

@@ -2,15 +2,17 @@
  * `tiersync bench sim`: replay speed of the simulator's exact mode. The conversation trace's page references
  * (288,500 accesses, 182,790 distinct pages) are replayed in object-count mode through LRU and S3-FIFO, the policies
  * alternating (A B A B) and each figure the median of the repetitions, as accesses per second on one core (the
- * replay is single-threaded). Also measured: `@tiersync/policy`'s own `replay()` on the same accesses (the
- * reference loop, with its per-request checks) and the heap bytes per resident page.
+ * replay is single-threaded). The simulator's loop runs as `tiersync sim` does: the trace's ids are dense, so the
+ * policies take the dense-key fast path (`denseKeys`). Each way of replaying is timed in its own phase. Also measured: the same loop with the default `Map`-keyed
+ * policies, `@tiersync/policy`'s own `replay()` on the same accesses (the reference loop, with its per-request
+ * checks, default policies) and the memory per resident page.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { replay, type TraceRequest } from '@tiersync/policy';
-import { replayObjects } from '../sim/exact.js';
+import { replay, type EvictionPolicy, type TraceRequest } from '@tiersync/policy';
+import { denseKeyBound, replayObjects } from '../sim/exact.js';
 import { makePolicy } from '../sim/policies.js';
 import { readMooncake } from '../sim/trace/mooncake.js';
 import type { ObjectTrace } from '../sim/trace/types.js';
@@ -33,8 +35,10 @@ export interface SimBenchOptions {
 /** One policy's figures. */
 export interface SimBenchResult {
   policy: string;
-  /** Median page accesses per second through the simulator's loop, one core. */
+  /** Median page accesses per second through the simulator's loop (dense-key policies, as `sim`), one core. */
   accessesPerSec: number;
+  /** Median accesses per second through the same loop with default (`Map`-keyed) policies. */
+  mapAccessesPerSec: number;
   /** Median accesses per second through `@tiersync/policy`'s `replay()` (the checked reference loop). */
   replayAccessesPerSec: number;
   /** Miss ratio at the benchmark capacity (a sanity check that the work was done). */
@@ -50,7 +54,10 @@ export interface SimBenchReport {
   capacityObjects: number;
   repetitions: number;
   results: SimBenchResult[];
-  /** Heap bytes per resident page of an unbounded LRU holding every distinct page (policy state only). */
+  /**
+   * Bytes per resident page of an unbounded dense-key LRU holding every distinct page (policy state only): growth
+   * of the V8 heap plus ArrayBuffer memory (the typed arrays live outside the heap).
+   */
   bytesPerDistinctPage: number;
 }
 
@@ -80,34 +87,58 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
   const requests: TraceRequest<number>[] = Array.from(keys, (key) => ({ key, size: 1 }));
   log(`sim bench: ${keys.length} accesses, ${llm.distinctPages} distinct pages, capacity ${capacity} objects, ${reps} repetitions`);
 
-  const fast = new Map<string, number[]>(policies.map((p) => [p, []]));
-  const ref = new Map<string, number[]>(policies.map((p) => [p, []]));
+  const dense = { denseKeyBound: denseKeyBound(trace) };
   const missRatio = new Map<string, number>();
-  // Warm-up pass per policy (JIT, typed-array growth), untimed.
-  for (const p of policies) replayObjects(makePolicy(p, capacity, 'objects'), trace);
-  for (let rep = 0; rep < reps; rep++) {
-    for (const p of policies) {
-      const policy = makePolicy(p, capacity, 'objects');
-      let t = process.hrtime.bigint();
-      const r = replayObjects(policy, trace);
-      fast.get(p)!.push(keys.length / (Number(process.hrtime.bigint() - t) / 1e9));
-      missRatio.set(p, r.misses / keys.length);
-      const policy2 = makePolicy(p, capacity, 'objects');
-      t = process.hrtime.bigint();
-      replay(policy2, requests);
-      ref.get(p)!.push(keys.length / (Number(process.hrtime.bigint() - t) / 1e9));
+  /**
+   * Times one way of replaying: a warm-up pass per policy (JIT, typed-array growth), then `reps` timed passes, the
+   * policies alternating, each on a policy created outside the timed region. The three ways run one after the
+   * other, not interleaved, so each is measured with the JIT state of a process that replays only that way
+   * (`tiersync sim` only ever takes the dense path on reader traces). Every way must count the same misses.
+   */
+  const phase = async (
+    label: string,
+    make: (p: string) => EvictionPolicy<number>,
+    run: (policy: EvictionPolicy<number>) => number,
+  ): Promise<Map<string, number[]>> => {
+    const rates = new Map<string, number[]>(policies.map((p) => [p, []]));
+    for (const p of policies) run(make(p));
+    for (let rep = 0; rep < reps; rep++) {
+      for (const p of policies) {
+        const policy = make(p);
+        const t = process.hrtime.bigint();
+        const misses = run(policy);
+        rates.get(p)!.push(keys.length / (Number(process.hrtime.bigint() - t) / 1e9));
+        const expected = missRatio.get(p);
+        if (expected === undefined) missRatio.set(p, misses / keys.length);
+        else if (expected !== misses / keys.length) throw new Error(`${p}: ${label} counts ${misses} misses, the dense path ${expected * keys.length}`);
+      }
+      log(`  ${label} ${rep + 1}/${reps}: ${policies.map((p) => `${p} ${round(rates.get(p)!.at(-1)! / 1e6, 2)}M/s`).join(', ')}`);
+      await new Promise((r) => setImmediate(r));
     }
-    log(`  repetition ${rep + 1}/${reps}: ${policies.map((p) => `${p} ${round(fast.get(p)!.at(-1)! / 1e6, 2)}M/s`).join(', ')}`);
-    await new Promise((r) => setImmediate(r));
-  }
+    return rates;
+  };
+  const fast = await phase('sim loop, dense keys', (p) => makePolicy(p, capacity, 'objects', dense), (policy) => replayObjects(policy, trace).misses);
+  const viaMap = await phase('sim loop, Map keys', (p) => makePolicy(p, capacity, 'objects'), (policy) => replayObjects(policy, trace).misses);
+  const ref = await phase('replay()', (p) => makePolicy(p, capacity, 'objects'), (policy) => replay(policy, requests).misses);
 
-  // Memory: heap growth of an unbounded LRU that ends up holding every distinct page.
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const lru = makePolicy('lru', Infinity, 'objects');
+  // Memory: heap and ArrayBuffer growth of an unbounded LRU that ends up holding every distinct page.
+  const footprint = (): number => {
+    const m = process.memoryUsage();
+    return m.heapUsed + m.arrayBuffers;
+  };
+  // ArrayBuffer memory is returned by a background sweeper after a GC: collect, let it run, collect again.
+  const settle = async (): Promise<void> => {
+    for (let k = 0; k < 3; k++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  await settle();
+  const before = footprint();
+  const lru = makePolicy('lru', Infinity, 'objects', dense);
   replayObjects(lru, trace);
-  gc();
-  const after = process.memoryUsage().heapUsed;
+  await settle();
+  const after = footprint();
   const bytesPerDistinctPage = round((after - before) / lru.count, 1);
 
   return {
@@ -120,6 +151,7 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
     results: policies.map((p) => ({
       policy: p,
       accessesPerSec: Math.round(median(fast.get(p)!)),
+      mapAccessesPerSec: Math.round(median(viaMap.get(p)!)),
       replayAccessesPerSec: Math.round(median(ref.get(p)!)),
       missRatio: round(missRatio.get(p)!, 4),
     })),

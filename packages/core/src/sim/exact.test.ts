@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SeededRandom, replay, type TraceRequest } from '@tiersync/policy';
 import { TierSyncError } from '@tiersync/native/errors';
-import { replayObjects, runExact } from './exact.js';
+import { denseKeyBound, replayObjects, replayPages, runExact } from './exact.js';
 import { makePolicy } from './policies.js';
 import type { LlmTrace, ObjectTrace } from './trace/types.js';
 
@@ -92,6 +92,54 @@ describe('the inlined loop matches @tiersync/policy replay()', () => {
         const ref = replay(makePolicy(policy, capacity, unit), requests);
         expect(ours.misses).toBe(ref.misses);
         expect(ours.bytesMissed).toBe(ref.missBytes);
+      }
+    });
+  }
+});
+
+describe('the dense-key fast path', () => {
+  it('denseKeyBound: 1 + the largest id for dense ids, undefined when ids are too sparse', () => {
+    expect(denseKeyBound(objects([0, 1, 0, 2, 1, 0]))).toBe(3);
+    expect(denseKeyBound(objects([]))).toBe(1);
+    expect(denseKeyBound(llm([[1, 2, 3], [1, 2, 4], [5, 2, 3]]))).toBe(6);
+    // sparse but small: still dense enough (the map costs 4 bytes per possible id)
+    expect(denseKeyBound(objects([0, 60_000]))).toBe(60_001);
+    expect(denseKeyBound(objects([0, 70_000]))).toBeUndefined(); // above 4 x 2 distinct + 2^16
+    expect(denseKeyBound(objects([0, 2 ** 31 + 5]))).toBeUndefined();
+    expect(denseKeyBound(llm([[3, 2 ** 30]]))).toBeUndefined();
+  });
+
+  it('runExact gives the same results on sparse ids (the Map path)', () => {
+    const ids = [0, 2 ** 31 + 5, 0, 7, 2 ** 31 + 5, 0];
+    expect(denseKeyBound(objects(ids))).toBeUndefined();
+    const dense = runExact(objects([0, 2, 0, 1, 2, 0]), { policy: 'lru', unit: 'objects', capacity: 2 });
+    expect(runExact(objects(ids), { policy: 'lru', unit: 'objects', capacity: 2 })).toEqual(dense);
+  });
+
+  const rng = new SeededRandom(23);
+  const ids: number[] = [];
+  const sizes: number[] = [];
+  const sizeOf = new Map<number, number>();
+  for (let i = 0; i < 20_000; i++) {
+    const id = rng.next() < 0.6 ? rng.nextInt(400) : rng.nextInt(6000);
+    if (!sizeOf.has(id)) sizeOf.set(id, 1 + rng.nextInt(1000));
+    ids.push(id);
+    sizes.push(sizeOf.get(id)!);
+  }
+  const trace = objects(ids, sizes);
+  const pages: number[][] = [];
+  for (let i = 0; i < ids.length; i += 8) pages.push(ids.slice(i, i + 8));
+  const pageTrace = llm(pages);
+
+  for (const policy of POLICIES) {
+    it(`${policy}: dense-key and Map-keyed policies count the same misses (objects and pages)`, () => {
+      const bound = denseKeyBound(trace)!;
+      expect(bound).toBe(Math.max(...ids) + 1);
+      for (const [unit, capacity] of [['objects', 200], ['objects', 1000], ['bytes', 100_000], ['bytes', 400_000]] as const) {
+        const dense = replayObjects(makePolicy(policy, capacity, unit, { denseKeyBound: bound }), trace);
+        expect(dense).toEqual(replayObjects(makePolicy(policy, capacity, unit), trace));
+        const densePages = replayPages(makePolicy(policy, capacity, unit, { denseKeyBound: bound }), pageTrace, 100);
+        expect(densePages).toEqual(replayPages(makePolicy(policy, capacity, unit), pageTrace, 100));
       }
     });
   }

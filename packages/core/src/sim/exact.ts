@@ -5,7 +5,9 @@
  * The loop applies `@tiersync/policy`'s `replay` rules (libCacheSim `cache_get_base`) inline: `access`; on a miss,
  * `insert` when `canAdmit` allows it. It is inlined (rather than calling `replay`) to skip per-request argument
  * checks and object allocation, and to see each request's outcome for the prefix ratio; `exact.test.ts` checks
- * it against `replay` for every policy.
+ * it against `replay` for every policy. When the trace's ids are dense (the readers make them so) the policy is
+ * created with `denseKeys` (see {@link denseKeyBound}): an Int32Array key -> slot map instead of a `Map`, with
+ * identical decisions.
  *
  * An {@link LlmTrace} is replayed page by page (each page reference is one request of `pageBytes` bytes); an
  * {@link ObjectTrace} record by record with its own sizes.
@@ -52,6 +54,32 @@ function row(job: ExactJob): Pick<ExactResult, 'policy' | 'capacityBytes' | 'cap
     capacityBytes: finite && job.unit === 'bytes' ? job.capacity : null,
     capacityObjects: finite && job.unit === 'objects' ? job.capacity : null,
   };
+}
+
+/** Largest dense-key bound the simulator asks for (the key -> slot map costs 4 bytes per possible key). */
+const DENSE_LIMIT = 1 << 30;
+
+/**
+ * The `denseKeyBound` for replaying `trace` (1 + its largest id), or `undefined` when its ids are too sparse for
+ * the dense-key fast path (the bound would exceed 4 x the distinct ids + 2^16, or 2^30). The readers densify ids
+ * to [0, distinct), so their traces always qualify.
+ */
+export function denseKeyBound(trace: SimTrace): number | undefined {
+  let max = -1;
+  let distinct: number;
+  if (trace.kind === 'object') {
+    const { keys, length } = trace;
+    for (let i = 0; i < length; i++) if (keys[i]! > max) max = keys[i]!;
+    distinct = trace.distinct;
+  } else {
+    for (const r of trace.requests) {
+      const pages = r.pages;
+      for (let j = 0; j < pages.length; j++) if (pages[j]! > max) max = pages[j]!;
+    }
+    distinct = trace.distinctPages;
+  }
+  const bound = max + 1;
+  return bound <= DENSE_LIMIT && bound <= 4 * distinct + (1 << 16) ? Math.max(bound, 1) : undefined;
 }
 
 /** Replays an object trace. */
@@ -104,7 +132,7 @@ export function replayPages(
  * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown policy or options it refuses
  */
 export function runExact(trace: SimTrace, job: ExactJob): ExactResult {
-  const policy = makePolicy(job.policy, job.capacity, job.unit);
+  const policy = makePolicy(job.policy, job.capacity, job.unit, { denseKeyBound: denseKeyBound(trace) });
   if (trace.kind === 'object') {
     const r = replayObjects(policy, trace);
     return { ...row(job), requests: trace.length, ...r };

@@ -8,16 +8,26 @@ import { invalid } from './errors.js';
 /** Capacity used for "unbounded" (`--capacity inf`): the largest safe integer, which nothing fills. */
 export const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 
+/** Options of {@link makePolicy}. */
+export interface MakePolicyOptions {
+  /**
+   * Every key the policy will see is an integer in `[0, denseKeyBound)`: the built-in policies then take the
+   * dense-key fast path (`denseKeys` of `@tiersync/policy`; same decisions, no hashing). See `denseKeyBound`.
+   */
+  denseKeyBound?: number;
+}
+
 /**
  * Creates policy `name` with `capacity` units (`Infinity` = unbounded).
  * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown name or options the policy refuses (e.g. S3-FIFO
  * below 20 objects)
  */
-export function makePolicy(name: string, capacity: number, unit: CapacityUnit): EvictionPolicy<number> {
+export function makePolicy(name: string, capacity: number, unit: CapacityUnit, options: MakePolicyOptions = {}): EvictionPolicy<number> {
   if (!policyNames().includes(name)) throw invalid(`unknown policy '${name}'; known: ${policyNames().join(', ')}`);
   const cap = Number.isFinite(capacity) ? capacity : UNBOUNDED;
   try {
-    return createPolicy<number>(name, { capacity: cap, unit });
+    const dense = options.denseKeyBound;
+    return createPolicy<number>(name, dense === undefined ? { capacity: cap, unit } : { capacity: cap, unit, denseKeys: { bound: dense } });
   } catch (e) {
     throw invalid(`policy ${name} with capacity ${capacity} ${unit}: ${(e as Error).message}`);
   }

@@ -12,7 +12,7 @@ export interface PartitionState {
 }
 
 /** Builds the policy of one partition; it gets the whole capacity (the composite enforces the shared limit). */
-export type PartitionFactory<P> = (options: Required<PolicyOptions>, partition: P) => EvictionPolicy;
+export type PartitionFactory<P> = (options: Required<Pick<PolicyOptions, 'capacity' | 'unit'>>, partition: P) => EvictionPolicy;
 
 /**
  * A policy made of one inner policy per partition (priority level, tenant) sharing one capacity. The inner

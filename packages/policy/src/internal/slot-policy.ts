@@ -2,6 +2,15 @@ import type { CapacityUnit, EvictionPolicy, PolicyKey, PolicyOptions } from '../
 import { Links, type List, NIL, resizeFloat64, resizeUint32, resizeUint8, type SlotId } from './list.js';
 import { checkInteger, checkKey, checkOptions, checkSize, checkUnit, describe } from './validate.js';
 
+/** Largest `denseKeys.bound`: slot ids + 1 are stored in an Int32Array. */
+export const MAX_DENSE_BOUND = 0x7fff_ffff;
+
+/** The error for a key the dense path refuses: TypeError for a non-number, RangeError naming it otherwise. */
+function badDenseKey(key: unknown, bound: number): Error {
+  if (typeof key !== 'number') return new TypeError(`key must be a number with options.denseKeys, got ${describe(key)}`);
+  return new RangeError(`key ${describe(key)} must be an integer in [0, ${bound}) (options.denseKeys.bound)`);
+}
+
 /** Slot states. A ghost keeps its key and size (history for ARC and S3-FIFO) but holds no capacity. */
 export const FREE = 0;
 export const RESIDENT = 1;
@@ -10,10 +19,168 @@ export const GHOST = 2;
 const MAX_SLOTS = NIL - 1;
 
 /**
+ * The state every built-in policy shares, in one object of one class: the key -> slot map, per-slot typed arrays,
+ * the free-slot stack and the accounting. SlotPolicy's methods run on all seven policy classes, so their property
+ * loads on `this` are megamorphic once a process uses more than four of them (a sweep); loads on this object stay
+ * monomorphic whatever the policy.
+ */
+class SlotTable<K extends PolicyKey> {
+  readonly capacity: number;
+  /** True when every object costs one unit. */
+  readonly byObjects: boolean;
+  readonly links: Links;
+  /** Object size in bytes, per slot. */
+  sizes: Float64Array;
+  /** Pin count, per slot. */
+  pins: Uint32Array;
+  /** FREE, RESIDENT or GHOST, per slot. */
+  state: Uint8Array;
+  /** Key per slot; undefined for free slots. */
+  readonly keyOf: (K | undefined)[] = [];
+  /** The key -> slot map of the default path (empty with `denseKeys`). */
+  readonly slotOf = new Map<K, SlotId>();
+  /** The dense path's key -> slot + 1 map (0 = no slot), or null on the default path. */
+  dense: Int32Array | null = null;
+  /** Keys are integers in [0, denseBound) on the dense path; 0 on the default path. */
+  readonly denseBound: number = 0;
+
+  slots: number;
+  highWater = 0;
+  free: Uint32Array;
+  freeTop = 0;
+
+  used = 0;
+  usedBytes = 0;
+  count = 0;
+  pinnedCount = 0;
+  pinnedUsed = 0;
+
+  constructor(capacity: number, byObjects: boolean, denseBound: number) {
+    this.capacity = capacity;
+    this.byObjects = byObjects;
+    // Objects mode knows its peak population up front (ghosts may add some); bytes mode starts small and doubles.
+    let slots = byObjects ? Math.min(capacity + 1, 1 << 16) : 64;
+    if (denseBound > 0) {
+      this.denseBound = denseBound;
+      this.dense = new Int32Array(Math.min(denseBound, 1 << 16));
+      // Every key has at most one slot (resident or ghost), so the slots never need to outnumber the keys.
+      slots = Math.min(slots, denseBound);
+    }
+    this.slots = slots;
+    this.links = new Links(slots);
+    this.sizes = new Float64Array(slots);
+    this.pins = new Uint32Array(slots);
+    this.state = new Uint8Array(slots);
+    this.free = new Uint32Array(slots);
+    this.keyOf.length = slots;
+    this.keyOf.fill(undefined);
+  }
+
+  /**
+   * The slot of `key` (resident or ghost), or -1; validates `key`. On the dense path: three comparisons and one
+   * typed-array load.
+   */
+  find(key: K): number {
+    const dense = this.dense;
+    if (dense !== null) {
+      const k = key as unknown as number;
+      // (k | 0) === k: a number that is an int32 (strings, fractions, NaN, +-Infinity and >= 2^31 fail).
+      if ((k | 0) !== k || k < 0 || k >= this.denseBound) throw badDenseKey(key, this.denseBound);
+      return k < dense.length ? dense[k]! - 1 : -1;
+    }
+    checkKey(key);
+    const slot = this.slotOf.get(key);
+    return slot === undefined ? -1 : slot;
+  }
+
+  costOf(slot: number): number {
+    return this.byObjects ? 1 : this.sizes[slot]!;
+  }
+
+  /** Takes a detached resident slot out of the accounting. */
+  discount(slot: number): void {
+    this.count--;
+    this.used -= this.costOf(slot);
+    this.usedBytes -= this.sizes[slot]!;
+  }
+
+  allocate(key: K, size: number, name: string): SlotId {
+    let slot: SlotId;
+    if (this.freeTop > 0) slot = this.free[--this.freeTop] as SlotId;
+    else {
+      if (this.highWater === this.slots) this.#grow(name);
+      slot = this.highWater++ as SlotId;
+    }
+    this.state[slot] = RESIDENT;
+    this.sizes[slot] = size;
+    this.pins[slot] = 0;
+    this.keyOf[slot] = key;
+    const dense = this.dense;
+    if (dense !== null) {
+      const k = key as unknown as number;
+      if (k >= dense.length) this.#growDense(k);
+      this.dense![k] = slot + 1;
+    } else this.slotOf.set(key, slot);
+    return slot;
+  }
+
+  release(slot: number): void {
+    if (this.dense !== null) this.dense[this.keyOf[slot] as unknown as number] = 0;
+    else this.slotOf.delete(this.keyOf[slot] as K);
+    this.keyOf[slot] = undefined;
+    this.state[slot] = FREE;
+    this.free[this.freeTop++] = slot;
+  }
+
+  reset(): void {
+    this.slotOf.clear();
+    this.dense?.fill(0);
+    this.keyOf.fill(undefined);
+    this.state.fill(FREE);
+    this.pins.fill(0);
+    this.links.next.fill(NIL);
+    this.links.prev.fill(NIL);
+    this.highWater = 0;
+    this.freeTop = 0;
+    this.used = 0;
+    this.usedBytes = 0;
+    this.count = 0;
+    this.pinnedCount = 0;
+    this.pinnedUsed = 0;
+  }
+
+  /** Grows the dense map to hold key `k` (doubling, at most the bound). */
+  #growDense(k: number): void {
+    const old = this.dense!;
+    let length = old.length;
+    while (length <= k) length *= 2;
+    const grown = new Int32Array(Math.min(length, this.denseBound));
+    grown.set(old);
+    this.dense = grown;
+  }
+
+  #grow(name: string): void {
+    const slots = Math.min(this.slots * 2, MAX_SLOTS, this.dense !== null ? this.denseBound : MAX_SLOTS);
+    if (slots === this.slots) throw new RangeError(`${name}: more than ${MAX_SLOTS} objects`);
+    this.links.grow(slots);
+    this.sizes = resizeFloat64(this.sizes, slots);
+    this.pins = resizeUint32(this.pins, slots);
+    this.state = resizeUint8(this.state, slots);
+    this.free = resizeUint32(this.free, slots);
+    for (let i = this.slots; i < slots; i++) this.keyOf.push(undefined);
+    this.slots = slots;
+  }
+}
+
+/**
  * The machinery every built-in policy shares: the key -> dense slot id map, per-slot typed arrays (size, pin
  * count, state, links) that grow by doubling, a LIFO free-slot stack, accounting, pins and argument checks.
  * A subclass implements only its algorithm, through the protected hooks below. The public methods validate
  * their arguments; the hooks trust theirs.
+ *
+ * With `options.denseKeys` the key -> slot map is an Int32Array indexed by the key (slot + 1, 0 = none), grown by
+ * doubling up to the bound, and the slot arrays never grow past the bound (one slot per key at most). The hot
+ * methods (`access`, `canAdmit`, `insert`) then check a key with three integer comparisons and do no hashing.
  */
 export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<K> {
   abstract readonly name: string;
@@ -21,28 +188,10 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
   readonly unit: CapacityUnit;
   /** True when every object costs one unit. */
   protected readonly byObjects: boolean;
-
+  /** The shared link arrays (slot lists). */
   protected readonly links: Links;
-  /** Object size in bytes, per slot. */
-  protected sizes: Float64Array;
-  /** Pin count, per slot. */
-  protected pins: Uint32Array;
-  /** FREE, RESIDENT or GHOST, per slot. */
-  protected state: Uint8Array;
-  /** Key per slot; undefined for free slots. */
-  protected readonly keyOf: (K | undefined)[] = [];
-  protected readonly slotOf = new Map<K, SlotId>();
 
-  #slots: number;
-  #highWater = 0;
-  #free: Uint32Array;
-  #freeTop = 0;
-
-  #used = 0;
-  #usedBytes = 0;
-  #count = 0;
-  #pinnedCount = 0;
-  #pinnedUsed = 0;
+  readonly #t: SlotTable<K>;
 
   /** @throws TypeError / RangeError naming the bad option */
   protected constructor(options: PolicyOptions) {
@@ -50,180 +199,179 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
     this.unit = checkUnit(options.unit, 'options.unit');
     this.capacity = checkInteger(options.capacity, 'options.capacity', 1);
     this.byObjects = this.unit === 'objects';
-    // Objects mode knows its peak population up front (ghosts may add some); bytes mode starts small and doubles.
-    this.#slots = this.byObjects ? Math.min(this.capacity + 1, 1 << 16) : 64;
-    this.links = new Links(this.#slots);
-    this.sizes = new Float64Array(this.#slots);
-    this.pins = new Uint32Array(this.#slots);
-    this.state = new Uint8Array(this.#slots);
-    this.#free = new Uint32Array(this.#slots);
-    this.keyOf.length = this.#slots;
-    this.keyOf.fill(undefined);
+    let denseBound = 0;
+    if (options.denseKeys !== undefined) {
+      checkOptions(options.denseKeys, 'options.denseKeys');
+      denseBound = checkInteger(options.denseKeys.bound, 'options.denseKeys.bound', 1, MAX_DENSE_BOUND);
+    }
+    this.#t = new SlotTable<K>(this.capacity, this.byObjects, denseBound);
+    this.links = this.#t.links;
   }
 
   get used(): number {
-    return this.#used;
+    return this.#t.used;
   }
 
   get usedBytes(): number {
-    return this.#usedBytes;
+    return this.#t.usedBytes;
   }
 
   get count(): number {
-    return this.#count;
+    return this.#t.count;
   }
 
   get pinnedCount(): number {
-    return this.#pinnedCount;
+    return this.#t.pinnedCount;
   }
 
   get pinnedUsed(): number {
-    return this.#pinnedUsed;
+    return this.#t.pinnedUsed;
   }
 
   has(key: K): boolean {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    return slot !== undefined && this.state[slot] === RESIDENT;
+    const t = this.#t;
+    const slot = t.find(key);
+    return slot >= 0 && t.state[slot] === RESIDENT;
   }
 
   sizeOf(key: K): number | undefined {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    return slot !== undefined && this.state[slot] === RESIDENT ? this.sizes[slot] : undefined;
+    const t = this.#t;
+    const slot = t.find(key);
+    return slot >= 0 && t.state[slot] === RESIDENT ? t.sizes[slot] : undefined;
   }
 
   *keys(): IterableIterator<K> {
-    for (const [key, slot] of this.slotOf) if (this.state[slot] === RESIDENT) yield key;
+    const t = this.#t;
+    if (t.dense !== null) {
+      for (let slot = 0; slot < t.highWater; slot++) if (t.state[slot] === RESIDENT) yield t.keyOf[slot] as K;
+      return;
+    }
+    for (const [key, slot] of t.slotOf) if (t.state[slot] === RESIDENT) yield key;
   }
 
   access(key: K): boolean {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    if (slot !== undefined && this.state[slot] === RESIDENT) {
-      this.onHit(slot);
+    const t = this.#t;
+    const slot = t.find(key);
+    if (slot >= 0 && t.state[slot] === RESIDENT) {
+      this.onHit(slot as SlotId);
       return true;
     }
-    this.onMiss(key, slot);
+    this.onMiss(key, slot < 0 ? undefined : (slot as SlotId));
     return false;
   }
 
   canAdmit(key: K, size: number): boolean {
-    checkKey(key);
+    const t = this.#t;
+    const slot = t.find(key);
     checkSize(size);
-    return this.#admissible(key, size);
+    return this.#admissible(t, key, size, slot);
   }
 
   insert(key: K, size: number): K[] {
-    checkKey(key);
+    const t = this.#t;
+    const existing = t.find(key);
     checkSize(size);
-    const existing = this.slotOf.get(key);
-    if (existing !== undefined && this.state[existing] === RESIDENT) {
+    if (existing >= 0 && t.state[existing] === RESIDENT) {
       throw new RangeError(`key ${describe(key)} is already resident`);
     }
-    if (!this.#admissible(key, size)) {
+    if (!this.#admissible(t, key, size, existing)) {
       throw new RangeError(`size: an object of ${size} bytes cannot be admitted now (check canAdmit first)`);
     }
-    const cost = this.byObjects ? 1 : size;
+    const cost = t.byObjects ? 1 : size;
     this.beforeInsert(key);
-    const evicted: K[] = [];
-    while (this.#used + cost > this.capacity) {
+    let evicted: K[] | undefined;
+    while (t.used + cost > t.capacity) {
       // canAdmit guaranteed cost <= capacity - pinnedUsed, so an unpinned resident object exists here.
       const victim = this.evictOne(cost);
       if (victim === undefined) throw new Error(`${this.name}: found no victim although one must exist`);
-      evicted.push(victim);
+      // A literal for the usual single victim (no backing store to grow).
+      if (evicted === undefined) evicted = [victim];
+      else evicted.push(victim);
     }
-    const slot = this.#allocate(key, size);
-    this.#count++;
-    this.#used += cost;
-    this.#usedBytes += size;
+    const slots = t.slots;
+    const slot = t.allocate(key, size, this.name);
+    if (t.slots !== slots) this.onGrow(t.slots);
+    t.count++;
+    t.used += cost;
+    t.usedBytes += size;
     this.place(slot);
-    return evicted;
+    return evicted ?? [];
   }
 
   evict(): K | undefined {
-    if (this.#count === this.#pinnedCount) return undefined;
+    const t = this.#t;
+    if (t.count === t.pinnedCount) return undefined;
     return this.evictOne(0);
   }
 
   peekVictims(count: number): K[] {
     checkInteger(count, 'count', 0);
+    const t = this.#t;
     const out: K[] = [];
-    const limit = Math.min(count, this.#count - this.#pinnedCount);
+    const limit = Math.min(count, t.count - t.pinnedCount);
     if (limit > 0) this.collectVictims(limit, out);
     return out;
   }
 
   remove(key: K): boolean {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    if (slot === undefined) return false;
-    if (this.state[slot] === GHOST) {
+    const t = this.#t;
+    const found = t.find(key);
+    if (found < 0) return false;
+    const slot = found as SlotId;
+    if (t.state[slot] === GHOST) {
       this.onForgetGhost(slot);
-      this.#release(slot);
+      t.release(slot);
       return false;
     }
     this.onRemove(slot);
-    if (this.pins[slot]! > 0) {
-      this.#pinnedCount--;
-      this.#pinnedUsed -= this.costOf(slot);
-      this.pins[slot] = 0;
+    if (t.pins[slot]! > 0) {
+      t.pinnedCount--;
+      t.pinnedUsed -= t.costOf(slot);
+      t.pins[slot] = 0;
     }
-    this.#discount(slot);
-    this.#release(slot);
+    t.discount(slot);
+    t.release(slot);
     return true;
   }
 
   pin(key: K): number {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    if (slot === undefined || this.state[slot] !== RESIDENT) return 0;
-    const pins = this.pins[slot]!;
+    const t = this.#t;
+    const slot = t.find(key);
+    if (slot < 0 || t.state[slot] !== RESIDENT) return 0;
+    const pins = t.pins[slot]!;
     if (pins === 0xffff_ffff) throw new RangeError(`key ${describe(key)}: pin count would exceed 2^32 - 1`);
-    this.pins[slot] = pins + 1;
+    t.pins[slot] = pins + 1;
     if (pins === 0) {
-      this.#pinnedCount++;
-      this.#pinnedUsed += this.costOf(slot);
-      this.onPinChange(slot, true);
+      t.pinnedCount++;
+      t.pinnedUsed += t.costOf(slot);
+      this.onPinChange(slot as SlotId, true);
     }
     return pins + 1;
   }
 
   unpin(key: K): number {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    if (slot === undefined || this.state[slot] !== RESIDENT) return 0;
-    const pins = this.pins[slot]!;
+    const t = this.#t;
+    const slot = t.find(key);
+    if (slot < 0 || t.state[slot] !== RESIDENT) return 0;
+    const pins = t.pins[slot]!;
     if (pins === 0) return 0;
-    this.pins[slot] = pins - 1;
+    t.pins[slot] = pins - 1;
     if (pins === 1) {
-      this.#pinnedCount--;
-      this.#pinnedUsed -= this.costOf(slot);
-      this.onPinChange(slot, false);
+      t.pinnedCount--;
+      t.pinnedUsed -= t.costOf(slot);
+      this.onPinChange(slot as SlotId, false);
     }
     return pins - 1;
   }
 
   pinCount(key: K): number {
-    checkKey(key);
-    const slot = this.slotOf.get(key);
-    return slot !== undefined && this.state[slot] === RESIDENT ? this.pins[slot]! : 0;
+    const t = this.#t;
+    const slot = t.find(key);
+    return slot >= 0 && t.state[slot] === RESIDENT ? t.pins[slot]! : 0;
   }
 
   reset(): void {
-    this.slotOf.clear();
-    this.keyOf.fill(undefined);
-    this.state.fill(FREE);
-    this.pins.fill(0);
-    this.links.next.fill(NIL);
-    this.links.prev.fill(NIL);
-    this.#highWater = 0;
-    this.#freeTop = 0;
-    this.#used = 0;
-    this.#usedBytes = 0;
-    this.#count = 0;
-    this.#pinnedCount = 0;
-    this.#pinnedUsed = 0;
+    this.#t.reset();
     this.onReset();
   }
 
@@ -275,25 +423,32 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
 
   /** Length of every per-slot array. */
   protected get slotCapacity(): number {
-    return this.#slots;
+    return this.#t.slots;
   }
 
   protected keyAt(slot: SlotId): K {
-    return this.keyOf[slot] as K;
+    return this.#t.keyOf[slot] as K;
   }
 
   protected costOf(slot: SlotId): number {
-    return this.byObjects ? 1 : this.sizes[slot]!;
+    return this.#t.costOf(slot);
   }
 
   protected isPinned(slot: SlotId): boolean {
-    return this.pins[slot]! > 0;
+    return this.#t.pins[slot]! > 0;
   }
 
   /** The key's ghost slot, if it has one. */
   protected ghostSlot(key: K): SlotId | undefined {
-    const slot = this.slotOf.get(key);
-    return slot !== undefined && this.state[slot] === GHOST ? slot : undefined;
+    const t = this.#t;
+    const slot = t.find(key);
+    return slot >= 0 && t.state[slot] === GHOST ? (slot as SlotId) : undefined;
+  }
+
+  /** The key's slot (resident or ghost), if it has one. */
+  protected slotFor(key: K): SlotId | undefined {
+    const slot = this.#t.find(key);
+    return slot < 0 ? undefined : (slot as SlotId);
   }
 
   /**
@@ -301,16 +456,17 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
    * allocated as a ghost, which the subclass links into a ghost list; otherwise it is freed.
    */
   protected retire(slot: SlotId, asGhost: boolean): K {
-    const key = this.keyAt(slot);
-    this.#discount(slot);
-    if (asGhost) this.state[slot] = GHOST;
-    else this.#release(slot);
+    const t = this.#t;
+    const key = t.keyOf[slot] as K;
+    t.discount(slot);
+    if (asGhost) t.state[slot] = GHOST;
+    else t.release(slot);
     return key;
   }
 
   /** Frees a (detached) ghost slot. */
   protected dropGhost(slot: SlotId): void {
-    this.#release(slot);
+    this.#t.release(slot);
   }
 
   /** Keys of a list, head (newest) to tail. */
@@ -322,52 +478,11 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
 
   // ---- private -----------------------------------------------------------------------------------------------
 
-  #admissible(key: K, size: number): boolean {
-    const slot = this.slotOf.get(key);
-    if (slot !== undefined && this.state[slot] === RESIDENT) return false;
-    const cost = this.byObjects ? 1 : size;
-    if (cost > this.capacity - this.#pinnedUsed) return false;
+  /** `slot` is the key's slot from `find` (-1 for none). */
+  #admissible(t: SlotTable<K>, key: K, size: number, slot: number): boolean {
+    if (slot >= 0 && t.state[slot] === RESIDENT) return false;
+    const cost = t.byObjects ? 1 : size;
+    if (cost > t.capacity - t.pinnedUsed) return false;
     return this.admits(key, cost);
-  }
-
-  #discount(slot: SlotId): void {
-    this.#count--;
-    this.#used -= this.costOf(slot);
-    this.#usedBytes -= this.sizes[slot]!;
-  }
-
-  #allocate(key: K, size: number): SlotId {
-    let slot: SlotId;
-    if (this.#freeTop > 0) slot = this.#free[--this.#freeTop] as SlotId;
-    else {
-      if (this.#highWater === this.#slots) this.#grow();
-      slot = this.#highWater++ as SlotId;
-    }
-    this.state[slot] = RESIDENT;
-    this.sizes[slot] = size;
-    this.pins[slot] = 0;
-    this.keyOf[slot] = key;
-    this.slotOf.set(key, slot);
-    return slot;
-  }
-
-  #release(slot: SlotId): void {
-    this.slotOf.delete(this.keyAt(slot));
-    this.keyOf[slot] = undefined;
-    this.state[slot] = FREE;
-    this.#free[this.#freeTop++] = slot;
-  }
-
-  #grow(): void {
-    const slots = Math.min(this.#slots * 2, MAX_SLOTS);
-    if (slots === this.#slots) throw new RangeError(`${this.name}: more than ${MAX_SLOTS} objects`);
-    this.links.grow(slots);
-    this.sizes = resizeFloat64(this.sizes, slots);
-    this.pins = resizeUint32(this.pins, slots);
-    this.state = resizeUint8(this.state, slots);
-    this.#free = resizeUint32(this.#free, slots);
-    for (let i = this.#slots; i < slots; i++) this.keyOf.push(undefined);
-    this.#slots = slots;
-    this.onGrow(slots);
   }
 }

@@ -26,7 +26,7 @@ export class ClockPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> 
   /** @internal White-box view for tests: keys from head to tail, and the referenced ones. */
   snapshot(): { queue: K[]; referenced: K[] } {
     const queue = this.listKeys(this.#queue);
-    return { queue, referenced: queue.filter((key) => this.#referenced[this.slotOf.get(key)!] === 1) };
+    return { queue, referenced: queue.filter((key) => this.#referenced[this.slotFor(key)!] === 1) };
   }
 
   protected override onHit(slot: SlotId): void {

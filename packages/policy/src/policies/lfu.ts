@@ -62,7 +62,7 @@ export class LfuPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
   /** Access frequency of a resident object (1 after insertion), `undefined` when absent. */
   frequencyOf(key: K): number | undefined {
     if (!this.has(key)) return undefined;
-    return this.#freq[this.#bucketOf[this.slotOf.get(key)!]!];
+    return this.#freq[this.#bucketOf[this.slotFor(key)!]!];
   }
 
   protected override onHit(slot: SlotId): void {

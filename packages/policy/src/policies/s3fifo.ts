@@ -109,7 +109,7 @@ export class S3FifoPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K>
     const small = this.listKeys(this.#small);
     const main = this.listKeys(this.#main);
     const freq = new Map<K, number>();
-    for (const key of [...small, ...main]) freq.set(key, this.#freq[this.slotOf.get(key)!]!);
+    for (const key of [...small, ...main]) freq.set(key, this.#freq[this.slotFor(key)!]!);
     const used = { small: this.#smallUsed, main: this.#mainUsed, ghost: this.#ghostUsed };
     return { small, main, ghost: this.listKeys(this.#ghost), freq, used };
   }

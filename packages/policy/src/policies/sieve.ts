@@ -31,7 +31,7 @@ export class SievePolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> 
     const queue = this.listKeys(this.#queue);
     return {
       queue,
-      visited: queue.filter((key) => this.#visited[this.slotOf.get(key)!] === 1),
+      visited: queue.filter((key) => this.#visited[this.slotFor(key)!] === 1),
       hand: this.#hand === NIL ? undefined : this.keyAt(this.#hand),
     };
   }
