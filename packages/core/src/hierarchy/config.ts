@@ -57,6 +57,17 @@ export const tierSyncConfigSchema = z
     maxQueuedPages: z.number().int().min(0).default(4096),
     /** Copy a page into the first tier when it is loaded from a lower one. Default true. */
     promoteOnHit: z.boolean().default(true),
+    /**
+     * Which new pages a store admits: `{ kind: 'always' }` (default), or `{ kind: 'lookups', lookups: k }` to store
+     * a page only once lookups have asked for it k times (counted in a seeded count-min sketch; keeps one-off
+     * prompts from pushing reusable pages down).
+     */
+    admission: z
+      .discriminatedUnion('kind', [
+        z.object({ kind: z.literal('always') }).strict(),
+        z.object({ kind: z.literal('lookups'), lookups: z.number().int().min(1).max(255), width: z.number().int().min(16).max(2 ** 26).optional(), seed: z.number().int().min(0).optional() }).strict(),
+      ])
+      .default({ kind: 'always' }),
   })
   .strict();
 

@@ -137,3 +137,40 @@ describe('TierSync', () => {
     expect(bad({ colour: 'red' })).toMatch(/ERR_CONFIG/);
   });
 });
+
+describe('TierSync admission and backpressure', () => {
+  it('stores a page only after it was looked up k times', async () => {
+    const ts = await hierarchy({ hbm: 16, host: 16 }, { admission: { kind: 'lookups', lookups: 2 } });
+    const src = HostArena.create({ capacity: 8 * PAGE });
+    const tokens = context(7, 3);
+    const pages = sourcePages(ts, src, tokens);
+    expect(await ts.store(tokens, pages)).toMatchObject({ stored: 0, notAdmitted: 3 });
+    ts.lookup(tokens);
+    expect(await ts.store(tokens, pages)).toMatchObject({ stored: 0, notAdmitted: 3 });
+    ts.lookup(tokens);
+    expect(await ts.store(tokens, pages)).toMatchObject({ stored: 3, notAdmitted: 0 });
+    expect(ts.lookup(tokens).pages.length).toBe(3);
+  });
+
+  it('drops write-through copies beyond the queue bound instead of blocking the store', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-hier-'));
+    dirs.push(dir);
+    const ts = new TierSync({
+      model: 'test-model@1',
+      layout,
+      maxQueuedPages: 2,
+      tiers: [{ url: `host://?capacity=${32 * PAGE}` }, { url: `fs://${dir}/fs?capacity=${64 * PAGE}`, writeThrough: true }],
+    });
+    await ts.open();
+    open.push(ts);
+    const src = HostArena.create({ capacity: 8 * PAGE });
+    const tokens = context(8, 4);
+    const r = await ts.store(tokens, sourcePages(ts, src, tokens));
+    expect(r.stored).toBe(4);
+    expect(r.writeThroughDropped).toBe(4); // 4 pages > a queue of 2: the whole batch is dropped, counted
+    const small = context(9, 2);
+    expect((await ts.store(small, sourcePages(ts, src, small))).writeThroughDropped).toBe(0);
+    await ts.flush();
+    expect(ts.stats().tiers[1]!.pages).toBe(2);
+  });
+});

@@ -15,7 +15,7 @@
  */
 import { EventEmitter } from 'eventemitter3';
 import { HostArena, TierSyncError, TransferEngine } from '@tiersync/native';
-import { createPolicy, type EvictionPolicy } from '@tiersync/policy';
+import { createAdmissionFilter, createPolicy, type AdmissionFilter, type EvictionPolicy } from '@tiersync/policy';
 import { createTier, type PageKey, type PageLocation, type ReadOutcome, type TierDriver } from '@tiersync/tiers';
 import { BlockIndex, type IndexStats, type PageHit } from '../index-store/index.js';
 import { createNamespace, kvLayout, kvLayoutPreset, pageKeys, type KvLayoutInput, type KvPresetName, type Namespace, type TokenArray } from '../keys/index.js';
@@ -51,6 +51,10 @@ export interface StoreResult {
   existing: number;
   /** Pages not stored because the first tier had no room left (pinned pages fill it). */
   dropped: number;
+  /** New pages the admission filter turned away (not looked up often enough yet). */
+  notAdmitted: number;
+  /** Write-through copies not queued because the background queue was full (backpressure: counted, not waited for). */
+  writeThroughDropped: number;
 }
 
 export interface LoadResult {
@@ -91,7 +95,8 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
   #draining: Promise<void> | undefined;
   #closed = false;
   #loadSeq = 0;
-  readonly counters = { stores: 0, pagesStored: 0, pagesDropped: 0, loads: 0, pagesLoaded: 0, pagesMissing: 0, backgroundDropped: 0, integrityFailures: 0 };
+  readonly #admission: AdmissionFilter<string>;
+  readonly counters = { stores: 0, pagesStored: 0, pagesDropped: 0, pagesNotAdmitted: 0, loads: 0, pagesLoaded: 0, pagesMissing: 0, backgroundDropped: 0, integrityFailures: 0 };
 
   /** Validates the configuration (ERR_CONFIG naming the field); call open() before use. */
   constructor(config: TierSyncConfig) {
@@ -102,6 +107,7 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
       typeof c.layout === 'string' ? kvLayoutPreset(c.layout as KvPresetName, { tokensPerPage: c.tokensPerPage }) : kvLayout(c.layout as KvLayoutInput);
     this.namespace = createNamespace({ model: c.model, layout, tenant: c.tenant, ...(c.tenantSalt ? { tenantSalt: c.tenantSalt } : {}) });
     this.#engine = new TransferEngine(c.threads ? { threads: c.threads } : {});
+    this.#admission = createAdmissionFilter<string>(c.admission);
   }
 
   get pageBytes(): number {
@@ -213,10 +219,14 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
         top.name,
         keys.map((key, i) => ({ key, parent: i === 0 ? null : keys[i - 1]!, position: i, length: this.pageBytes, location: key })),
       );
-      const fresh = new Set(begin.fresh);
+      const admitted = begin.fresh.filter((k) => this.#admission.admit(k, this.pageBytes));
+      const refused = begin.fresh.filter((k) => !admitted.includes(k));
+      if (refused.length) index.abortCopies(top.name, refused);
+      const fresh = new Set(admitted);
       let room = await this.#makeRoom(0, fresh.size);
       const toWrite = keys.map((key, i) => ({ key, source: pages[i]! })).filter((p) => fresh.has(p.key) && room-- > 0);
-      const dropped = begin.fresh.filter((k) => !toWrite.some((p) => p.key === k));
+      const dropped = admitted.filter((k) => !toWrite.some((p) => p.key === k));
+      let writeThroughDropped = 0;
       if (dropped.length) index.abortCopies(top.name, dropped);
       if (toWrite.length) {
         const start = process.hrtime.bigint();
@@ -233,13 +243,14 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
         this.emit('block:stored', { keys: toWrite.map((p) => p.key), tier: top.name });
         this.emit('transfer:completed', { op: 'store', tier: top.name, pages: toWrite.length, bytes: toWrite.length * this.pageBytes, seconds: Number(process.hrtime.bigint() - start) / 1e9 });
         this.#tiers.forEach((t, i) => {
-          if (i > 0 && t.writeThrough) this.#enqueue(toWrite.map((p) => p.key), i);
+          if (i > 0 && t.writeThrough) writeThroughDropped += this.#enqueue(toWrite.map((p) => p.key), i);
         });
       }
       this.counters.stores++;
       this.counters.pagesStored += toWrite.length;
       this.counters.pagesDropped += dropped.length;
-      return { keys, stored: toWrite.length, existing: begin.existing.length, dropped: dropped.length };
+      this.counters.pagesNotAdmitted += refused.length;
+      return { keys, stored: toWrite.length, existing: begin.existing.length, dropped: dropped.length, notAdmitted: refused.length, writeThroughDropped };
     });
   }
 
@@ -322,15 +333,19 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
     }
   }
 
-  /** Queues a background copy (write-through, promotion); beyond maxQueuedPages pages are dropped and counted. */
-  #enqueue(keys: PageKey[], to: number): void {
+  /**
+   * Queues a background copy (write-through, promotion); beyond maxQueuedPages pages are dropped and counted
+   * rather than waited for. Returns how many were dropped.
+   */
+  #enqueue(keys: PageKey[], to: number): number {
     if (this.#queued + keys.length > this.config.maxQueuedPages) {
       this.counters.backgroundDropped += keys.length;
-      return;
+      return keys.length;
     }
     this.#queue.push({ keys, to });
     this.#queued += keys.length;
     this.#draining ??= this.#drain().finally(() => (this.#draining = undefined));
+    return 0;
   }
 
   async #drain(): Promise<void> {
@@ -361,6 +376,7 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
   lookup(tokens: TokenArray): LookupResult {
     const index = this.#ready();
     const keys = this.keysOf(tokens);
+    for (const k of keys) this.#admission.recordLookup(k);
     const hits = index.lookupPrefix(keys);
     const byName = new Map(this.#tiers.map((t) => [t.name, t]));
     let ms = 0;
