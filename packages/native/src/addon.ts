@@ -103,7 +103,9 @@ function load(): NativeAddon {
   const here = dirname(fileURLToPath(import.meta.url));
   // src/ and dist/ both sit one level below the package root, where node-gyp puts build/.
   const root = join(here, '..');
-  const candidates = [join(root, 'build', 'Release', 'tiersync_native.node'), join(root, 'build', 'Debug', 'tiersync_native.node')];
+  // TIERSYNC_NATIVE_ADDON points at another build (the sanitizer script's), else the package's own.
+  const override = process.env.TIERSYNC_NATIVE_ADDON;
+  const candidates = override ? [override] : [join(root, 'build', 'Release', 'tiersync_native.node'), join(root, 'build', 'Debug', 'tiersync_native.node')];
   const found = candidates.find((p) => existsSync(p));
   if (!found) {
     throw new TierSyncError(
