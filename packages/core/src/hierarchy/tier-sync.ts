@@ -398,10 +398,11 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
     this.#checkPages(into, n, 'into');
     const keys = hit.pages.map((p) => p.key);
     const owner = `load:${++this.#loadSeq}`;
-    index.pin(keys, { ttlMs: 120_000, owner });
+    // Pin and read the copies of every page in one index transaction; touch and unpin in one at the end.
+    const copies = index.beginLoad(keys, { ttlMs: 120_000, owner });
     const result: LoadResult = { loaded: 0, missing: [], bytes: 0, byTier: {} };
+    let touched: PageKey[] | undefined;
     try {
-      const copies = index.copiesOf(keys);
       // Each page tries its tiers fastest first; a miss or a bad checksum falls through to the next copy.
       let pending = keys.map((_, i) => i);
       for (const tier of this.#tiers) {
@@ -440,9 +441,10 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
         if (!pending.length) break;
       }
       result.missing = pending;
-      index.touch(keys.filter((_, i) => !pending.includes(i)));
+      const gone = new Set(pending);
+      touched = keys.filter((_, i) => !gone.has(i));
     } finally {
-      index.unpin(keys, { owner });
+      index.endLoad(keys, { owner, ...(touched ? { touched } : {}) });
     }
     this.counters.loads++;
     this.counters.pagesLoaded += result.loaded;

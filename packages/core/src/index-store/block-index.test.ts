@@ -57,8 +57,8 @@ function checkInvariants(file: string) {
   const db = new Database(file, { readonly: true });
   try {
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.key = c.key)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.key = p.key)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.id = c.page)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = p.id)').get()).toEqual({ n: 0 });
     expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = p.ns)').get()).toEqual({ n: 0 });
   } finally {
     db.close();
@@ -179,6 +179,33 @@ describe('block index: store and lookup', () => {
     index.close();
   });
 
+  it('beginLoad pins and lists copies; endLoad touches and unpins, in one transaction each', () => {
+    const index = open();
+    const keys = chain(5);
+    store(index, keys.slice(0, 3), 'host');
+    index.beginCopies('fs', [{ key: keys[1]!, location: 'f1' }]);
+    index.commitCopies([{ key: keys[1]!, tier: 'fs', durable: true }]);
+    index.pin([keys[0]!], { ttlMs: 10_000, owner: 'other' });
+    const copies = index.beginLoad(keys, { ttlMs: 1000, owner: 'load:1' });
+    expect(copies).toEqual(index.copiesOf(keys));
+    expect(copies.map((c) => c.map((x) => x.tier))).toEqual([['host'], ['host', 'fs'], ['host'], [], []]);
+    expect(index.pinned(keys)).toEqual([true, true, true, true, true]);
+    expect(index.removeCopies('host', keys).pinned).toEqual(keys);
+    clock += 100;
+    expect(index.endLoad(keys, { owner: 'load:1', touched: keys.slice(0, 2) })).toBe(5);
+    expect(index.pinned(keys)).toEqual([true, false, false, false, false]); // the other owner's pin stays
+    expect(index.pages(keys.slice(0, 3)).map((p) => [p!.hits, p!.lastAccessMs])).toEqual([
+      [1, clock],
+      [1, clock],
+      [0, 1_000_000],
+    ]);
+    expect(index.beginLoad([], { ttlMs: 1 })).toEqual([]);
+    expect(index.endLoad([], { owner: 'x' })).toBe(0);
+    expect(thrown(() => index.beginLoad(keys, { ttlMs: 0 })).message).toMatch(/options\.ttlMs/);
+    expect(thrown(() => index.endLoad(keys, { touched: ['nope'] })).message).toMatch(/options\.touched\[0\]/);
+    index.close();
+  });
+
   it('deletes a namespace with its pages, copies and pins, and leaves others alone', () => {
     const index = open();
     const other = createNamespace({ model: 'test/other', layout: kvLayoutPreset('llama-3-8b') });
@@ -249,14 +276,14 @@ describe('block index: bad input', () => {
     const index = open();
     const keys = chain(600);
     // Make the SQL fail half-way: a trigger rejects one page in the middle of the batch.
-    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies WHEN NEW.key = '${keys[550]}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies WHEN NEW.page = (SELECT id FROM pages WHERE key = unhex('${keys[550]}')) BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     const e = thrown(() => index.beginStore(ns.id, 'host', specs(keys)));
     expect(e.code).toBe('ERR_IO');
     expect(e.message).toMatch(/beginStore failed: injected failure/);
     expect(index.stats().pages).toBe(0);
     index._internal.db.exec('DROP TRIGGER reject');
     store(index, keys);
-    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies WHEN NEW.key = '${keys[599]}' AND NEW.state = 2 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies WHEN NEW.page = (SELECT id FROM pages WHERE key = unhex('${keys[599]}')) AND NEW.state = 2 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     expect(thrown(() => index.markEvicting('host', keys)).code).toBe('ERR_IO');
     expect(index.copiesOf([keys[0]!])[0]![0]!.state).toBe('ready');
     expect(index.lookupPrefix(keys)).toHaveLength(600);
@@ -339,11 +366,49 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 2, unverified: 2, orphanPages: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 3, unverified: 2, orphanPages: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs']]);
     expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ location: 'f0', verified: false }]);
     index.close();
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3]);
+  });
+
+  it('upgrades a version-2 database in place to version 3 (blob keys, page ids), keeping pages, copies and pins', () => {
+    const file = path.join(dir, 'v2.sqlite');
+    const keys = chain(3);
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    expect(migrate(db, 2)).toBe(0);
+    db.prepare('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)').run(ns.id, ns.model, ns.layoutFingerprint, '', 16, 1);
+    keys.forEach((k, i) => {
+      db.prepare('INSERT INTO pages(key, ns, parent, position, length, crc32c, created_ms, access_ms, hits) VALUES (?, 1, ?, ?, 4096, ?, 1, 2, 3)').run(k, i ? keys[i - 1] : null, i, 100 + i);
+      db.prepare('INSERT INTO copies(key, tier, location, state, durable, verified, updated_ms) VALUES (?, ?, ?, 1, 1, 1, 1)').run(k, 'fs', `f${i}`);
+    });
+    db.prepare('INSERT INTO pins(key, owner, expires_ms) VALUES (?, ?, ?)').run(keys[1], 'keep', clock + 60_000);
+    db.close();
+
+    let index = open(file);
+    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: 3, unverified: 3, orphanPages: 0, expiredPins: 0 });
+    expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs'], ['fs']]);
+    expect(index.pages(keys)).toEqual(
+      keys.map((key, i) => ({ key, namespace: ns.id, parent: i ? keys[i - 1] : null, position: i, length: 4096, crc32c: 100 + i, createdMs: 1, lastAccessMs: 2, hits: 3 })),
+    );
+    expect(index.copiesOf([keys[2]!])[0]).toMatchObject([{ tier: 'fs', location: 'f2', state: 'ready', durable: true, verified: false }]);
+    expect(index.pinned(keys)).toEqual([false, true, false]);
+    expect(index.removeCopies('fs', keys)).toEqual({ removed: [keys[0], keys[2]], pinned: [keys[1]], missing: [] });
+    // New pages get ids after the migrated ones.
+    store(index, chain(4, 5), 'fs', true);
+    expect(index.lookupPrefix(chain(4, 5))).toHaveLength(4);
+    index.close();
+    checkInvariants(file);
+    const raw = new Database(file, { readonly: true });
+    expect(raw.pragma('user_version', { simple: true })).toBe(3);
+    expect(raw.prepare('SELECT typeof(key) AS t, length(key) AS n FROM pages LIMIT 1').get()).toEqual({ t: 'blob', n: 32 });
+    raw.close();
+    index = open(file);
+    expect(index.recovery.migratedFrom).toBe(3);
+    expect(index.lookupPrefix([keys[1]!])).toHaveLength(1);
+    index.close();
   });
 
   it('refuses a database from a newer release', () => {
@@ -353,6 +418,6 @@ describe('block index: restart and recovery', () => {
     db.close();
     const e = thrown(() => BlockIndex.open({ path: file, tiers: TIERS }));
     expect(e.code).toBe('ERR_UNSUPPORTED');
-    expect(e.message).toMatch(/schema version 99, newer than this release supports \(2\)/);
+    expect(e.message).toMatch(/schema version 99, newer than this release supports \(3\)/);
   });
 });

@@ -42,6 +42,15 @@ const STATE_NAMES: readonly CopyState[] = ['pending', 'ready', 'evicting'];
 /** Largest multi-row chunk; smaller chunks are powers of two, so at most 10 statements per kind are prepared. */
 const MAX_CHUNK = 512;
 /** Negative lookup answer (cached like a positive one). */
+/** Keys per uncached lookup query (one JSON array parameter). */
+const MAX_LOOKUP_CHUNK = 2048;
+/** WAL checkpoints: a timer checkpoints (PASSIVE) between calls once the WAL holds this many bytes ... */
+const CHECKPOINT_IDLE_BYTES = 4 << 20;
+const CHECKPOINT_INTERVAL_MS = 250;
+/** ... and a write transaction checkpoints inline only when the WAL grew past this (callers that never yield). */
+const CHECKPOINT_INLINE_BYTES = 256 << 20;
+/** Remembered page ids of pending copies (see resolveIds); cleared when it would grow past this. */
+const MAX_HINTS = 1 << 20;
 const ABSENT: PageHit = Object.freeze({ key: '', tiers: Object.freeze([]) as readonly string[], length: 0 });
 
 type Stmt = Database.Statement<unknown[], unknown>;
@@ -105,7 +114,14 @@ export class BlockIndex {
   private readonly cache: LRUCache<string, PageHit>;
   private readonly now: () => number;
   private readonly multi = new Map<string, Stmt>();
+  /** Page id by key, for pages given a pending copy by this instance (see resolveIds). */
+  private readonly ids = new Map<string, number>();
+  /** Id of the next page stored (ids only grow). */
+  private nextId = 1;
   private readonly s: Record<string, Stmt>;
+  private readonly walPath: string | undefined;
+  private checkpointTimer: NodeJS.Timeout | undefined;
+  private writes = 0;
   private cacheHits = 0;
   private cacheMisses = 0;
   private closed = false;
@@ -113,6 +129,7 @@ export class BlockIndex {
   private constructor(options: BlockIndexOptions) {
     const o = BlockIndex.checkOptions(options);
     this.path = o.path;
+    this.walPath = o.path === ':memory:' || o.path.startsWith('file:') ? undefined : `${o.path}-wal`;
     this.now = o.now;
     this.tierList = o.tiers;
     o.tiers.forEach((t, i) => this.tierRank.set(t.name, i));
@@ -128,9 +145,13 @@ export class BlockIndex {
       this.db.pragma(`cache_size = ${-Math.round(o.sqliteCacheMiB * 1024)}`);
       this.db.pragma('temp_store = MEMORY');
       this.db.pragma('busy_timeout = 5000');
+      // SQLite's automatic checkpoint runs inside whichever commit crosses its threshold (copying and fsyncing
+      // megabytes there). Checkpoints run between calls instead, from a timer (see checkpointSoon).
+      this.db.pragma('wal_autocheckpoint = 0');
       const from = migrate(this.db);
       this.s = this.prepareAll();
       this.recovery = this.recover(from);
+      this.nextId = (this.s.maxId!.get() as { n: number }).n + 1;
       for (const row of this.db.prepare('SELECT id, name FROM namespaces').all() as Array<{ id: number; name: string }>) {
         this.nsIds.set(row.name, row.id);
         this.nsNames.set(row.id, row.name);
@@ -176,66 +197,73 @@ export class BlockIndex {
 
   private prepareAll(): Record<string, Stmt> {
     const p = (sql: string) => this.db.prepare(sql) as Stmt;
+    const hexKey = (col: string) => `lower(hex(${col}))`;
     return {
       nsInsert: p('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)'),
       nsGet: p('SELECT id, model, layout, tenant, tokens_per_page AS tokensPerPage FROM namespaces WHERE name = ?'),
       nsList: p('SELECT name AS id, model, layout AS layoutFingerprint, tenant, tokens_per_page AS tokensPerPage FROM namespaces ORDER BY id'),
       nsDelete: p('DELETE FROM namespaces WHERE id = ?'),
       nsPins: p('DELETE FROM pins WHERE key IN (SELECT key FROM pages WHERE ns = ?)'),
-      nsCopies: p('DELETE FROM copies WHERE key IN (SELECT key FROM pages WHERE ns = ?) RETURNING key, tier, location'),
+      nsCopyList: p(`SELECT ${hexKey('p.key')} AS key, c.tier AS tier, c.location AS location FROM pages p JOIN copies c ON c.page = p.id WHERE p.ns = ?`),
+      nsCopies: p('DELETE FROM copies WHERE page IN (SELECT id FROM pages WHERE ns = ?)'),
       nsPages: p('DELETE FROM pages WHERE ns = ?'),
-      copiesOf: p('SELECT tier, location, state, durable, verified, updated_ms AS updatedMs FROM copies WHERE key = ?'),
-      pageOf: p(
-        'SELECT p.key, n.name AS namespace, p.parent, p.position, p.length, p.crc32c, p.created_ms AS createdMs, p.access_ms AS lastAccessMs, p.hits FROM pages p JOIN namespaces n ON n.id = p.ns WHERE p.key = ?',
+      maxId: p('SELECT coalesce(max(id), 0) AS n FROM pages'),
+      idOf: p('SELECT id FROM pages WHERE key = unhex(?)').pluck(),
+      // (index into the JSON array of keys, page id) for the keys that have a page row.
+      idsOf: p('SELECT j.key AS i, p.id AS id FROM json_each(?) j JOIN pages p ON p.key = unhex(j.value)'),
+      freshIds: p('SELECT id FROM pages WHERE id >= ? AND id < ?').pluck(),
+      copiesOfKeys: p(
+        'SELECT j.key AS i, c.tier AS tier, c.location AS location, c.state AS state, c.durable AS durable, c.verified AS verified, c.updated_ms AS updatedMs FROM json_each(?) j JOIN pages p ON p.key = unhex(j.value) JOIN copies c ON c.page = p.id',
       ),
-      pinUpsert: p('INSERT INTO pins(key, owner, expires_ms) VALUES (?, ?, ?) ON CONFLICT(key, owner) DO UPDATE SET expires_ms = excluded.expires_ms'),
-      unpinOwner: p('DELETE FROM pins WHERE key = ? AND owner = ?'),
-      unpinAll: p('DELETE FROM pins WHERE key = ?'),
-      pinActive: p('SELECT 1 FROM pins WHERE key = ? AND expires_ms > ? LIMIT 1'),
-      expirePins: p('DELETE FROM pins WHERE expires_ms <= ? RETURNING key'),
-      orphanPage: p('DELETE FROM pages WHERE key = ? AND NOT EXISTS (SELECT 1 FROM copies c WHERE c.key = pages.key)'),
+      lookupKeys: p(`SELECT j.key AS i, c.tier AS tier, p.length AS length FROM json_each(?) j JOIN pages p ON p.key = unhex(j.value) JOIN copies c ON c.page = p.id WHERE c.state = ${COPY_STATE.ready}`),
+      pageOf: p(
+        `SELECT ${hexKey('p.key')} AS key, n.name AS namespace, iif(p.parent IS NULL, NULL, ${hexKey('p.parent')}) AS parent, p.position, p.length, p.crc32c, p.created_ms AS createdMs, p.access_ms AS lastAccessMs, p.hits FROM pages p JOIN namespaces n ON n.id = p.ns WHERE p.key = unhex(?)`,
+      ),
+      hasCopy: p('SELECT 1 FROM copies WHERE page = ? AND tier = ?'),
+      insertCopy: p(`INSERT INTO copies(page, tier, location, state, durable, verified, updated_ms) VALUES (?, ?, ?, ${COPY_STATE.pending}, 0, 0, ?)`),
+      abortCopy: p(`DELETE FROM copies WHERE tier = ? AND page = ? AND state = ${COPY_STATE.pending}`),
+      commitRange: p(
+        `UPDATE copies SET state = ${COPY_STATE.ready}, durable = @durable, verified = 1, updated_ms = @now WHERE page >= @lo AND page <= @hi AND tier = @tier AND state = ${COPY_STATE.pending}`,
+      ),
+      commitIds: p(
+        `UPDATE copies SET state = ${COPY_STATE.ready}, durable = @durable, verified = 1, updated_ms = @now WHERE tier = @tier AND state = ${COPY_STATE.pending} AND page IN (SELECT value FROM json_each(@ids)) RETURNING page`,
+      ).pluck(),
+      // params: JSON array of [id, crc] pairs.
+      crcIds: p('UPDATE pages SET crc32c = j.value ->> 1 FROM json_each(?) j WHERE pages.id = j.value ->> 0'),
+      pinsUpsert: p(
+        'INSERT INTO pins(key, owner, expires_ms) SELECT unhex(value), @owner, @expires FROM json_each(@keys) WHERE true ON CONFLICT(key, owner) DO UPDATE SET expires_ms = excluded.expires_ms',
+      ),
+      unpinOwner: p('DELETE FROM pins WHERE owner = ? AND key IN (SELECT unhex(value) FROM json_each(?))'),
+      unpinAll: p('DELETE FROM pins WHERE key IN (SELECT unhex(value) FROM json_each(?))'),
+      pinActive: p('SELECT 1 FROM pins WHERE key = unhex(?) AND expires_ms > ? LIMIT 1'),
+      // Indices (into the JSON array of keys) of the keys holding an unexpired pin.
+      pinnedOf: p('SELECT DISTINCT j.key AS i FROM json_each(?) j JOIN pins ON pins.key = unhex(j.value) WHERE pins.expires_ms > ?').pluck(),
+      expirePins: p(`DELETE FROM pins WHERE expires_ms <= ? RETURNING ${hexKey('key')} AS key`),
+      touchKeys: p('UPDATE pages SET access_ms = ?, hits = hits + 1 WHERE key IN (SELECT unhex(value) FROM json_each(?))'),
+      verifyKeys: p(
+        `UPDATE copies SET verified = 1 WHERE tier = ? AND state = ${COPY_STATE.ready} AND page IN (SELECT p.id FROM pages p WHERE p.key IN (SELECT unhex(value) FROM json_each(?)))`,
+      ),
+      evictIds: p(`UPDATE copies SET state = ${COPY_STATE.evicting}, updated_ms = ? WHERE tier = ? AND state = ${COPY_STATE.ready} AND page IN (SELECT value FROM json_each(?)) RETURNING page`).pluck(),
+      removeIds: p('DELETE FROM copies WHERE tier = ? AND page IN (SELECT value FROM json_each(?)) RETURNING page').pluck(),
+      countPending: p(`SELECT count(*) FROM copies WHERE page >= ? AND page <= ? AND tier = ? AND state = ${COPY_STATE.pending}`).pluck(),
+      orphanIds: p('DELETE FROM pages WHERE id IN (SELECT value FROM json_each(?)) AND NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = pages.id)'),
     };
   }
 
   /** A multi-row statement for `rows` rows of kind `kind`, prepared once. */
-  private stmt(kind: 'insertPages' | 'insertCopies' | 'commit' | 'crc' | 'lookup' | 'remove' | 'evict' | 'touch' | 'verify' | 'orphans', rows: number): Stmt {
+  private stmt(kind: 'insertPages' | 'insertCopies', rows: number): Stmt {
     const id = `${kind}:${rows}`;
     let st = this.multi.get(id);
     if (st) return st;
-    const list = placeholders(rows, '?');
     let sql: string;
     switch (kind) {
       case 'insertPages':
-        sql = `INSERT INTO pages(key, ns, parent, position, length, crc32c, created_ms, access_ms) VALUES ${placeholders(rows, '(?,?,?,?,?,?,?,?)')} ON CONFLICT(key) DO NOTHING RETURNING key`;
+        // params: (id, key, parent, position, length, crc32c) per row; @ns, @now.
+        sql = `INSERT INTO pages(id, key, ns, parent, position, length, crc32c, created_ms, access_ms) VALUES ${placeholders(rows, '(?,unhex(?),@ns,unhex(?),?,?,?,@now,@now)')} ON CONFLICT(key) DO NOTHING`;
         break;
       case 'insertCopies':
-        sql = `INSERT INTO copies(key, tier, location, state, durable, verified, updated_ms) VALUES ${placeholders(rows, `(?,?,?,${COPY_STATE.pending},0,0,?)`)}`;
-        break;
-      case 'commit':
-        // params: durable, updated_ms, tier, keys...
-        sql = `UPDATE copies SET state = ${COPY_STATE.ready}, durable = ?, verified = 1, updated_ms = ? WHERE tier = ? AND state = ${COPY_STATE.pending} AND key IN (${list}) RETURNING key`;
-        break;
-      case 'crc':
-        // params: (key, crc) pairs; one join of the VALUES list against the primary key.
-        sql = `UPDATE pages SET crc32c = v.c FROM (SELECT column1 AS k, column2 AS c FROM (VALUES ${placeholders(rows, '(?,?)')})) AS v WHERE pages.key = v.k`;
-        break;
-      case 'lookup':
-        sql = `SELECT c.key AS key, c.tier AS tier, p.length AS length FROM copies c JOIN pages p ON p.key = c.key WHERE c.key IN (${list}) AND c.state = ${COPY_STATE.ready}`;
-        break;
-      case 'remove':
-        sql = `DELETE FROM copies WHERE tier = ? AND key IN (${list}) RETURNING key`;
-        break;
-      case 'evict':
-        sql = `UPDATE copies SET state = ${COPY_STATE.evicting}, updated_ms = ? WHERE tier = ? AND state = ${COPY_STATE.ready} AND key IN (${list}) RETURNING key`;
-        break;
-      case 'touch':
-        sql = `UPDATE pages SET access_ms = ?, hits = hits + 1 WHERE key IN (${list})`;
-        break;
-      case 'verify':
-        sql = `UPDATE copies SET verified = 1 WHERE tier = ? AND state = ${COPY_STATE.ready} AND key IN (${list})`;
-        break;
-      case 'orphans':
-        sql = `DELETE FROM pages WHERE key IN (${list}) AND NOT EXISTS (SELECT 1 FROM copies c WHERE c.key = pages.key)`;
+        // params: (page id, location) per row; @tier, @now.
+        sql = `INSERT INTO copies(page, tier, location, state, durable, verified, updated_ms) VALUES ${placeholders(rows, `(?,@tier,?,${COPY_STATE.pending},0,0,@now)`)}`;
         break;
     }
     st = this.db.prepare(sql) as Stmt;
@@ -244,10 +272,10 @@ export class BlockIndex {
   }
 
   /** Runs `fn` for each chunk of `items` with the chunk's statement size. */
-  private eachChunk<T>(items: readonly T[], fn: (chunk: readonly T[], size: number) => void): void {
+  private eachChunk<T>(items: readonly T[], fn: (chunk: readonly T[], size: number, at: number) => void): void {
     let at = 0;
     for (const size of chunks(items.length)) {
-      fn(items.slice(at, at + size), size);
+      fn(items.slice(at, at + size), size, at);
       at += size;
     }
   }
@@ -264,10 +292,49 @@ export class BlockIndex {
   }
 
   private tx<T>(what: string, fn: () => T): T {
+    let out: T;
     try {
-      return this.db.transaction(fn)();
+      out = this.db.transaction(fn)();
     } catch (e) {
       wrapSqlite(e, what);
+    }
+    if (this.walPath !== undefined && (++this.writes & 15) === 0) this.checkpointSoon();
+    return out;
+  }
+
+  private walBytes(): number {
+    try {
+      return fs.statSync(this.walPath!).size;
+    } catch {
+      return 0;
+    }
+  }
+
+  /**
+   * Keeps the WAL short without checkpointing inside a commit: a timer (unref'ed) runs a PASSIVE checkpoint when
+   * the event loop gets to it; only a caller that never yields while the WAL passes CHECKPOINT_INLINE_BYTES pays
+   * for one inline. A checkpoint that finishes lets the next write start the WAL over.
+   */
+  private checkpointSoon(): void {
+    const bytes = this.walBytes();
+    if (bytes >= CHECKPOINT_INLINE_BYTES) {
+      this.checkpoint();
+      return;
+    }
+    if (bytes >= CHECKPOINT_IDLE_BYTES && this.checkpointTimer === undefined) {
+      this.checkpointTimer = setTimeout(() => {
+        this.checkpointTimer = undefined;
+        if (!this.closed) this.checkpoint();
+      }, CHECKPOINT_INTERVAL_MS);
+      this.checkpointTimer.unref();
+    }
+  }
+
+  private checkpoint(): void {
+    try {
+      this.db.pragma('wal_checkpoint(PASSIVE)');
+    } catch {
+      // A busy or failed checkpoint is retried by a later one; commits do not depend on it.
     }
   }
 
@@ -304,7 +371,7 @@ export class BlockIndex {
       this.db.prepare('UPDATE copies SET verified = 0 WHERE verified <> 0').run();
       report.unverified = (this.db.prepare('SELECT count(*) AS n FROM copies').get() as { n: number }).n;
       if (dropped > 0) {
-        report.orphanPages = this.db.prepare('DELETE FROM pages WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.key = pages.key)').run().changes;
+        report.orphanPages = this.db.prepare('DELETE FROM pages WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = pages.id)').run().changes;
       }
       report.expiredPins = this.db.prepare('DELETE FROM pins WHERE expires_ms <= ?').run(now).changes;
     })();
@@ -378,45 +445,83 @@ export class BlockIndex {
     }
     const fresh: PageKey[] = [];
     const existing: PageKey[] = [];
-    if (pages.length === 0) return { fresh, existing };
+    const n = pages.length;
+    if (n === 0) return { fresh, existing };
     const now = this.now();
+    // Page i gets id base + i if it is new: ids only grow, so a store appends to the pages and copies B-trees, and
+    // the new pages are found again by id range (no RETURNING of 2,048 keys).
+    const base = this.nextId;
+    this.nextId += n;
+    const freshIds: number[] = [];
     this.tx('beginStore', () => {
-      const inserted = new Set<string>();
-      this.eachChunk(pages, (chunk, size) => {
-        const params: unknown[] = new Array(size * 8);
+      let inserted = 0;
+      const named = { ns, now };
+      this.eachChunk(pages, (chunk, size, at) => {
+        const params: unknown[] = new Array(size * 6);
         let j = 0;
-        for (const p of chunk) {
+        for (let k = 0; k < size; k++) {
+          const p = chunk[k]!;
+          params[j++] = base + at + k;
           params[j++] = p.key;
-          params[j++] = ns;
           params[j++] = p.parent;
           params[j++] = p.position;
           params[j++] = p.length;
           params[j++] = p.crc32c ?? null;
-          params[j++] = now;
-          params[j++] = now;
         }
-        for (const row of this.stmt('insertPages', size).all(params) as Array<{ key: string }>) inserted.add(row.key);
+        inserted += this.stmt('insertPages', size).run(params, named).changes;
       });
+      const isFresh = inserted === n ? undefined : new Set(this.s.freshIds!.all(base, base + n) as number[]);
       const newPages: StorePage[] = [];
-      for (const p of pages) {
-        if (inserted.has(p.key)) {
+      for (let i = 0; i < n; i++) {
+        const p = pages[i]!;
+        if (isFresh === undefined || isFresh.has(base + i)) {
           fresh.push(p.key);
           newPages.push(p);
+          freshIds.push(base + i);
         } else existing.push(p.key);
       }
-      this.eachChunk(newPages, (chunk, size) => {
-        const params: unknown[] = new Array(size * 4);
+      const copyNamed = { tier, now };
+      this.eachChunk(newPages, (chunk, size, at) => {
+        const params: unknown[] = new Array(size * 2);
         let j = 0;
-        for (const p of chunk) {
-          params[j++] = p.key;
-          params[j++] = tier;
-          params[j++] = p.location;
-          params[j++] = now;
+        for (let k = 0; k < size; k++) {
+          params[j++] = freshIds[at + k];
+          params[j++] = chunk[k]!.location;
         }
-        this.stmt('insertCopies', size).run(params);
+        this.stmt('insertCopies', size).run(params, copyNamed);
       });
     });
+    this.hint(fresh, freshIds);
     return { fresh, existing };
+  }
+
+  /** Remembers the page ids of keys with a pending copy (commitCopies then needs no key lookups). */
+  private hint(keys: readonly PageKey[], ids: readonly number[]): void {
+    if (this.ids.size + keys.length > MAX_HINTS) this.ids.clear();
+    for (let i = 0; i < keys.length; i++) this.ids.set(keys[i]!, ids[i]!);
+  }
+
+  /**
+   * The page id of each key (undefined: no page). Ids remembered from beginStore/beginCopies are used as they are:
+   * a remembered id is either the key's page or a deleted page (ids are never reused; only beginStore creates
+   * pages, and it remembers the new id), so a statement given a stale id matches nothing, as for an absent page.
+   */
+  private resolveIds(keys: readonly PageKey[]): Array<number | undefined> {
+    const out: Array<number | undefined> = new Array(keys.length);
+    let unknown: PageKey[] | undefined;
+    let where: number[] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const id = this.ids.get(keys[i]!);
+      if (id !== undefined) out[i] = id;
+      else {
+        (unknown ??= []).push(keys[i]!);
+        (where ??= []).push(i);
+      }
+    }
+    if (unknown) {
+      for (const r of this.s.idsOf!.all(JSON.stringify(unknown)) as Array<{ i: number; id: number }>) out[where![r.i]!] = r.id;
+    }
+    return out;
   }
 
   /**
@@ -436,22 +541,23 @@ export class BlockIndex {
       }
     }
     const added: PageKey[] = [];
+    const addedIds: number[] = [];
     const existing: PageKey[] = [];
     const missing: PageKey[] = [];
     const now = this.now();
-    const hasPage = this.db.prepare('SELECT EXISTS (SELECT 1 FROM pages WHERE key = ?) AS p, EXISTS (SELECT 1 FROM copies WHERE key = ? AND tier = ?) AS c');
-    const insert = this.db.prepare(`INSERT INTO copies(key, tier, location, state, durable, verified, updated_ms) VALUES (?, ?, ?, ${COPY_STATE.pending}, 0, 0, ?)`);
     this.tx('beginCopies', () => {
       for (const e of entries) {
-        const r = hasPage.get(e.key, e.key, tier) as { p: number; c: number };
-        if (!r.p) missing.push(e.key);
-        else if (r.c) existing.push(e.key);
+        const id = this.s.idOf!.get(e.key) as number | undefined;
+        if (id === undefined) missing.push(e.key);
+        else if (this.s.hasCopy!.get(id, tier)) existing.push(e.key);
         else {
-          insert.run(e.key, tier, e.location, now);
+          this.s.insertCopy!.run(id, tier, e.location, now);
           added.push(e.key);
+          addedIds.push(id);
         }
       }
     });
+    this.hint(added, addedIds);
     return { added, existing, missing };
   }
 
@@ -481,29 +587,42 @@ export class BlockIndex {
     let committed = 0;
     if (batch.length === 0) return { committed, missing };
     const now = this.now();
+    const idOfKey = new Map<string, number>();
     this.tx('commitCopies', () => {
       for (const [g, keys] of groups) {
         const durable = Number(g[0]);
         const tier = g.slice(1);
-        const done = new Set<string>();
-        this.eachChunk(keys, (chunk, size) => {
-          for (const row of this.stmt('commit', size).all(durable, now, tier, chunk) as Array<{ key: string }>) done.add(row.key);
-        });
+        const ids = this.resolveIds(keys);
+        const n = keys.length;
+        const lo = ids[0];
+        let range = lo !== undefined;
+        for (let i = 1; range && i < n; i++) range = ids[i] === lo! + i;
+        // The usual case: the pages of one beginStore, committed together: one range UPDATE over their ids.
+        if (range && (this.s.countPending!.get(lo, lo! + n - 1, tier) as number) === n) {
+          this.s.commitRange!.run({ durable, now, lo, hi: lo! + n - 1, tier });
+          committed += n;
+          for (let i = 0; i < n; i++) idOfKey.set(keys[i]!, lo! + i);
+          continue;
+        }
+        const known: number[] = [];
+        for (const id of ids) if (id !== undefined) known.push(id);
+        const done = new Set(known.length ? (this.s.commitIds!.all({ durable, now, tier, ids: JSON.stringify(known) }) as number[]) : []);
         committed += done.size;
-        for (const k of keys) if (!done.has(k)) missing.push(k);
+        for (let i = 0; i < n; i++) {
+          const id = ids[i];
+          if (id !== undefined && done.has(id)) idOfKey.set(keys[i]!, id);
+          else missing.push(keys[i]!);
+        }
       }
       const missed = new Set(missing);
-      this.eachChunk(missed.size ? crcs.filter(([, k]) => !missed.has(k)) : crcs, (chunk, size) => {
-        const params: unknown[] = new Array(size * 2);
-        let j = 0;
-        for (const [crc, key] of chunk) {
-          params[j++] = key;
-          params[j++] = crc;
-        }
-        this.stmt('crc', size).run(params);
-      });
+      const pairs: Array<[number, number]> = [];
+      for (const [crc, key] of crcs) if (!missed.has(key)) pairs.push([idOfKey.get(key)!, crc]);
+      if (pairs.length) this.s.crcIds!.run(JSON.stringify(pairs));
     });
-    for (const e of batch) this.cache.delete(e.key);
+    for (const e of batch) {
+      this.cache.delete(e.key);
+      this.ids.delete(e.key);
+    }
     return { committed, missing };
   }
 
@@ -513,16 +632,21 @@ export class BlockIndex {
     this.checkTier(tier, 'tier');
     checkKeyList(keys, 'keys');
     let n = 0;
-    const del = this.db.prepare(`DELETE FROM copies WHERE tier = ? AND key = ? AND state = ${COPY_STATE.pending}`);
     this.tx('abortCopies', () => {
-      for (const k of keys) {
-        if (del.run(tier, k).changes > 0) {
+      const ids = this.resolveIds(keys);
+      const dropped: number[] = [];
+      for (const id of ids) {
+        if (id !== undefined && this.s.abortCopy!.run(tier, id).changes > 0) {
           n++;
-          this.s.orphanPage!.run(k);
+          dropped.push(id);
         }
       }
+      if (dropped.length) this.s.orphanIds!.run(JSON.stringify(dropped));
     });
-    for (const k of keys) this.cache.delete(k);
+    for (const k of keys) {
+      this.cache.delete(k);
+      this.ids.delete(k);
+    }
     return n;
   }
 
@@ -554,22 +678,16 @@ export class BlockIndex {
       const take = Math.min(size, n - i);
       const chunkKeys = keys.slice(i, i + take);
       for (let j = 0; j < take; j++) checkKey(chunkKeys[j], `keys[${i + j}]`);
-      const st = chunks(take);
-      const found = new Map<string, { tiers: string[]; length: number }>();
-      let at = 0;
-      for (const part of st) {
-        const rows = this.stmt('lookup', part).all(chunkKeys.slice(at, at + part)) as Array<{ key: string; tier: string; length: number }>;
-        at += part;
-        for (const r of rows) {
-          if (!this.tierRank.has(r.tier)) continue;
-          const f = found.get(r.key);
-          if (f) f.tiers.push(r.tier);
-          else found.set(r.key, { tiers: [r.tier], length: r.length });
-        }
+      const found: Array<{ tiers: string[]; length: number } | undefined> = new Array(take);
+      for (const r of this.s.lookupKeys!.all(JSON.stringify(chunkKeys)) as Array<{ i: number; tier: string; length: number }>) {
+        if (!this.tierRank.has(r.tier)) continue;
+        const f = found[r.i];
+        if (f) f.tiers.push(r.tier);
+        else found[r.i] = { tiers: [r.tier], length: r.length };
       }
       for (let j = 0; j < take; j++, i++) {
         const key = chunkKeys[j]!;
-        const f = found.get(key);
+        const f = found[j];
         this.cacheMisses++;
         if (!f) {
           cache.set(key, ABSENT);
@@ -580,8 +698,22 @@ export class BlockIndex {
         cache.set(key, hit);
         out.push(hit);
       }
-      size = Math.min(size * 4, MAX_CHUNK);
+      size = Math.min(size * 4, MAX_LOOKUP_CHUNK);
     }
+    return out;
+  }
+
+  /** Every copy of each key, fastest tier first, from one multi-key query. */
+  private copiesOfChecked(keys: readonly PageKey[]): CopyRecord[][] {
+    const out: CopyRecord[][] = new Array(keys.length);
+    for (let i = 0; i < keys.length; i++) out[i] = [];
+    if (keys.length === 0) return out;
+    const rows = this.s.copiesOfKeys!.all(JSON.stringify(keys)) as Array<{ i: number; tier: string; location: string; state: number; durable: number; verified: number; updatedMs: number }>;
+    for (const r of rows) {
+      out[r.i]!.push({ tier: r.tier, location: r.location, state: STATE_NAMES[r.state] ?? 'pending', durable: r.durable === 1, verified: r.verified === 1, updatedMs: r.updatedMs });
+    }
+    const rank = (t: string) => this.tierRank.get(t) ?? 99;
+    for (const list of out) if (list.length > 1) list.sort((a, b) => rank(a.tier) - rank(b.tier));
     return out;
   }
 
@@ -589,11 +721,51 @@ export class BlockIndex {
   copiesOf(keys: readonly PageKey[]): CopyRecord[][] {
     this.open();
     checkKeyList(keys, 'keys');
-    return keys.map((k) =>
-      (this.s.copiesOf!.all(k) as Array<{ tier: string; location: string; state: number; durable: number; verified: number; updatedMs: number }>)
-        .map((r) => ({ tier: r.tier, location: r.location, state: STATE_NAMES[r.state] ?? 'pending', durable: r.durable === 1, verified: r.verified === 1, updatedMs: r.updatedMs }))
-        .sort((a, b) => (this.tierRank.get(a.tier) ?? 99) - (this.tierRank.get(b.tier) ?? 99)),
-    );
+    return this.copiesOfChecked(keys);
+  }
+
+  private checkPinOptions(options: { ttlMs: number; owner?: string }): { ttl: number; owner: string } {
+    if (options === null || typeof options !== 'object') throw invalid(`options must be {ttlMs, owner?}, got ${describeValue(options)}`);
+    const ttl = checkInt(options.ttlMs, 'options.ttlMs', 1);
+    const owner = options.owner ?? '';
+    if (typeof owner !== 'string' || owner.length > 256) throw invalid(`options.owner must be a string of 0..256 characters, got ${describeValue(owner)}`);
+    return { ttl, owner };
+  }
+
+  /**
+   * The start of a load: pins `keys` for `ttlMs` under `owner` (as pin()) and returns every copy of each key (as
+   * copiesOf()), in one transaction and two statements, whatever the number of keys.
+   */
+  beginLoad(keys: readonly PageKey[], options: { ttlMs: number; owner?: string }): CopyRecord[][] {
+    this.open();
+    checkKeyList(keys, 'keys');
+    const { ttl, owner } = this.checkPinOptions(options);
+    if (keys.length === 0) return [];
+    const expires = this.now() + ttl;
+    return this.tx('beginLoad', () => {
+      this.s.pinsUpsert!.run({ owner, expires, keys: JSON.stringify(keys) });
+      return this.copiesOfChecked(keys);
+    });
+  }
+
+  /**
+   * The end of a load: records an access to the `touched` pages (as touch(), at `now`) and removes `owner`'s pins
+   * on `keys` (as unpin()), in one transaction. Returns the pins removed.
+   */
+  endLoad(keys: readonly PageKey[], options: { owner?: string; touched?: readonly PageKey[]; now?: number }): number {
+    this.open();
+    checkKeyList(keys, 'keys');
+    if (options === null || typeof options !== 'object') throw invalid(`options must be {owner?, touched?, now?}, got ${describeValue(options)}`);
+    const owner = options.owner ?? '';
+    if (typeof owner !== 'string') throw invalid(`options.owner must be a string, got ${describeValue(owner)}`);
+    const touched = options.touched ?? [];
+    checkKeyList(touched, 'options.touched');
+    const now = options.now === undefined ? this.now() : checkInt(options.now, 'options.now', 0);
+    if (keys.length === 0 && touched.length === 0) return 0;
+    return this.tx('endLoad', () => {
+      if (touched.length) this.s.touchKeys!.run(now, JSON.stringify(touched));
+      return keys.length ? this.s.unpinOwner!.run(owner, JSON.stringify(keys)).changes : 0;
+    });
   }
 
   /** The page row of each key, or undefined. */
@@ -606,6 +778,39 @@ export class BlockIndex {
     });
   }
 
+  /** Splits keys into those an unexpired pin holds and the others, in input order. */
+  private splitPinned(keys: readonly PageKey[], now: number, force: boolean): { pinned: PageKey[]; candidates: PageKey[] } {
+    if (force || keys.length === 0) return { pinned: [], candidates: [...keys] };
+    const held = new Set(this.s.pinnedOf!.all(JSON.stringify(keys), now) as number[]);
+    const pinned: PageKey[] = [];
+    const candidates: PageKey[] = [];
+    for (let i = 0; i < keys.length; i++) (held.has(i) ? pinned : candidates).push(keys[i]!);
+    return { pinned, candidates };
+  }
+
+  /** Runs `st` (params: ..., JSON array of ids; RETURNING page) over the pages of `keys`; returns the keys hit, in order. */
+  private byIds(keys: readonly PageKey[], run: (ids: string) => number[]): { hit: PageKey[]; hitIds: number[]; missing: PageKey[] } {
+    const ids = this.resolveIds(keys);
+    const known: number[] = [];
+    for (const id of ids) if (id !== undefined) known.push(id);
+    const done = new Set(known.length ? run(JSON.stringify(known)) : []);
+    const hit: PageKey[] = [];
+    const hitIds: number[] = [];
+    const missing: PageKey[] = [];
+    const seen = new Set<string>();
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      const id = ids[i];
+      if (id !== undefined && done.has(id)) {
+        if (seen.has(k)) continue;
+        seen.add(k);
+        hit.push(k);
+        hitIds.push(id);
+      } else missing.push(k);
+    }
+    return { hit, hitIds, missing };
+  }
+
   /**
    * Marks ready copies on `tier` as being evicted (invisible to lookups from now on), skipping pinned pages.
    * The caller frees the bytes, then calls removeCopies.
@@ -615,17 +820,13 @@ export class BlockIndex {
     this.checkTier(tier, 'tier');
     checkKeyList(keys, 'keys');
     const now = this.now();
-    const pinned: PageKey[] = [];
-    const candidates: PageKey[] = [];
-    const marked = new Set<string>();
-    this.tx('markEvicting', () => {
-      for (const k of keys) (this.s.pinActive!.get(k, now) ? pinned : candidates).push(k);
-      this.eachChunk(candidates, (chunk, size) => {
-        for (const row of this.stmt('evict', size).all(now, tier, chunk) as Array<{ key: string }>) marked.add(row.key);
-      });
+    const r = this.tx('markEvicting', () => {
+      const { pinned, candidates } = this.splitPinned(keys, now, false);
+      const { hit, missing } = this.byIds(candidates, (ids) => this.s.evictIds!.all(now, tier, ids) as number[]);
+      return { marked: hit, pinned, missing };
     });
-    for (const k of marked) this.cache.delete(k);
-    return { marked: [...marked], pinned, missing: candidates.filter((k) => !marked.has(k)) };
+    for (const k of r.marked) this.cache.delete(k);
+    return r;
   }
 
   /**
@@ -638,18 +839,17 @@ export class BlockIndex {
     checkKeyList(keys, 'keys');
     const force = options?.force === true;
     const now = this.now();
-    const pinned: PageKey[] = [];
-    const candidates: PageKey[] = [];
-    const removed = new Set<string>();
-    this.tx('removeCopies', () => {
-      for (const k of keys) (!force && this.s.pinActive!.get(k, now) ? pinned : candidates).push(k);
-      this.eachChunk(candidates, (chunk, size) => {
-        for (const row of this.stmt('remove', size).all(tier, chunk) as Array<{ key: string }>) removed.add(row.key);
-      });
-      this.eachChunk([...removed], (chunk, size) => this.stmt('orphans', size).run(chunk));
+    const r = this.tx('removeCopies', () => {
+      const { pinned, candidates } = this.splitPinned(keys, now, force);
+      const { hit, hitIds, missing } = this.byIds(candidates, (ids) => this.s.removeIds!.all(tier, ids) as number[]);
+      if (hitIds.length) this.s.orphanIds!.run(JSON.stringify(hitIds));
+      return { removed: hit, pinned, missing };
     });
-    for (const k of removed) this.cache.delete(k);
-    return { removed: [...removed], pinned, missing: candidates.filter((k) => !removed.has(k)) };
+    for (const k of r.removed) {
+      this.cache.delete(k);
+      this.ids.delete(k);
+    }
+    return r;
   }
 
   /** Records an access to each existing page: last access time and hit count. */
@@ -658,7 +858,7 @@ export class BlockIndex {
     checkKeyList(keys, 'keys');
     checkInt(now, 'now', 0);
     if (keys.length === 0) return;
-    this.tx('touch', () => this.eachChunk(keys, (chunk, size) => this.stmt('touch', size).run(now, chunk)));
+    this.tx('touch', () => this.s.touchKeys!.run(now, JSON.stringify(keys)));
   }
 
   /** Records that the ready copies of `keys` on `tier` matched their page CRC32C when read. Returns how many. */
@@ -666,9 +866,8 @@ export class BlockIndex {
     this.open();
     this.checkTier(tier, 'tier');
     checkKeyList(keys, 'keys');
-    let n = 0;
-    this.tx('markVerified', () => this.eachChunk(keys, (chunk, size) => (n += this.stmt('verify', size).run(tier, chunk).changes)));
-    return n;
+    if (keys.length === 0) return 0;
+    return this.tx('markVerified', () => this.s.verifyKeys!.run(tier, JSON.stringify(keys)).changes);
   }
 
   /**
@@ -678,14 +877,10 @@ export class BlockIndex {
   pin(keys: readonly PageKey[], options: { ttlMs: number; owner?: string }): void {
     this.open();
     checkKeyList(keys, 'keys');
-    if (options === null || typeof options !== 'object') throw invalid(`options must be {ttlMs, owner?}, got ${describeValue(options)}`);
-    const ttl = checkInt(options.ttlMs, 'options.ttlMs', 1);
-    const owner = options.owner ?? '';
-    if (typeof owner !== 'string' || owner.length > 256) throw invalid(`options.owner must be a string of 0..256 characters, got ${describeValue(owner)}`);
+    const { ttl, owner } = this.checkPinOptions(options);
     const expires = this.now() + ttl;
-    this.tx('pin', () => {
-      for (const k of keys) this.s.pinUpsert!.run(k, owner, expires);
-    });
+    if (keys.length === 0) return;
+    this.tx('pin', () => this.s.pinsUpsert!.run({ owner, expires, keys: JSON.stringify(keys) }));
   }
 
   /** Removes the pins of `owner` on `keys` (every owner's when owner is undefined). Returns pins removed. */
@@ -694,11 +889,9 @@ export class BlockIndex {
     checkKeyList(keys, 'keys');
     const owner = options?.owner;
     if (owner !== undefined && typeof owner !== 'string') throw invalid(`options.owner must be a string, got ${describeValue(owner)}`);
-    let n = 0;
-    this.tx('unpin', () => {
-      for (const k of keys) n += (owner === undefined ? this.s.unpinAll!.run(k) : this.s.unpinOwner!.run(k, owner)).changes;
-    });
-    return n;
+    if (keys.length === 0) return 0;
+    const list = JSON.stringify(keys);
+    return this.tx('unpin', () => (owner === undefined ? this.s.unpinAll!.run(list) : this.s.unpinOwner!.run(owner, list)).changes);
   }
 
   /** Whether each key holds an unexpired pin at `now`. */
@@ -727,7 +920,8 @@ export class BlockIndex {
     if (ns === undefined) return { pages: 0, copies: [] };
     const result = this.tx('deleteNamespace', () => {
       this.s.nsPins!.run(ns);
-      const copies = this.s.nsCopies!.all(ns) as Array<{ key: string; tier: string; location: string }>;
+      const copies = this.s.nsCopyList!.all(ns) as Array<{ key: string; tier: string; location: string }>;
+      this.s.nsCopies!.run(ns);
       const pages = this.s.nsPages!.run(ns).changes;
       this.s.nsDelete!.run(ns);
       return { pages, copies };
@@ -735,6 +929,7 @@ export class BlockIndex {
     this.nsIds.delete(namespace);
     this.nsNames.delete(ns);
     this.cache.clear();
+    this.ids.clear();
     return result;
   }
 
@@ -747,7 +942,7 @@ export class BlockIndex {
     const rows = this.db
       .prepare(
         `SELECT c.tier AS tier, c.state AS state, count(*) AS n, sum(c.durable) AS durable, sum(c.state = ${COPY_STATE.ready} AND c.verified = 0) AS unverified, sum(p.length) AS bytes
-         FROM copies c JOIN pages p ON p.key = c.key GROUP BY c.tier, c.state`,
+         FROM copies c JOIN pages p ON p.id = c.page GROUP BY c.tier, c.state`,
       )
       .all() as Array<{ tier: string; state: number; n: number; durable: number; unverified: number; bytes: number }>;
     for (const r of rows) {
@@ -779,7 +974,10 @@ export class BlockIndex {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.checkpointTimer !== undefined) clearTimeout(this.checkpointTimer);
+    this.checkpointTimer = undefined;
     this.cache.clear();
+    this.ids.clear();
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } finally {

@@ -73,8 +73,8 @@ describe('block index: kill -9 during commits', () => {
 
       const db = new Database(file, { readonly: true });
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.key = c.key)').get()).toEqual({ n: 0 });
-      expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.key = p.key)').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.id = c.page)').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = p.id)').get()).toEqual({ n: 0 });
       expect(db.prepare('SELECT count(*) AS n FROM copies WHERE state <> 1').get()).toEqual({ n: 0 });
       db.close();
     }
