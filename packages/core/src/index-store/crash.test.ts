@@ -25,6 +25,7 @@ function runAndKill(file: string, start: number, commits: number, delayMs: numbe
   const removed: number[] = [];
   let err = '';
   let buffered = '';
+  let killing = false;
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (d: Buffer) => {
@@ -35,7 +36,11 @@ function runAndKill(file: string, start: number, commits: number, delayMs: numbe
         const m = /^(committed|removed) (\d+)$/.exec(line);
         if (m) (m[1] === 'committed' ? committed : removed).push(Number(m[2]));
       }
-      if (committed.length === commits) setTimeout(() => child.kill('SIGKILL'), delayMs);
+      // Several lines can arrive in one chunk: kill once the count is reached, whatever it jumped to.
+      if (committed.length >= commits && !killing) {
+        killing = true;
+        setTimeout(() => child.kill('SIGKILL'), delayMs);
+      }
     });
     child.on('exit', (code, signal) => {
       if (signal === 'SIGKILL') resolve({ committed, removed });
