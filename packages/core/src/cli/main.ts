@@ -6,6 +6,7 @@ import { TierSyncError } from '@tiersync/native';
 import { benchCommand } from './bench.js';
 import { demoCommand } from './demo.js';
 import { doctorCommand } from './doctor.js';
+import { serveCommand } from './serve.js';
 import { simCommand } from './sim.js';
 import { versionCommand } from './version.js';
 
@@ -20,6 +21,7 @@ const commands: Record<string, Command> = {
   doctor: doctorCommand,
   bench: benchCommand,
   sim: simCommand,
+  serve: serveCommand,
   version: versionCommand,
 };
 

@@ -1,0 +1,66 @@
+import { parseArgs } from 'node:util';
+import { TierSyncError } from '@tiersync/native';
+import { defaultServerConfig, loadServerConfig, parseServerConfig, type ResolvedServerConfig } from '../server/config.js';
+import { TierSyncServer } from '../server/server.js';
+import type { Command } from './main.js';
+
+const usage = `Usage: tiersync serve [--config FILE] [--http PORT] [--peer PORT] [--log-level LEVEL]
+
+Runs the per-host daemon: one embedded hierarchy, its host tier served to other hosts over the peer protocol, and
+an HTTP control plane (/healthz, /metrics, /v1/stats, POST /v1/lookup, a live dashboard at /).
+
+  --config FILE      YAML or JSON daemon config (the library config plus http, peer, cluster, log sections).
+                     Without it: host RAM (2 GiB) + an fs tier and the SQLite index under
+                     $XDG_DATA_HOME/tiersync (~/.local/share/tiersync), HTTP 127.0.0.1:7071, peer 127.0.0.1:7070.
+  --http PORT        HTTP port (overrides the config; 0 picks a free one)
+  --peer PORT        peer data-plane port (overrides the config; 0 picks a free one)
+  --log-level LEVEL  fatal, error, warn, info, debug, trace or silent (logs are JSON lines on stderr)
+
+Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, the index is flushed, exit code 0.`;
+
+function port(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new TierSyncError(`${flag} must be a port number 0..65535, got '${value}'`, 'ERR_INVALID_ARGUMENT');
+  return n;
+}
+
+export const serveCommand: Command = {
+  summary: 'run the per-host daemon: peer endpoint, HTTP control plane, metrics, dashboard, cluster registry',
+  usage,
+  async run(args) {
+    const { values } = parseArgs({ args, options: { config: { type: 'string' }, http: { type: 'string' }, peer: { type: 'string' }, 'log-level': { type: 'string' } } });
+    const base: ResolvedServerConfig = values.config ? loadServerConfig(values.config) : parseServerConfig(defaultServerConfig());
+    const httpPort = port(values.http, '--http');
+    const peerPort = port(values.peer, '--peer');
+    const level = values['log-level'];
+    if (level !== undefined && !['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
+      throw new TierSyncError(`--log-level must be one of fatal, error, warn, info, debug, trace, silent, got '${level}'`, 'ERR_INVALID_ARGUMENT');
+    }
+    const config: ResolvedServerConfig = {
+      ...base,
+      http: { ...base.http, ...(httpPort !== undefined ? { port: httpPort } : {}) },
+      peer: { ...base.peer, ...(peerPort !== undefined ? { port: peerPort } : {}) },
+      log: { level: (level as ResolvedServerConfig['log']['level'] | undefined) ?? base.log.level },
+    };
+    const server = await TierSyncServer.start(config);
+    const signal = await new Promise<NodeJS.Signals>((resolve) => {
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+      process.once('SIGINT', () => resolve('SIGINT'));
+    });
+    server.log.info({ signal }, 'signal received');
+    // A second signal while draining exits at once.
+    const again = () => process.exit(130);
+    process.once('SIGTERM', again);
+    process.once('SIGINT', again);
+    await server.close();
+    process.off('SIGTERM', again);
+    process.off('SIGINT', again);
+    // Everything is closed; if some handle still held the event loop open, do not hang the service manager.
+    setTimeout(() => {
+      server.log.warn('a handle kept the process alive after shutdown; exiting');
+      process.exit(0);
+    }, 3000).unref();
+    return 0;
+  },
+};

@@ -1,0 +1,183 @@
+/**
+ * Configuration of the `tiersync serve` daemon: the library's hierarchy config (same fields, same validation) plus
+ * the daemon's own sections (`http`, `peer`, `cluster`, `log`). Read from a YAML or JSON file; without one the
+ * embedded default runs on this host (host RAM + an fs tier and the SQLite index under the user's data folder).
+ */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TierSyncError } from '@tiersync/native/errors';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/config.js';
+
+const port = z.number().int().min(0).max(65535);
+/** A secret given literally or as `env:NAME` (read from the environment when the config is parsed). */
+const secret = z.string().min(1).max(4096);
+
+export const httpConfigSchema = z
+  .object({
+    /** Listen address of the HTTP control plane. Default 127.0.0.1. Anything but loopback requires `token`. */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** Port; 0 picks a free one. Default 7071. */
+    port: port.default(7071),
+    /** Bearer token that mutating endpoints require (literal or `env:NAME`). Default none (loopback only). */
+    token: secret.optional(),
+    /** Largest request body accepted, bytes. Default 8 MiB. */
+    maxBodyBytes: z.number().int().min(1024).max(1 << 30).default(8 << 20),
+    /** Most tokens one lookup may carry. Default 1,048,576. */
+    maxLookupTokens: z.number().int().min(1).max(1 << 26).default(1 << 20),
+    /** How long shutdown waits for in-flight requests before closing their connections, ms. Default 10000. */
+    shutdownGraceMs: z.number().int().min(0).max(600_000).default(10_000),
+  })
+  .strict();
+
+export const peerConfigSchema = z
+  .object({
+    /** Serve the host tier to other hosts over the native peer protocol. Default true. */
+    enabled: z.boolean().default(true),
+    /** Listen address. Default 127.0.0.1; anything but loopback requires `secret`. */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** Port; 0 picks a free one. Default 7070. */
+    port: port.default(7070),
+    /** Shared secret of the HMAC handshake (literal or `env:NAME`). Default none (loopback only). */
+    secret: secret.optional(),
+    /** Name of the host tier to serve. Default: the first tier of kind `host`. */
+    tier: z.string().min(1).optional(),
+    /** Deadline of every socket read/write of a request, ms. Default 30000. */
+    timeoutMs: z.number().int().min(1).max(3_600_000).default(30_000),
+    /** Address other hosts reach this one's peer port at (`host:port`), as published in the cluster registry. Default: host:port as bound. */
+    advertise: z.string().min(3).optional(),
+  })
+  .strict();
+
+export const clusterConfigSchema = z
+  .object({
+    /** Redis URL of the cluster registry, e.g. `redis://10.0.0.2:6379/0`; a password as `redis://:env:NAME@host`. */
+    redis: z.string().min(1),
+    /** Cluster name: the prefix of every registry key, so clusters can share one Redis. Default `tiersync`. */
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1..64 characters of [A-Za-z0-9_.-]').default('tiersync'),
+    /** This daemon's id in the registry. Default: hostname:peerPort. */
+    nodeId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'must be 1..128 characters of [A-Za-z0-9_.:-]').optional(),
+    /** Heartbeat period, ms. Default 2000. */
+    heartbeatMs: z.number().int().min(50).max(600_000).default(2000),
+    /** A node (and the pages it published) expires this long after its last heartbeat, ms. Default 3 x heartbeatMs. */
+    ttlMs: z.number().int().min(100).max(3_600_000).optional(),
+    /** Page changes are sent to Redis at most this often, ms. Default 200. */
+    publishIntervalMs: z.number().int().min(10).max(60_000).default(200),
+    /** Page keys per Redis command when publishing. Default 1024. */
+    publishBatch: z.number().int().min(1).max(65536).default(1024),
+    /** Deadline of one Redis command (and of connecting), ms. Default 1000. */
+    commandTimeoutMs: z.number().int().min(10).max(60_000).default(1000),
+  })
+  .strict();
+
+export const serverConfigSchema = tierSyncConfigSchema.extend({
+  http: httpConfigSchema.default(httpConfigSchema.parse({})),
+  peer: peerConfigSchema.default(peerConfigSchema.parse({})),
+  cluster: clusterConfigSchema.optional(),
+  log: z
+    .object({
+      /** pino level: fatal, error, warn, info, debug, trace, silent. Default info. */
+      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    })
+    .strict()
+    .default({ level: 'info' }),
+});
+
+export type ServerConfig = z.input<typeof serverConfigSchema>;
+export interface ResolvedServerConfig {
+  hierarchy: ResolvedConfig;
+  http: z.output<typeof httpConfigSchema>;
+  peer: z.output<typeof peerConfigSchema>;
+  cluster: (z.output<typeof clusterConfigSchema> & { ttlMs: number }) | undefined;
+  log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+function resolveSecret(value: string | undefined, where: string): string | undefined {
+  if (value === undefined || !value.startsWith('env:')) return value;
+  const name = value.slice(4);
+  const v = process.env[name];
+  if (!v) throw new TierSyncError(`config ${where}: names environment variable ${name}, which is not set`, 'ERR_CONFIG');
+  return v;
+}
+
+/**
+ * Validates a daemon config (an object as read from YAML/JSON).
+ * @throws TierSyncError ERR_CONFIG naming the field and why
+ */
+export function parseServerConfig(config: unknown): ResolvedServerConfig {
+  const r = serverConfigSchema.safeParse(config);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const where = issue.path.length ? issue.path.join('.') : '(config)';
+    throw new TierSyncError(`config ${where}: ${issue.message}`, 'ERR_CONFIG');
+  }
+  const { http, peer, cluster, log, ...rest } = r.data;
+  const hierarchy = parseConfig(rest);
+  const out: ResolvedServerConfig = {
+    hierarchy,
+    http: { ...http, ...(http.token !== undefined ? { token: resolveSecret(http.token, 'http.token')! } : {}) },
+    peer: { ...peer, ...(peer.secret !== undefined ? { secret: resolveSecret(peer.secret, 'peer.secret')! } : {}) },
+    cluster: cluster ? { ...cluster, ttlMs: cluster.ttlMs ?? 3 * cluster.heartbeatMs } : undefined,
+    log,
+  };
+  if (!isLoopback(out.http.host) && !out.http.token) {
+    throw new TierSyncError(`config http.host: '${out.http.host}' is not loopback; set http.token so mutating endpoints require it`, 'ERR_CONFIG');
+  }
+  if (out.peer.enabled && !isLoopback(out.peer.host) && !out.peer.secret) {
+    throw new TierSyncError(`config peer.host: '${out.peer.host}' is not loopback; set peer.secret for the handshake`, 'ERR_CONFIG');
+  }
+  if (out.cluster && out.cluster.ttlMs <= out.cluster.heartbeatMs) {
+    throw new TierSyncError(`config cluster.ttlMs: must exceed heartbeatMs (${out.cluster.heartbeatMs}), got ${out.cluster.ttlMs}`, 'ERR_CONFIG');
+  }
+  return out;
+}
+
+/**
+ * Reads a YAML (`.yaml`, `.yml`) or JSON file and validates it. Relative paths inside (the index path) stay as
+ * written: they are relative to the daemon's working directory.
+ * @throws TierSyncError ERR_CONFIG when the file cannot be read or parsed, or a field is wrong
+ */
+export function loadServerConfig(file: string): ResolvedServerConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new TierSyncError(`cannot read config file ${file}: ${(e as Error).message}`, 'ERR_CONFIG', { cause: e });
+  }
+  let data: unknown;
+  try {
+    data = /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
+  } catch (e) {
+    throw new TierSyncError(`config file ${file} is not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(e as Error).message}`, 'ERR_CONFIG', { cause: e });
+  }
+  return parseServerConfig(data);
+}
+
+/** The user's data folder for tiersync: $XDG_DATA_HOME/tiersync, else ~/.local/share/tiersync. */
+export function defaultDataDir(): string {
+  const base = process.env.XDG_DATA_HOME || path.join(os.homedir(), '.local', 'share');
+  return path.join(base, 'tiersync');
+}
+
+/**
+ * The embedded default: host RAM (2 GiB) over an fs tier (64 GiB) in `dataDir`, the SQLite index there, HTTP on
+ * 127.0.0.1:7071, peer on 127.0.0.1:7070, no Redis. Pages are keyed for model `tiersync-default` with the
+ * llama-3-8b layout; a real deployment names its model and layout in a config file.
+ */
+export function defaultServerConfig(dataDir: string = defaultDataDir()): ServerConfig {
+  return {
+    model: 'tiersync-default',
+    layout: 'llama-3-8b',
+    tiers: [
+      { url: 'host://?capacity=2GiB', name: 'host' },
+      { url: `fs://${path.join(dataDir, 'pages')}?capacity=64GiB`, name: 'fs' },
+    ],
+    index: { path: path.join(dataDir, 'index.sqlite') },
+  };
+}

@@ -1,0 +1,401 @@
+/**
+ * TierSyncServer: the `tiersync serve` daemon. It embeds one TierSync hierarchy and exposes
+ * - the peer data plane: the host tier served over the native peer protocol (servePeer), so other hosts' PeerTier
+ *   drivers read and write this host's RAM;
+ * - an HTTP control plane (node:http): `/healthz`, `/metrics`, `/v1/stats`, `POST /v1/lookup`,
+ *   `POST /v1/prefetch`, `GET /v1/cluster/nodes` and the live dashboard at `/`;
+ * - with `cluster.redis`, a ClusterRegistry entry (heartbeat + the host tier's pages).
+ *
+ * close() is the graceful shutdown: stop accepting, let in-flight requests finish (up to shutdownGraceMs), leave
+ * the registry, stop the peer listener, close the hierarchy (waits for background copies, flushes the index).
+ */
+import { mkdirSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { timingSafeEqual } from 'node:crypto';
+import { TierSyncError, type PeerServer } from '@tiersync/native';
+import { HostTier, servePeer } from '@tiersync/tiers';
+import { pino, type Logger } from 'pino';
+import { TierSync } from '../hierarchy/tier-sync.js';
+import type { ResolvedServerConfig } from './config.js';
+import { DASHBOARD_HTML } from './dashboard.js';
+import { ServerMetrics } from './metrics.js';
+import { ClusterRegistry, type HolderAnswer } from './registry.js';
+
+export interface ServerStartOptions {
+  /** Logger to use; default: pino to stderr at the config's `log.level`. */
+  logger?: Logger;
+}
+
+/** What `GET /v1/stats` returns (and the dashboard draws). */
+export interface ServerStats {
+  node: string;
+  model: string;
+  uptimeSeconds: number;
+  pageBytes: number;
+  tokensPerPage: number;
+  tiers: Array<{ name: string; kind: string; capacityBytes: number; usedBytes: number; capacityPages: number; usedPages: number; pinned: number; hits: number; misses: number; bytesRead: number; bytesWritten: number; errors: number; checksumFailures: number }>;
+  index: { pages: number; pageBytes: number; pins: number; fileBytes: number };
+  counters: TierSync['counters'];
+  lookups: { requests: number; pagesRequested: number; pagesHit: number };
+  peer: { host: string; port: number; tier: string; connections: number; authFailures: number } | null;
+  http: { host: string; port: number; inFlight: number };
+  cluster: ({ name: string } & ReturnType<ClusterRegistry['stats']>) | null;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
+  res.end(text);
+}
+
+export class TierSyncServer {
+  readonly config: ResolvedServerConfig;
+  readonly ts: TierSync;
+  readonly log: Logger;
+  readonly metrics: ServerMetrics;
+  readonly nodeId: string;
+  readonly #http: http.Server;
+  readonly #peer: PeerServer | undefined;
+  readonly #peerTier: string | undefined;
+  readonly #registry: ClusterRegistry | undefined;
+  readonly #startedAt = Date.now();
+  readonly #lookups = { requests: 0, pagesRequested: 0, pagesHit: 0 };
+  #inFlight = 0;
+  #closing: Promise<void> | undefined;
+
+  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string }) {
+    this.config = parts.config;
+    this.ts = parts.ts;
+    this.log = parts.log;
+    this.#http = parts.http;
+    this.#peer = parts.peer;
+    this.#peerTier = parts.peerTier;
+    this.#registry = parts.registry;
+    this.nodeId = parts.nodeId;
+    this.metrics = new ServerMetrics({
+      ts: this.ts,
+      lookups: () => ({ ...this.#lookups }),
+      peer: () => this.#peer?.stats(),
+      registry: () => this.#registry?.stats(),
+    });
+    this.#http.on('request', (req, res) => void this.#handle(req, res));
+  }
+
+  /**
+   * Opens the hierarchy, serves the host tier to peers, listens for HTTP and joins the cluster registry.
+   * @throws TierSyncError (ERR_CONFIG, ERR_UNAVAILABLE when a port is taken, ...) after undoing what had started
+   */
+  static async start(config: ResolvedServerConfig, options: ServerStartOptions = {}): Promise<TierSyncServer> {
+    const log = options.logger ?? pino({ level: config.log.level, base: { pid: process.pid } }, pino.destination({ dest: 2, sync: true }));
+    const indexPath = config.hierarchy.index.path;
+    if (indexPath !== ':memory:') mkdirSync(path.dirname(path.resolve(indexPath)), { recursive: true });
+    const ts = new TierSync(config.hierarchy);
+    const undo: Array<() => unknown> = [];
+    try {
+      await ts.open();
+      undo.push(() => ts.close());
+
+      let peer: PeerServer | undefined;
+      let peerTier: string | undefined;
+      if (config.peer.enabled) {
+        const tiers = ts.stats().tiers;
+        peerTier = config.peer.tier ?? tiers.find((t) => t.kind === 'host')?.name;
+        if (!peerTier) {
+          log.warn('no host tier to serve to peers; the peer endpoint is off (add a host:// tier, or set peer.enabled: false)');
+        } else {
+          const driver = ts.tierDriver(peerTier);
+          if (!(driver instanceof HostTier)) throw new TierSyncError(`config peer.tier: '${peerTier}' is not a host:// tier; only host RAM can be served to peers`, 'ERR_CONFIG');
+          peer = servePeer(driver, { host: config.peer.host, port: config.peer.port, timeoutMs: config.peer.timeoutMs, ...(config.peer.secret ? { secret: config.peer.secret } : {}) });
+          const served = peer;
+          undo.push(() => served.close());
+        }
+      }
+
+      const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', (e: NodeJS.ErrnoException) =>
+          reject(new TierSyncError(`cannot listen for HTTP on ${config.http.host}:${config.http.port}: ${e.message}`, e.code === 'EADDRINUSE' ? 'ERR_UNAVAILABLE' : 'ERR_IO', { cause: e })),
+        );
+        server.listen(config.http.port, config.http.host, () => resolve());
+      });
+      undo.push(() => new Promise((r) => server.close(r)));
+      const httpPort = (server.address() as AddressInfo).port;
+
+      const peerAddress = peer ? (config.peer.advertise ?? `${config.peer.host}:${peer.port}`) : '';
+      const nodeId = config.cluster?.nodeId ?? `${os.hostname()}:${peer?.port ?? httpPort}`;
+      let registry: ClusterRegistry | undefined;
+      if (config.cluster) {
+        registry = new ClusterRegistry({
+          redis: config.cluster.redis,
+          cluster: config.cluster.name,
+          nodeId,
+          heartbeatMs: config.cluster.heartbeatMs,
+          ttlMs: config.cluster.ttlMs,
+          publishIntervalMs: config.cluster.publishIntervalMs,
+          publishBatch: config.cluster.publishBatch,
+          commandTimeoutMs: config.cluster.commandTimeoutMs,
+          info: { peer: peerAddress, http: `${config.http.host}:${httpPort}`, model: config.hierarchy.model },
+          logger: log,
+        });
+      }
+      const self = new TierSyncServer({ config, ts, log, http: server, peer, peerTier, registry, nodeId });
+      if (registry) {
+        const initial: string[] = [];
+        if (peerTier) for await (const p of ts.tierDriver(peerTier).list()) initial.push(p.key);
+        self.#trackServedTier();
+        await registry.start(initial);
+      }
+      log.info(
+        { http: `${config.http.host}:${httpPort}`, peer: peer ? `${config.peer.host}:${peer.port}` : null, peerTier: peerTier ?? null, node: nodeId, model: config.hierarchy.model, tiers: ts.stats().tiers.map((t) => t.name), cluster: config.cluster ? config.cluster.name : null, httpPort, peerPort: peer?.port ?? null },
+        'tiersync serve listening',
+      );
+      return self;
+    } catch (e) {
+      for (const u of undo.reverse()) await Promise.resolve(u()).catch(() => undefined);
+      if (!undo.length) await ts.close().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Keeps the registry's view of the served tier in step with the hierarchy's events. */
+  #trackServedTier(): void {
+    const reg = this.#registry!;
+    const tier = this.#peerTier;
+    if (!tier) return;
+    this.ts.on('block:stored', (e) => e.tier === tier && reg.added(e.keys));
+    this.ts.on('block:promoted', (e) => e.to === tier && reg.added(e.keys));
+    this.ts.on('block:demoted', (e) => e.to === tier && reg.added(e.keys));
+    this.ts.on('block:evicted', (e) => e.tier === tier && reg.removed(e.keys));
+  }
+
+  get httpPort(): number {
+    return (this.#http.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** The peer data-plane port, or 0 when peers are off. */
+  get peerPort(): number {
+    return this.#peer?.port ?? 0;
+  }
+
+  get url(): string {
+    const h = this.config.http.host.includes(':') ? `[${this.config.http.host}]` : this.config.http.host;
+    return `http://${h}:${this.httpPort}`;
+  }
+
+  get registry(): ClusterRegistry | undefined {
+    return this.#registry;
+  }
+
+  stats(): ServerStats {
+    const s = this.ts.stats();
+    const peer = this.#peer?.stats();
+    return {
+      node: this.nodeId,
+      model: this.config.hierarchy.model,
+      uptimeSeconds: (Date.now() - this.#startedAt) / 1000,
+      pageBytes: this.ts.pageBytes,
+      tokensPerPage: this.ts.tokensPerPage,
+      tiers: s.tiers.map((t) => ({
+        name: t.name,
+        kind: t.kind,
+        capacityBytes: t.capacityBytes,
+        usedBytes: t.usedBytes,
+        capacityPages: t.capacityPages,
+        usedPages: t.usedPages,
+        pinned: t.pinned,
+        hits: t.hits,
+        misses: t.misses,
+        bytesRead: t.bytesRead,
+        bytesWritten: t.bytesWritten,
+        errors: t.errors,
+        checksumFailures: t.checksumFailures,
+      })),
+      index: { pages: s.index.pages, pageBytes: s.index.pageBytes, pins: s.index.pins, fileBytes: s.index.fileBytes },
+      counters: s.counters,
+      lookups: { ...this.#lookups },
+      peer: this.#peer && peer ? { host: this.config.peer.host, port: this.#peer.port, tier: this.#peerTier!, ...peer } : null,
+      http: { host: this.config.http.host, port: this.httpPort, inFlight: this.#inFlight },
+      cluster: this.#registry ? { name: this.config.cluster!.name, ...this.#registry.stats() } : null,
+    };
+  }
+
+  #authorized(req: http.IncomingMessage): boolean {
+    const token = this.config.http.token;
+    if (!token) return true;
+    const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const a = Buffer.from(given);
+    const b = Buffer.from(token);
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  async #body(req: http.IncomingMessage): Promise<unknown> {
+    const max = this.config.http.maxBodyBytes;
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > max) throw new HttpError(413, `request body over ${max} bytes`);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > max) throw new HttpError(413, `request body over ${max} bytes`);
+      chunks.push(chunk as Buffer);
+    }
+    try {
+      return JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null');
+    } catch {
+      throw new HttpError(400, 'request body is not valid JSON');
+    }
+  }
+
+  /** `{ tokens: number[] }` -> a Uint32Array, bounded and checked. */
+  #tokens(body: unknown): Uint32Array {
+    const tokens = (body as { tokens?: unknown } | null)?.tokens;
+    if (!Array.isArray(tokens)) throw new HttpError(400, "body must be { \"tokens\": [token ids] }");
+    if (tokens.length > this.config.http.maxLookupTokens) throw new HttpError(413, `at most ${this.config.http.maxLookupTokens} tokens per request, got ${tokens.length}`);
+    const out = new Uint32Array(tokens.length);
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i];
+      if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) throw new HttpError(400, `tokens[${i}] must be an integer in [0, 2^32), got ${JSON.stringify(t)}`);
+      out[i] = t;
+    }
+    return out;
+  }
+
+  async #lookup(body: unknown): Promise<unknown> {
+    const tokens = this.#tokens(body);
+    const hit = this.ts.lookup(tokens);
+    this.#lookups.requests++;
+    this.#lookups.pagesRequested += hit.keys.length;
+    this.#lookups.pagesHit += hit.pages.length;
+    let cluster: { holders: Array<{ node: string; peer: string; pages: number; tokens: number }> } | { error: string } | undefined;
+    // Beyond the local prefix, ask the registry which hosts hold a longer one (their RAM, over the peer tier).
+    if (this.#registry && (body as { cluster?: unknown }).cluster !== false && hit.pages.length < hit.keys.length) {
+      try {
+        const holders: HolderAnswer[] = await this.#registry.whoHolds(hit.keys);
+        cluster = { holders: holders.map((h) => ({ node: h.node.id, peer: h.node.peer, pages: h.pages, tokens: h.pages * this.ts.tokensPerPage })) };
+      } catch (e) {
+        cluster = { error: `cluster registry unreachable: ${(e as Error).message}` };
+      }
+    }
+    return {
+      pagesRequested: hit.keys.length,
+      tokens: hit.tokens,
+      estimatedLoadMs: hit.estimatedLoadMs,
+      pages: hit.pages.map((p) => ({ key: p.key, tier: p.tier, tiers: p.tiers })),
+      ...(cluster ? { cluster } : {}),
+    };
+  }
+
+  async #route(req: http.IncomingMessage, res: http.ServerResponse, route: string): Promise<void> {
+    const method = req.method ?? 'GET';
+    const only = (m: string) => {
+      if (method !== m && !(m === 'GET' && method === 'HEAD')) {
+        res.setHeader('allow', m === 'GET' ? 'GET, HEAD' : m);
+        throw new HttpError(405, `${route} takes ${m}`);
+      }
+    };
+    switch (route) {
+      case '/healthz':
+        only('GET');
+        return sendJson(res, this.#closing ? 503 : 200, { status: this.#closing ? 'closing' : 'ok', node: this.nodeId, uptimeSeconds: (Date.now() - this.#startedAt) / 1000 });
+      case '/metrics': {
+        only('GET');
+        const text = await this.metrics.registry.metrics();
+        res.writeHead(200, { 'content-type': this.metrics.registry.contentType, 'cache-control': 'no-store' });
+        return void res.end(text);
+      }
+      case '/v1/stats':
+        only('GET');
+        return sendJson(res, 200, this.stats());
+      case '/v1/lookup':
+        only('POST');
+        return sendJson(res, 200, await this.#lookup(await this.#body(req)));
+      case '/v1/prefetch': {
+        only('POST');
+        if (!this.#authorized(req)) throw new HttpError(401, 'missing or wrong bearer token');
+        const hit = this.ts.prefetch(this.#tokens(await this.#body(req)));
+        return sendJson(res, 202, { pagesRequested: hit.keys.length, pagesQueued: hit.pages.filter((p) => p.tier !== this.ts.stats().tiers[0]!.name).length });
+      }
+      case '/v1/cluster/nodes': {
+        only('GET');
+        if (!this.#registry) throw new HttpError(404, 'no cluster configured (cluster.redis)');
+        try {
+          return sendJson(res, 200, { nodes: await this.#registry.nodes() });
+        } catch (e) {
+          throw new HttpError(503, `cluster registry unreachable: ${(e as Error).message}`);
+        }
+      }
+      case '/':
+      case '/index.html':
+        only('GET');
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(DASHBOARD_HTML), 'cache-control': 'no-store' });
+        return void res.end(method === 'HEAD' ? undefined : DASHBOARD_HTML);
+      default:
+        throw new HttpError(404, `no route ${route}`);
+    }
+  }
+
+  async #handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const start = process.hrtime.bigint();
+    this.#inFlight++;
+    const route = new URL(req.url ?? '/', 'http://x').pathname;
+    const known = ['/healthz', '/metrics', '/v1/stats', '/v1/lookup', '/v1/prefetch', '/v1/cluster/nodes', '/', '/index.html'].includes(route) ? route : 'other';
+    if (this.#closing) res.setHeader('connection', 'close');
+    try {
+      await this.#route(req, res, route);
+    } catch (e) {
+      const status = e instanceof HttpError ? e.status : e instanceof TierSyncError && (e.code === 'ERR_INVALID_ARGUMENT' || e.code === 'ERR_OUT_OF_RANGE') ? 400 : e instanceof TierSyncError && e.code === 'ERR_CLOSED' ? 503 : 500;
+      if (status >= 500) this.log.error({ err: e, route }, 'request failed');
+      else this.log.debug({ route, status, err: (e as Error).message }, 'request refused');
+      if (!res.headersSent) {
+        if (status === 413) res.setHeader('connection', 'close');
+        if (status === 401) res.setHeader('www-authenticate', 'Bearer');
+        sendJson(res, status, { error: (e as Error).message, ...(e instanceof TierSyncError ? { code: e.code } : {}) });
+      } else res.destroy();
+    } finally {
+      this.#inFlight--;
+      this.metrics.httpRequests.inc({ route: known, method: req.method ?? '', code: String(res.statusCode) });
+      this.metrics.httpDuration.observe({ route: known }, Number(process.hrtime.bigint() - start) / 1e9);
+    }
+  }
+
+  /**
+   * Graceful shutdown: stops accepting connections, lets in-flight requests finish (closing the rest after
+   * shutdownGraceMs), leaves the cluster registry, stops serving peers, closes the hierarchy (background copies
+   * finish, the index is flushed). Safe to call twice.
+   */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.log.info({ inFlight: this.#inFlight }, 'shutting down');
+      const closed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
+      this.#http.closeIdleConnections();
+      const grace = setTimeout(() => {
+        this.log.warn({ inFlight: this.#inFlight }, 'shutdown grace period over; closing remaining connections');
+        this.#http.closeAllConnections();
+      }, this.config.http.shutdownGraceMs);
+      grace.unref();
+      // Idle keep-alive sockets that become idle after a response are closed as they go idle.
+      const sweep = setInterval(() => this.#http.closeIdleConnections(), 50);
+      await closed;
+      clearTimeout(grace);
+      clearInterval(sweep);
+      await this.#registry?.close();
+      this.#peer?.close();
+      this.metrics.close();
+      await this.ts.close();
+      this.log.info('shut down cleanly');
+    })();
+    return this.#closing;
+  }
+}
