@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { crc32cHardwareName, nativeBuild } from './native-info.js';
+import { nativeBuild } from './native-info.js';
 import type { Command } from './main.js';
 
 export function packageVersion(): string {
@@ -11,7 +11,7 @@ export const versionCommand: Command = {
   summary: 'print the version of tiersync and of its native core',
   usage: 'Usage: tiersync version',
   async run() {
-    console.log(`tiersync ${packageVersion()} (node ${process.versions.node}, napi ${process.versions.napi}; native: ${nativeBuild()}, crc32c ${crc32cHardwareName()})`);
+    console.log(`tiersync ${packageVersion()} (node ${process.versions.node}, napi ${process.versions.napi}; native: ${nativeBuild()})`);
     return 0;
   },
 };
