@@ -174,3 +174,23 @@ describe('TierSync admission and backpressure', () => {
     expect(ts.stats().tiers[1]!.pages).toBe(2);
   });
 });
+
+describe('TierSync pins', () => {
+  it('holds a pinned prefix on its tier under pressure until the pin expires', async () => {
+    const ts = await hierarchy({ hbm: 8, host: 64 });
+    const src = HostArena.create({ capacity: 64 * PAGE });
+    const kept = context(20, 4);
+    await ts.store(kept, sourcePages(ts, src, kept, 0));
+    expect(ts.pin(kept, { ttlMs: 400 }).length).toBe(4);
+    for (let c = 0; c < 3; c++) {
+      const other = context(30 + c, 6);
+      await ts.store(other, sourcePages(ts, src, other, 4 + c * 6));
+    }
+    // Under pressure the first tier gave up other pages, never the pinned ones.
+    expect(ts.lookup(kept).pages.map((p) => p.tier)).toEqual(['hbm', 'hbm', 'hbm', 'hbm']);
+    await new Promise((r) => setTimeout(r, 500));
+    const more = context(40, 8);
+    await ts.store(more, sourcePages(ts, src, more, 30));
+    expect(ts.lookup(kept).pages.some((p) => p.tier !== 'hbm')).toBe(true);
+  });
+});
