@@ -265,17 +265,21 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
     const high = Math.floor(tier.high * tier.capacityPages);
     if (used + need <= high) return need;
     const target = Math.max(0, Math.min(Math.floor(tier.low * tier.capacityPages), tier.capacityPages - need));
-    const victims: string[] = [];
-    for (const k of tier.policy.peekVictims(Math.max(0, used - target))) victims.push(k);
-    if (victims.length) {
-      const { marked } = index.markEvicting(tier.name, victims);
+    const want = Math.max(0, used - target);
+    // Look a bit past the first `want` victims: pinned pages among them are skipped, not counted.
+    const victims = tier.policy.peekVictims(Math.min(used, want * 2 + 64));
+    if (want > 0 && victims.length) {
+      // Copy down first, while the victims are still readable here, so a page always has a ready copy somewhere
+      // (a load running beside this finds it on one tier or the other, never on neither).
+      const pinned = index.pinned(victims);
+      const candidates = victims.filter((_, i) => !pinned[i]).slice(0, want);
+      const copies = index.copiesOf(candidates);
+      const lower = new Set(this.#tiers.slice(t + 1).map((x) => x.name));
+      const orphans = candidates.filter((_, i) => !copies[i]!.some((c) => c.state === 'ready' && lower.has(c.tier)));
+      if (orphans.length && t + 1 < this.#tiers.length) await this.#copy(orphans, t, t + 1, 'demote');
+      const { marked } = index.markEvicting(tier.name, candidates);
       this.emit('tier:pressure', { tier: tier.name, usedPages: used, capacityPages: tier.capacityPages, victims: marked.length });
       if (marked.length) {
-        // Demote what has no copy further down; the lowest tier drops its victims.
-        const copies = index.copiesOf(marked);
-        const lower = new Set(this.#tiers.slice(t + 1).map((x) => x.name));
-        const orphans = marked.filter((_, i) => !copies[i]!.some((c) => c.state === 'ready' && lower.has(c.tier)));
-        if (orphans.length && t + 1 < this.#tiers.length) await this.#copy(orphans, t, t + 1, 'demote');
         await tier.driver.delete(marked);
         index.removeCopies(tier.name, marked, { force: true });
         for (const k of marked) tier.policy.remove(k);
