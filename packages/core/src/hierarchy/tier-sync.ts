@@ -311,7 +311,11 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
         const ok = moving.filter((_, i) => read[i]!.status === 'hit');
         this.#reportIntegrity(read, src.name);
         const written = await dst.driver.write(
-          ok.map((key) => ({ key, source: { arena: staging, offset: moving.indexOf(key) * this.pageBytes, length: (read[moving.indexOf(key)] as Extract<ReadOutcome, { status: 'hit' }>).length } })),
+          ok.map((key) => {
+            const hit = read[moving.indexOf(key)] as Extract<ReadOutcome, { status: 'hit' }>;
+            // The checksum travels with the page, so the next tier need not compute it again (the peer tier skips a pass).
+            return { key, source: { arena: staging, offset: moving.indexOf(key) * this.pageBytes, length: hit.length }, crc32c: hit.crc32c };
+          }),
         );
         index.commitCopies(ok.map((key, i) => ({ key, tier: dst.name, crc32c: written.crc32c[i]!, durable: dst.driver.capabilities.persistent })));
         const lost = moving.filter((k) => !ok.includes(k));
