@@ -17,7 +17,7 @@ import type {
   TierStats,
   WriteResult,
 } from './driver.js';
-import { InFlight, PinTable, TierCounters } from './stats.js';
+import { InFlight, PinTable, TierCounters, listPages } from './stats.js';
 import { checkKeys, checkReads, checkWrites } from './validate.js';
 
 export interface StoredPage {
@@ -232,20 +232,18 @@ export abstract class MemoryTier implements TierDriver {
     return { deleted, pinned };
   }
 
-  async *list(): AsyncIterable<PageInfo> {
+  list(): AsyncIterable<PageInfo> {
     this.#ready();
-    for (const [key, p] of [...this.table]) yield { key, length: p.length, crc32c: p.crc32c };
+    return listPages(this.table);
   }
 
   pin(keys: readonly PageKey[]): void {
     this.#ready();
-    checkKeys(keys, this.capabilities.kind);
-    this.#pins.pin(keys, (k) => this.table.has(k));
+    this.#pins.pinKeys(keys, this.capabilities.kind, (k) => this.table.has(k));
   }
 
   unpin(keys: readonly PageKey[]): void {
-    checkKeys(keys, this.capabilities.kind);
-    this.#pins.unpin(keys);
+    this.#pins.unpinKeys(keys, this.capabilities.kind);
   }
 
   /**

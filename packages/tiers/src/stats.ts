@@ -1,4 +1,5 @@
-import type { TierKind, TierStats } from './driver.js';
+import type { PageInfo, PageKey, TierKind, TierStats } from './driver.js';
+import { checkKeys } from './validate.js';
 
 /** Mutable counters behind `TierDriver.stats()`. */
 export class TierCounters {
@@ -33,6 +34,18 @@ export class TierCounters {
 /** Pin counts per key. */
 export class PinTable {
   readonly #pins = new Map<string, number>();
+
+  /** TierDriver.pin: checks the keys, then pins those `exists` knows. */
+  pinKeys(keys: readonly PageKey[], tier: string, exists: (key: string) => boolean): void {
+    checkKeys(keys, tier);
+    this.pin(keys, exists);
+  }
+
+  /** TierDriver.unpin: checks the keys, then unpins them. */
+  unpinKeys(keys: readonly PageKey[], tier: string): void {
+    checkKeys(keys, tier);
+    this.unpin(keys);
+  }
 
   pin(keys: readonly string[], exists: (key: string) => boolean): void {
     for (const k of keys) if (exists(k)) this.#pins.set(k, (this.#pins.get(k) ?? 0) + 1);
@@ -77,4 +90,9 @@ export class InFlight {
   drained(): Promise<void> {
     return this.#count === 0 ? Promise.resolve() : new Promise((resolve) => this.#waiters.push(resolve));
   }
+}
+
+/** TierDriver.list over a key table: a snapshot, so pages written or deleted meanwhile do not disturb it. */
+export async function* listPages(table: ReadonlyMap<PageKey, { length: number; crc32c: number }>): AsyncIterable<PageInfo> {
+  for (const [key, p] of [...table]) yield { key, length: p.length, crc32c: p.crc32c };
 }

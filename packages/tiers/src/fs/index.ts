@@ -36,7 +36,7 @@ import type {
   WriteResult,
 } from '../driver.js';
 import { ioLimits } from '../memory-tier.js';
-import { InFlight, PinTable, TierCounters } from '../stats.js';
+import { InFlight, PinTable, TierCounters, listPages } from '../stats.js';
 import { checkKeys, checkReads, checkWrites } from '../validate.js';
 import { ALIGN, HEADER_BYTES, MAX_SLABS, defaultSlabBytes, fullSlabBytes, geometryFor, parseFsUrl, slotsFor, type FsTierConfig, type Geometry } from './config.js';
 import {
@@ -246,20 +246,18 @@ export class FsTier implements TierDriver {
     });
   }
 
-  async *list(): AsyncIterable<PageInfo> {
+  list(): AsyncIterable<PageInfo> {
     this.#ready();
-    for (const [key, p] of [...this.#table]) yield { key, length: p.length, crc32c: p.crc32c };
+    return listPages(this.#table);
   }
 
   pin(keys: readonly PageKey[]): void {
     this.#ready();
-    checkKeys(keys, TIER);
-    this.#pins.pin(keys, (k) => this.#table.has(k));
+    this.#pins.pinKeys(keys, TIER, (k) => this.#table.has(k));
   }
 
   unpin(keys: readonly PageKey[]): void {
-    checkKeys(keys, TIER);
-    this.#pins.unpin(keys);
+    this.#pins.unpinKeys(keys, TIER);
   }
 
   stats(): TierStats {

@@ -28,7 +28,7 @@ import type {
   TierStats,
   WriteResult,
 } from '../driver.js';
-import { InFlight, PinTable, TierCounters } from '../stats.js';
+import { InFlight, PinTable, TierCounters, listPages } from '../stats.js';
 import { checkKeys, checkReads, checkWrites } from '../validate.js';
 import { Bucket, createS3Client } from './bucket.js';
 import { parseObjectUrl, type ObjectTierConfig } from './config.js';
@@ -780,20 +780,18 @@ export class ObjectTier implements TierDriver {
     }
   }
 
-  async *list(): AsyncIterable<PageInfo> {
+  list(): AsyncIterable<PageInfo> {
     this.#ready();
-    for (const [key, p] of [...this.#table]) yield { key, length: p.length, crc32c: p.crc32c };
+    return listPages(this.#table);
   }
 
   pin(keys: readonly PageKey[]): void {
     this.#ready();
-    checkKeys(keys, TIER);
-    this.#pins.pin(keys, (k) => this.#table.has(k));
+    this.#pins.pinKeys(keys, TIER, (k) => this.#table.has(k));
   }
 
   unpin(keys: readonly PageKey[]): void {
-    checkKeys(keys, TIER);
-    this.#pins.unpin(keys);
+    this.#pins.unpinKeys(keys, TIER);
   }
 
   stats(): TierStats {
