@@ -22,6 +22,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     opts.threads = static_cast<unsigned>(OptUint(o, "threads", 0));
     opts.ioDepth = static_cast<unsigned>(OptUint(o, "ioDepth", 8));
     opts.batchScheduling = OptBool(o, "batchScheduling", true);
+    opts.backgroundThreads = static_cast<unsigned>(OptUint(o, "backgroundThreads", 0));
     std::string io = OptString(o, "io", "auto");
     if (io != "auto" && io != "sync") Throw(env, Code::InvalidArgument, "io must be 'auto' or 'sync', got '" + io + "'");
     if (opts.threads > 1024) Throw(env, Code::InvalidArgument, "threads must be at most 1024");
@@ -173,6 +174,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     r.Set("paths", paths);
     r.Set("queued", queued);
     r.Set("running", num(s.running));
+    r.Set("runningBackground", num(s.runningBackground));
     r.Set("inflightBatches", num(s.inflightBatches));
     r.Set("completedBatches", num(s.completedBatches));
     r.Set("failedBatches", num(s.failedBatches));
@@ -183,6 +185,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     r.Set("directOps", num(s.directOps));
     r.Set("bufferedOps", num(s.bufferedOps));
     r.Set("threads", num(s.threads));
+    r.Set("backgroundThreads", num(s.backgroundThreads));
     r.Set("io", s.uring ? "io_uring" : "sync");
     return r;
   }

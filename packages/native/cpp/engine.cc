@@ -106,6 +106,7 @@ Engine::Engine(const EngineOptions& options, Sink sink) : options_(options), sin
   unsigned n = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   if (options_.ioDepth == 0) options_.ioDepth = 1;
   uring_ = options.preferUring && IoQueue::UringAvailable(nullptr);
+  backgroundLimit_ = options.backgroundThreads ? std::min(options.backgroundThreads, n) : std::max(1u, n - 1);
   workers_.reserve(n);
   for (unsigned i = 0; i < n; i++) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -303,14 +304,22 @@ void Engine::WorkerLoop(unsigned) {
   tlsStreams = &streams;
   for (;;) {
     Task task;
+    bool background = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] {
-        return stopping_ || !queues_[0].empty() || !queues_[1].empty() || !queues_[2].empty();
-      });
-      int p = 0;
-      while (p < kPriorities && queues_[p].empty()) p++;
-      if (p == kPriorities) break;  // stopping with nothing left
+      // Demand first; prefetch and write-back only while fewer than backgroundLimit_ workers run them.
+      auto pick = [&]() -> int {
+        if (!queues_[kDemand].empty()) return kDemand;
+        if (backgroundRunning_ >= backgroundLimit_) return -1;
+        for (int p = kPrefetch; p < kPriorities; p++)
+          if (!queues_[p].empty()) return p;
+        return -1;
+      };
+      int p = -1;
+      cv_.wait(lock, [&] { return (p = pick()) >= 0 || stopping_; });
+      if (p < 0) break;  // stopping with nothing this worker may take
+      background = p != kDemand;
+      if (background) backgroundRunning_++;
       task = std::move(queues_[p].front());
       queues_[p].pop_front();
       running_++;
@@ -328,6 +337,13 @@ void Engine::WorkerLoop(unsigned) {
     }
     busyNs_ += NowNs() - start;
     running_--;
+    if (background) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        backgroundRunning_--;
+      }
+      cv_.notify_one();  // a worker waiting only because of the limit may now take background work
+    }
     FinishGroup(task.batch);
   }
   tlsStreams = nullptr;
@@ -497,6 +513,7 @@ EngineStats Engine::Stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int p = 0; p < kPriorities; p++) s.queued[p] = queues_[p].size();
     s.inflightBatches = live_.size();
+    s.runningBackground = backgroundRunning_;
   }
   s.running = running_;
   s.completedBatches = completed_;
@@ -508,6 +525,7 @@ EngineStats Engine::Stats() {
   s.directOps = directOps_;
   s.bufferedOps = bufferedOps_;
   s.threads = static_cast<unsigned>(workers_.size());
+  s.backgroundThreads = backgroundLimit_;
   s.uring = uring_;
   return s;
 }

@@ -81,6 +81,9 @@ struct EngineOptions {
   bool preferUring = true;
   unsigned ioDepth = 8;
   bool batchScheduling = true;  // run workers under SCHED_BATCH
+  // Most workers running prefetch/write-back groups at once (0: threads - 1, at least 1), so that demand work
+  // always finds a free worker and background storms leave CPU to the caller's thread.
+  unsigned backgroundThreads = 0;
 };
 
 struct EngineStats {
@@ -88,6 +91,7 @@ struct EngineStats {
   uint64_t ops[static_cast<int>(Path::Count)] = {};
   uint64_t queued[kPriorities] = {};  // groups waiting
   uint64_t running = 0;               // groups being executed
+  uint64_t runningBackground = 0;     // of which prefetch or write-back
   uint64_t inflightBatches = 0;
   uint64_t completedBatches = 0;
   uint64_t failedBatches = 0;
@@ -97,6 +101,7 @@ struct EngineStats {
   uint64_t busyNs = 0;
   uint64_t directOps = 0, bufferedOps = 0;
   unsigned threads = 0;
+  unsigned backgroundThreads = 0;
   bool uring = false;
 };
 
@@ -134,6 +139,8 @@ class Engine {
   std::deque<Task> queues_[kPriorities];
   std::unordered_map<uint64_t, std::weak_ptr<Batch>> live_;
   bool stopping_ = false;
+  unsigned backgroundLimit_ = 1;
+  unsigned backgroundRunning_ = 0;  // guarded by mutex_
   std::vector<std::thread> workers_;
   std::atomic<bool> uring_{false};
 

@@ -86,6 +86,8 @@ export interface NativeEngineStats {
   paths: Record<string, { bytes: number; ops: number }>;
   queued: { demand: number; prefetch: number; writeBack: number };
   running: number;
+  /** Groups of prefetch or write-back batches being executed (at most `backgroundThreads`). */
+  runningBackground: number;
   inflightBatches: number;
   completedBatches: number;
   failedBatches: number;
@@ -96,6 +98,8 @@ export interface NativeEngineStats {
   directOps: number;
   bufferedOps: number;
   threads: number;
+  /** Most workers that run prefetch and write-back groups at once. */
+  backgroundThreads: number;
   io: 'io_uring' | 'sync';
 }
 

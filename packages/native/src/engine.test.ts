@@ -95,6 +95,40 @@ describe('memory paths', () => {
     expect(Buffer.compare(a.view(0, 1000 * 4096), b.view(0, 1000 * 4096))).toBe(0);
   });
 
+  it('runs background batches on at most backgroundThreads workers, leaving the rest to demand work', async () => {
+    const capped = new TransferEngine({ threads: 3, backgroundThreads: 1 });
+    const uncapped = new TransferEngine({ threads: 3 });
+    expect(uncapped.stats().backgroundThreads).toBe(2);
+    await uncapped.close();
+    try {
+      expect(capped.stats().backgroundThreads).toBe(1);
+      const host = HostArena.create({ capacity: 4 * MiB });
+      // 2 ms of emulated latency per copy, and gaps between copies so each is its own group.
+      const dev = DeviceArena.create({ backend: 'sim', capacity: 8 * MiB, latencyNs: 2e6 });
+      const background = new TransferBatch();
+      for (let i = 0; i < 40; i++) background.add(host, i * 8192, dev, i * 16384, 4096);
+      let maxBackground = 0;
+      let sawRunning = false;
+      const storm = capped.submit(background, { priority: 'writeBack' });
+      let done = false;
+      void storm.finally(() => (done = true));
+      const demand = capped.submit(new TransferBatch().add(host, 0, dev, 4 * MiB, 4096).add(host, 16384, dev, 5 * MiB, 4096));
+      while (!done) {
+        const s = capped.stats();
+        maxBackground = Math.max(maxBackground, s.runningBackground);
+        if (s.running > 0) sawRunning = true;
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      await demand;
+      expect(sawRunning).toBe(true);
+      expect(maxBackground).toBeLessThanOrEqual(1);
+      expect(capped.stats().runningBackground).toBe(0);
+      expect(code(() => new TransferEngine({ backgroundThreads: 0 }))).toBe('ERR_INVALID_ARGUMENT');
+    } finally {
+      await capped.close();
+    }
+  });
+
   it('an empty batch resolves with nothing moved', async () => {
     const r = await engine.submit(new TransferBatch());
     expect(r.bytes).toBe(0);

@@ -154,6 +154,11 @@ export interface TransferEngineOptions {
   io?: 'auto' | 'sync';
   /** Run workers under SCHED_BATCH so the JS thread preempts them when it wakes. Default true. */
   batchScheduling?: boolean;
+  /**
+   * Most workers that run prefetch and write-back batches at once. Default: threads - 1 (at least 1), so a demand
+   * batch always finds a free worker and background storms leave a core to the caller's thread.
+   */
+  backgroundThreads?: number;
 }
 
 /**
@@ -167,6 +172,7 @@ export class TransferEngine {
   constructor(options: TransferEngineOptions = {}) {
     if (options.threads !== undefined) checkInteger(options.threads, 'threads', 1);
     if (options.ioDepth !== undefined) checkInteger(options.ioDepth, 'ioDepth', 1);
+    if (options.backgroundThreads !== undefined) checkInteger(options.backgroundThreads, 'backgroundThreads', 1);
     this.#native = new native.TransferEngine(options);
   }
 

@@ -49,6 +49,7 @@ function table(r: TransferBenchReport): string {
     rows.push(`${'file read'.padEnd(15)} ${formatBytes(f.pageBytes).padEnd(9)} ${String(f.read.GiBps).padStart(6)}   ${String(f.read.baselineGiBps).padStart(6)}   ${f.read.ratio}`);
   }
   rows.push('', `event loop during a ${formatBytes(r.eventLoop.stormBytes)} storm: p99 ${r.eventLoop.p99Ms} ms, max ${r.eventLoop.maxMs} ms (idle p99 ${r.eventLoop.idleP99Ms} ms)`);
+  rows.push(`event loop during the same storm as write-back (${r.eventLoop.background.backgroundThreads} worker(s)): p99 ${r.eventLoop.background.p99Ms} ms, max ${r.eventLoop.background.maxMs} ms`);
   return rows.join('\n');
 }
 
