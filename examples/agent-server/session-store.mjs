@@ -40,6 +40,13 @@ export function identifyModel(model, sha256) {
   return model;
 }
 
+/** The weights digest recorded by identifyModel for `model`. @throws TierSyncError ERR_INVALID_ARGUMENT when none was. */
+export function modelDigestOf(model) {
+  const digest = modelDigests.get(model);
+  if (!digest) throw new TierSyncError('model is not identified: call identifyModel(model, sha256) after loading it', 'ERR_INVALID_ARGUMENT');
+  return digest;
+}
+
 /** SHA-256 of a file, streamed (for models not written by gguf.mjs, which leaves a .sha256 beside the file). */
 export async function fileDigest(file) {
   try {
@@ -52,28 +59,36 @@ export async function fileDigest(file) {
 }
 
 /**
- * The engine identity of a context: what must match for a saved state to be loadable. `fingerprint` is the
- * TierSync model string; `layout` its KV layout (one group of the model's layers).
+ * The weights digest (identifyModel) and KV geometry (GGUF metadata) of `context`'s model.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for a model not identified, ERR_UNSUPPORTED for metadata lacking the geometry.
  */
-export function engineIdentity(context, options = {}) {
+export function modelGeometry(context) {
   const model = context.model;
-  const digest = modelDigests.get(model);
-  if (!digest) throw new TierSyncError('model is not identified: call identifyModel(model, sha256) after loading it', 'ERR_INVALID_ARGUMENT');
+  const digest = modelDigestOf(model);
   const a = model.fileInfo.architectureMetadata ?? {};
   const layers = a.block_count;
   const heads = a.attention?.head_count;
   const kvHeads = a.attention?.head_count_kv ?? heads;
   const width = a.embedding_length;
   if (!layers || !heads || !width) throw new TierSyncError('model metadata lacks block_count / head_count / embedding_length', 'ERR_UNSUPPORTED');
+  return { digest, layers, kvHeads, headDim: width / heads };
+}
+
+/**
+ * The engine identity of a context: what must match for a saved state to be loadable. `fingerprint` is the
+ * TierSync model string; `layout` its KV layout (one group of the model's layers).
+ */
+export function engineIdentity(context, options = {}) {
+  const { digest, layers, kvHeads, headDim } = modelGeometry(context);
   const kvType = options.kvCacheType ?? 'f16';
   const shape = `ctx${context.contextSize}-kv${kvType}-fa${String(context.flashAttention)}`;
   return {
     fingerprint: `gguf-sha256:${digest.slice(0, 32)}/${shape}`,
-    layout: { layers, kvHeads, headDim: width / heads, dtype: kvType === 'f32' ? 'fp32' : 'fp16', tokensPerPage: options.tokensPerPage ?? 16 },
+    layout: { layers, kvHeads, headDim, dtype: kvType === 'f32' ? 'fp32' : 'fp16', tokensPerPage: options.tokensPerPage ?? 16 },
   };
 }
 
-function tmpDir() {
+export function tmpDir() {
   try {
     if (fs.statSync('/dev/shm').isDirectory()) return '/dev/shm';
   } catch {

@@ -51,6 +51,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     opts.secret = OptString(o, "secret", "");
     opts.timeoutMs = OptUint(o, "timeoutMs", 30000);
     opts.maxPayload = OptUint(o, "maxPayload", 1ull << 30);
+    opts.maxConnections = OptUint(o, "maxConnections", 256);
     Endpoint arena = EndpointOf(env, info[1], 1);
     if (!arena.memory || arena.memory->kind() != MemoryKind::Host) Throw(env, Code::InvalidArgument, "a peer server serves a HostArena");
     if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "plan must be a function");
@@ -156,6 +157,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     Napi::Object o = Napi::Object::New(info.Env());
     o.Set("connections", Napi::Number::New(info.Env(), static_cast<double>(server_->connections())));
     o.Set("authFailures", Napi::Number::New(info.Env(), static_cast<double>(server_->authFailures())));
+    o.Set("refused", Napi::Number::New(info.Env(), static_cast<double>(server_->refused())));
+    o.Set("active", Napi::Number::New(info.Env(), static_cast<double>(server_->active())));
     return o;
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -51,6 +52,8 @@ struct ServerOptions {
   std::string secret;
   uint64_t timeoutMs = 30000;
   uint64_t maxPayload = 1ull << 30;
+  // Connections served at once (each has a thread); more are closed as soon as they are accepted.
+  uint64_t maxConnections = 256;
 };
 
 class Server {
@@ -61,6 +64,8 @@ class Server {
   void Close();
   uint64_t connections() const { return connections_.load(); }
   uint64_t authFailures() const { return authFailures_.load(); }
+  uint64_t refused() const { return refused_.load(); }
+  uint64_t active() const { return active_.load(); }
 
  private:
   void AcceptLoop();
@@ -78,8 +83,9 @@ class Server {
   std::thread acceptThread_;
   std::mutex connMutex_;
   std::vector<int> connFds_;
-  std::vector<std::thread> connThreads_;
-  std::atomic<uint64_t> connections_{0}, authFailures_{0}, nextRequest_{0};
+  // Connection threads with a flag each sets as it ends, so the accept loop joins finished ones (no growth).
+  std::list<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> connThreads_;
+  std::atomic<uint64_t> connections_{0}, authFailures_{0}, nextRequest_{0}, refused_{0}, active_{0};
   std::mutex pendingMutex_;
   std::vector<std::shared_ptr<ServerRequest>> pending_;  // waiting on the control plane; answered on Close
 };

@@ -90,14 +90,14 @@ void Server::Close() {
   shutdown(listenFd_, SHUT_RDWR);
   if (acceptThread_.joinable()) acceptThread_.join();
   close(listenFd_);
-  std::vector<std::thread> threads;
+  decltype(connThreads_) threads;
   {
     std::lock_guard<std::mutex> lock(connMutex_);
     for (int fd : connFds_) shutdown(fd, SHUT_RDWR);
     threads.swap(connThreads_);
   }
   for (auto& t : threads)
-    if (t.joinable()) t.join();
+    if (t.first.joinable()) t.first.join();
 }
 
 void Server::AcceptLoop() {
@@ -112,8 +112,28 @@ void Server::AcceptLoop() {
       close(fd);
       break;
     }
+    // Join connections that ended, so a stream of short connections does not pile up threads.
+    for (auto it = connThreads_.begin(); it != connThreads_.end();) {
+      if (it->second->load()) {
+        it->first.join();
+        it = connThreads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (active_.load() >= options_.maxConnections) {
+      refused_++;
+      close(fd);
+      continue;
+    }
+    active_++;
     connFds_.push_back(fd);
-    connThreads_.emplace_back([this, fd] { Serve(fd); });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connThreads_.emplace_back(std::thread([this, fd, done] {
+      Serve(fd);
+      active_--;
+      done->store(true);
+    }), done);
   }
 }
 
@@ -149,6 +169,10 @@ void Server::Serve(int fd) {
     try {
       SendSimple(fd, kError, 0, e.what());
     } catch (...) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(connMutex_);
+      connFds_.erase(std::remove(connFds_.begin(), connFds_.end(), fd), connFds_.end());
     }
     shutdown(fd, SHUT_RDWR);
     close(fd);

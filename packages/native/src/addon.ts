@@ -30,7 +30,7 @@ export interface NativeAddon {
 }
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number };
+  stats(): { connections: number; authFailures: number; refused: number; active: number };
   close(): void;
 }
 export interface NativePeerClient {

@@ -50,6 +50,8 @@ export interface PeerServerOptions {
   timeoutMs?: number;
   /** Largest payload one frame may declare, bytes. Default 1 GiB. */
   maxPayload?: number;
+  /** Connections served at once (one thread each); further ones are closed on accept and counted. Default 256. */
+  maxConnections?: number;
 }
 
 /**
@@ -68,7 +70,8 @@ export class PeerServer {
     return this.#native.port();
   }
 
-  stats(): { connections: number; authFailures: number } {
+  /** connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open. */
+  stats(): { connections: number; authFailures: number; refused: number; active: number } {
     return this.#native.stats();
   }
 

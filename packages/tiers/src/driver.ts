@@ -24,6 +24,12 @@ export interface TierCapabilities {
   memoryKinds: ReadonlyArray<'host' | 'device'>;
   /** Every read is checked against the page's stored CRC32C (tiers that can lose or corrupt data). */
   verifiesOnRead: boolean;
+  /**
+   * read() honours `PageRead.range` (a sub-page read, e.g. one layer group of a KV page). Only tiers that need no
+   * checksum on read declare it: a part of a page cannot be checked against the whole page's CRC32C, and unverified
+   * bytes are never delivered. Callers fall back to whole-page reads elsewhere. Default false.
+   */
+  rangeReads?: boolean;
 }
 
 /** Lower-case hex, 16..128 characters: never used as a path without this check. */
@@ -47,8 +53,14 @@ export interface PageWrite {
 
 export interface PageRead {
   key: PageKey;
-  /** Where the bytes go; must hold at least the page's length. */
+  /** Where the bytes go; must hold at least the page's length (with `range`: at least `range.length`). */
   into: PageLocation;
+  /**
+   * Read only bytes [offset, offset + length) of the page (offsets from the page's first byte). Only for drivers
+   * whose capabilities say `rangeReads`; others refuse it (ERR_UNSUPPORTED). A range beyond the page's length is
+   * ERR_OUT_OF_RANGE. The outcome's `length` is then the range's length.
+   */
+  range?: { offset: number; length: number };
 }
 
 export interface IoOptions {

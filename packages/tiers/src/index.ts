@@ -10,3 +10,4 @@ export { PeerTier, parsePeerUrl, type PeerTierConfig } from './peer/index.js';
 export { servePeer, type PeerServeOptions } from './peer/server.js';
 export { FsTier, parseFsUrl, type FsTierConfig, type FsRecoveryReport } from './fs/index.js';
 export { ObjectTier, parseObjectUrl, GCS_ENDPOINT, type ObjectTierConfig, type ObjectTierStats } from './object/index.js';
+export { FaultTier, faultUrl, parseFaultUrl, type FaultPlan, type FaultCounts, type FaultTierConfig } from './fault/index.js';

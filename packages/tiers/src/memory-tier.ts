@@ -150,6 +150,18 @@ export abstract class MemoryTier implements TierDriver {
           this.counters.misses++;
           return;
         }
+        const range = p.range;
+        if (range !== undefined) {
+          // Checked before anything moves; a range of a page cannot be verified against its CRC32C, hence the capability.
+          if (!this.capabilities.rangeReads) throw this.error(`pages[${index}].range: this tier verifies whole pages on read; read the whole page`, 'ERR_UNSUPPORTED');
+          if (!Number.isSafeInteger(range.offset) || !Number.isSafeInteger(range.length) || range.offset < 0 || range.length < 1 || range.offset + range.length > page.length) {
+            throw this.error(`pages[${index}].range [${range.offset}, +${range.length}) is not inside the page's ${page.length} bytes`, 'ERR_OUT_OF_RANGE');
+          }
+          if (p.into.length < range.length) throw this.error(`pages[${index}].into holds ${p.into.length} bytes, the range has ${range.length}`, 'ERR_OUT_OF_RANGE');
+          batch.add(store.arena, this.#offset(store, page.slot) + range.offset, p.into.arena, p.into.offset, range.length);
+          found.push({ index, page });
+          return;
+        }
         if (p.into.length < page.length) {
           throw this.error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE');
         }
@@ -187,10 +199,11 @@ export abstract class MemoryTier implements TierDriver {
         this.counters.errors++;
         outcomes[f.index] = { key, status: 'error', error: this.error(`page ${key} failed its CRC32C check`, 'ERR_CHECKSUM') };
       } else {
-        outcomes[f.index] = { key, status: 'hit', length: f.page.length, crc32c: f.page.crc32c };
+        const length = pages[f.index]!.range?.length ?? f.page.length;
+        outcomes[f.index] = { key, status: 'hit', length, crc32c: f.page.crc32c };
         this.counters.hits++;
         this.counters.reads++;
-        this.counters.bytesRead += f.page.length;
+        this.counters.bytesRead += length;
       }
     });
   }

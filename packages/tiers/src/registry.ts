@@ -1,4 +1,5 @@
 import type { TierContext, TierDriver } from './driver.js';
+import { FaultTier } from './fault/index.js';
 import { FsTier } from './fs/index.js';
 import { HbmTier } from './hbm/index.js';
 import { HostTier } from './host/index.js';
@@ -15,6 +16,8 @@ const factories: Record<string, Factory> = {
   s3: (url, ctx) => new ObjectTier(url, ctx),
   gs: (url, ctx) => new ObjectTier(url, ctx),
   peer: (url, ctx) => new PeerTier(url, ctx),
+  // Fault injection around another driver (reliability tests); it builds its inner driver through createTier.
+  fault: (url, ctx) => new FaultTier(url, ctx, createTier),
 };
 
 /** URL schemes with a driver. */

@@ -106,6 +106,23 @@ export function tierConformance(name: string, makeHarness: () => ConformanceHarn
       expect(s.usedBytes).toBe(sizes.reduce((a, b) => a + b, 0));
     });
 
+    it('reads sub-page ranges byte-exact when it declares rangeReads (a tier that verifies on read does not)', async () => {
+      const d = await make();
+      if (d.capabilities.rangeReads !== true) return;
+      expect(d.capabilities.verifiesOnRead).toBe(false);
+      await d.write([page(2), page(3, 5000)]);
+      const half = Math.floor(h.pageBytes / 2);
+      const r = await d.read([
+        { key: testKey(2), into: { arena: dst, offset: 2 * h.pageBytes + half, length: h.pageBytes - half }, range: { offset: half, length: h.pageBytes - half } },
+        { key: testKey(3), into: { arena: dst, offset: 3 * h.pageBytes + 100, length: 900 }, range: { offset: 100, length: 900 } },
+      ]);
+      expect(r.map((o) => (o.status === 'hit' ? o.length : o.status))).toEqual([h.pageBytes - half, 900]);
+      expect(Buffer.compare(src.view(2 * h.pageBytes + half, h.pageBytes - half), dst.view(2 * h.pageBytes + half, h.pageBytes - half))).toBe(0);
+      expect(Buffer.compare(src.view(3 * h.pageBytes + 100, 900), dst.view(3 * h.pageBytes + 100, 900))).toBe(0);
+      // A range past the page's own length (5000 bytes) is refused before anything moves.
+      await expectCode(d.read([{ key: testKey(3), into: { arena: dst, offset: 0, length: 1000 }, range: { offset: 4500, length: 1000 } }]), 'ERR_OUT_OF_RANGE');
+    });
+
     it('answers a missing page with a miss, and rewrites of a stored key with existing', async () => {
       const d = await make();
       await d.write([page(0)]);

@@ -60,11 +60,19 @@ export function splitUrl(url: string): SplitUrl {
   const masked = new URL(u.href);
   for (const k of masked.searchParams.keys()) if (SECRET_PARAMS.has(k)) masked.searchParams.set(k, '***');
   if (masked.password) masked.password = '***';
+  // A stray '%' (`fs:///a%zz`) makes decodeURIComponent throw a URIError: refuse it as a config error instead.
+  const decode = (part: string, what: string): string => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new TierSyncError(`tier URL '${masked.href}': the ${what} has a malformed %-escape`, 'ERR_CONFIG');
+    }
+  };
   return {
     scheme: u.protocol.replace(/:$/, ''),
-    host: decodeURIComponent(u.hostname),
+    host: decode(u.hostname, 'host'),
     port: u.port ? Number(u.port) : undefined,
-    path: decodeURIComponent(u.pathname),
+    path: decode(u.pathname, 'path'),
     params,
     redacted: masked.href,
   };

@@ -40,23 +40,36 @@ async function waitForPort(port: number, deadlineMs: number, child: ChildProcess
 
 export interface RunningRedis {
   port: number;
+  /** The redis-server process (tests kill it to take the server away). */
+  child: ChildProcess;
   stop(): Promise<void>;
 }
 
-/** Starts redis-server on loopback with persistence off (a cache, like tiersync's memory tiers). */
-export async function startRedis(): Promise<RunningRedis> {
-  const port = await freePort();
+/**
+ * Starts redis-server on loopback with persistence off (a cache, like tiersync's memory tiers), on `options.port`
+ * (a fixed port, so a restarted server comes back where its clients look) or else a free one; resolves once it
+ * accepts connections (10 s deadline; a server that does not come up is killed).
+ */
+export async function startRedis(options: { port?: number } = {}): Promise<RunningRedis> {
+  const port = options.port ?? (await freePort());
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory', '0'], { stdio: 'ignore' });
   const spawned = new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
     child.once('error', (e) => reject(new TierSyncError(`cannot start redis-server (install it: apt-get install redis-server): ${e.message}`, 'ERR_UNAVAILABLE')));
   });
   await spawned;
-  await waitForPort(port, 10_000, child, 'redis-server');
+  try {
+    await waitForPort(port, 10_000, child, 'redis-server');
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
   return {
     port,
+    child,
     stop: () =>
       new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once('exit', () => resolve());
         child.kill('SIGTERM');
       }),

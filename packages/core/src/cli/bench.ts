@@ -1,10 +1,12 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
+import { agentBenchCommand } from '../bench/agent.js';
 import { runIndexBench } from '../bench/index-bench.js';
 import { runRestoreBench } from '../bench/restore.js';
 import { runSimBench } from '../bench/sim.js';
 import { runTiersBench } from '../bench/tiers.js';
 import { runTransferBench, type TransferBenchReport } from '../bench/transfer.js';
+import { runWeightsBench } from '../bench/weights.js';
 import { GiB, KiB, formatBytes } from '../bench/stats.js';
 import type { Command } from './main.js';
 
@@ -15,18 +17,30 @@ Suites:
   tiers      fs, peer and object drivers against O_DIRECT loops, raw TCP, Redis and the bare S3 client
   index      block index with 1,000,000 pages: 2,048-page prefix lookup, 2,048-page store, durable commits, RSS
   sim        simulator replay speed (LRU, S3-FIFO) on the bundled Mooncake conversation trace
+  weights    2 GiB of model weights to 1, 2 and 3 receiver processes (pipelined chain) and a 10% delta step, against
+             one raw TCP transfer of the same bytes in the same run
   restore    store then restore a 32,768-token Llama-3-8B context (4 GiB) host->device and fs->device through
              TierSync, against memcpy and a plain O_DIRECT read loop of the same bytes
+  client     @tiersync/core/client against a daemon in a child process: shm store/load vs memcpy, peer store/load
+             vs raw TCP, control round trip (--bytes per path, default 256MiB; --repetitions)
+  agent      llama.cpp agent server (repository checkout): TTFT of a 2,000-token conversation recomputed vs restored
+             from host RAM / a cold fs tier (its own options: --tokens --model --repetitions --threads --dir)
+  resp       redis-benchmark -d 262144 -c 50 -t get,set against the RESP door and a redis-server in the same run
+             (its own options: --requests N --bytes N --clients N --repetitions N)
+  reliability  SIGKILL crash cycles, injected faults, fuzzing: durable pages lost, corrupt pages served, hangs
+             (its own options: --scenarios LIST --cycles N --cases N --operations N; docs/RELIABILITY.md)
 
 Options:
   --json             print one JSON object as the last line of stdout (progress goes to stderr)
   --bytes N          bytes moved per path/driver and page size, e.g. 4GiB (default 4GiB transfer, 1GiB tiers);
-                     restore: bytes of KV context (default 4GiB = 32,768 tokens)
+                     restore: bytes of KV context (default 4GiB = 32,768 tokens); weights: model bytes (default 2GiB)
   --tokens-per-page N  restore only: tokens per page of the llama-3-8b layout (default 16 = 2 MiB pages)
   --drivers LIST     tiers only: comma-separated subset of fs,peer,object
   --pages N          index only: pages in the index before measuring (default 1000000)
   --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
   --threads N        engine and memcpy threads (default: one per core)
+  --network MODE     weights only: auto (network namespaces + veth when root, else loopback), netns, loopback
+  --link-gbit N      weights only: rate of each veth link in namespaces, Gbit/s per direction (default 1)
   --repetitions N    engine/baseline pairs per figure (default 3; restore 7 from host, 5 from fs)`;
 
 const UNITS: Record<string, number> = { B: 1, KiB: KiB, MiB: KiB * KiB, GiB, TiB: GiB * KiB };
@@ -57,6 +71,11 @@ export const benchCommand: Command = {
   summary: 'run a benchmark suite (transfer, tiers, index, sim, restore)',
   usage,
   async run(args) {
+    // The agent suite has options of its own (checked in bench/agent.ts) and runs in a child process.
+    if (args[0] === 'agent') return agentBenchCommand(args.slice(1));
+    // Its own options (and fast-check, a development dependency): loaded only when asked for.
+    if (args[0] === 'resp') return (await import('../bench/resp.js')).respBenchCommand(args.slice(1));
+    if (args[0] === 'reliability') return (await import('../bench/reliability.js')).reliabilityCommand(args.slice(1));
     const { values, positionals } = parseArgs({
       args,
       allowPositionals: true,
@@ -69,6 +88,8 @@ export const benchCommand: Command = {
         drivers: { type: 'string' },
         pages: { type: 'string' },
         'tokens-per-page': { type: 'string' },
+        network: { type: 'string' },
+        'link-gbit': { type: 'string' },
       },
     });
     const suite = positionals[0];
@@ -98,6 +119,45 @@ export const benchCommand: Command = {
           : [`restore of ${formatBytes(report.bytes)} (${report.tokens} tokens, ${formatBytes(report.pageBytes)} pages), verified: ${report.verified}`, line('from host', report.fromHost), line('from fs', report.fromFs)].join('\n'),
       );
       return report.verified ? 0 : 1;
+    }
+    if (suite === 'weights') {
+      const network = values.network ?? 'auto';
+      if (network !== 'auto' && network !== 'netns' && network !== 'loopback') throw new TierSyncError(`--network must be auto, netns or loopback, got '${network}'`, 'ERR_INVALID_ARGUMENT');
+      const report = await runWeightsBench({
+        ...(values.bytes ? { bytes: parseBytes(values.bytes, '--bytes') } : {}),
+        ...(values['link-gbit'] ? { linkGbit: Number(values['link-gbit']) } : {}),
+        network,
+        log,
+      });
+      console.log(
+        values.json
+          ? JSON.stringify(report)
+          : [...report.fanout.map((f) => `${f.receivers} receiver(s): ${f.seconds} s, raw TCP ${f.rawSeconds} s, ratio ${f.ratioToSingleRawTransfer}`), `delta: ${report.delta.changedFraction} changed, ${report.delta.bytesMovedFraction} moved`].join('\n'),
+      );
+      return 0;
+    }
+    if (suite === 'client') {
+      const { runClientBench } = await import('../client/bench.js');
+      const report = await runClientBench({
+        ...(values.bytes ? { bytes: parseBytes(values.bytes, '--bytes') } : {}),
+        ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}),
+        log,
+      });
+      const line = (name: string, f: typeof report.shmStore, base: string) => `${name.padEnd(11)} ${f.medianMs} ms (${f.GiBps} GiB/s)   ${base} ${f.baselineMs} ms (${f.baselineGiBps} GiB/s)   ratio ${f.ratio}`;
+      console.log(
+        values.json
+          ? JSON.stringify(report)
+          : [
+              `client benchmark: ${formatBytes(report.bytes)} per path in ${formatBytes(report.pageBytes)} pages, median of ${report.repetitions}`,
+              line('shm store', report.shmStore, 'memcpy'),
+              line('shm load', report.shmLoad, 'memcpy'),
+              line('peer store', report.peerStore, 'raw TCP'),
+              line('peer load', report.peerLoad, 'raw TCP'),
+              `control round trip ${report.control.roundTripUs} us; 1-page load ${report.control.onePageLoadUs} us; ${report.control.requestsPerShmStore} requests per store, ${report.control.requestsPerShmLoad} per load`,
+              `channel alone (kept-alive HTTP echo): loopback TCP ${report.control.echoTcpUs} us, Unix socket ${report.control.echoUnixUs} us`,
+            ].join('\n'),
+      );
+      return 0;
     }
     if (suite === 'sim') {
       const report = await runSimBench({ ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}), log });

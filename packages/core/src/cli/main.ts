@@ -9,6 +9,7 @@ import { doctorCommand } from './doctor.js';
 import { serveCommand } from './serve.js';
 import { simCommand } from './sim.js';
 import { versionCommand } from './version.js';
+import { weightsCommand } from './weights.js';
 
 export interface Command {
   summary: string;
@@ -23,6 +24,7 @@ const commands: Record<string, Command> = {
   sim: simCommand,
   serve: serveCommand,
   version: versionCommand,
+  weights: weightsCommand,
 };
 
 function help(): string {

@@ -4,16 +4,19 @@ import { defaultServerConfig, loadServerConfig, parseServerConfig, type Resolved
 import { TierSyncServer } from '../server/server.js';
 import type { Command } from './main.js';
 
-const usage = `Usage: tiersync serve [--config FILE] [--http PORT] [--peer PORT] [--log-level LEVEL]
+const usage = `Usage: tiersync serve [--config FILE] [--http PORT] [--peer PORT] [--resp PORT] [--log-level LEVEL]
 
 Runs the per-host daemon: one embedded hierarchy, its host tier served to other hosts over the peer protocol, and
-an HTTP control plane (/healthz, /metrics, /v1/stats, POST /v1/lookup, a live dashboard at /).
+an HTTP control plane (/healthz, /metrics, /v1/stats, POST /v1/lookup, a live dashboard at /, and /v1/client/* for
+@tiersync/core/client: processes on this host map the host tier's shared memory, others use the peer protocol).
 
   --config FILE      YAML or JSON daemon config (the library config plus http, peer, cluster, log sections).
                      Without it: host RAM (2 GiB) + an fs tier and the SQLite index under
                      $XDG_DATA_HOME/tiersync (~/.local/share/tiersync), HTTP 127.0.0.1:7071, peer 127.0.0.1:7070.
   --http PORT        HTTP port (overrides the config; 0 picks a free one)
   --peer PORT        peer data-plane port (overrides the config; 0 picks a free one)
+  --resp PORT        serve the RESP (Redis protocol) front door on this port (overrides resp.port; 0 picks a
+                     free one); off unless given here or in the config (docs/SERVE.md, RESP front door)
   --log-level LEVEL  fatal, error, warn, info, debug, trace or silent (logs are JSON lines on stderr)
 
 Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, the index is flushed, exit code 0.`;
@@ -29,10 +32,11 @@ export const serveCommand: Command = {
   summary: 'run the per-host daemon: peer endpoint, HTTP control plane, metrics, dashboard, cluster registry',
   usage,
   async run(args) {
-    const { values } = parseArgs({ args, options: { config: { type: 'string' }, http: { type: 'string' }, peer: { type: 'string' }, 'log-level': { type: 'string' } } });
+    const { values } = parseArgs({ args, options: { config: { type: 'string' }, http: { type: 'string' }, peer: { type: 'string' }, resp: { type: 'string' }, 'log-level': { type: 'string' } } });
     const base: ResolvedServerConfig = values.config ? loadServerConfig(values.config) : parseServerConfig(defaultServerConfig());
     const httpPort = port(values.http, '--http');
     const peerPort = port(values.peer, '--peer');
+    const respPort = port(values.resp, '--resp');
     const level = values['log-level'];
     if (level !== undefined && !['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
       throw new TierSyncError(`--log-level must be one of fatal, error, warn, info, debug, trace, silent, got '${level}'`, 'ERR_INVALID_ARGUMENT');
@@ -41,6 +45,7 @@ export const serveCommand: Command = {
       ...base,
       http: { ...base.http, ...(httpPort !== undefined ? { port: httpPort } : {}) },
       peer: { ...base.peer, ...(peerPort !== undefined ? { port: peerPort } : {}) },
+      ...(base.resp ? { resp: { ...base.resp, ...(respPort !== undefined ? { port: respPort } : {}) } } : {}),
       log: { level: (level as ResolvedServerConfig['log']['level'] | undefined) ?? base.log.level },
     };
     const server = await TierSyncServer.start(config);

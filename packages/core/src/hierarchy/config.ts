@@ -21,11 +21,29 @@ export const tierConfigSchema = z
     lowWatermark: fraction.default(0.85),
     /** Eviction policy by name (`lru`, `fifo`, `clock`, `lfu`, `arc`, `s3fifo`, `sieve`). Default `lru`. */
     policy: z.string().default('lru'),
-    /** Copy every stored page to this tier too, in the background (write-through). Default false. */
+    /** Copy every stored page to this tier too, in the background (write-through). Default false. Shorthand for `writeMode: 'write-through'`. */
     writeThrough: z.boolean().default(false),
+    /**
+     * How pages reach this tier from the tiers above it (ignored on the first tier, which takes every store):
+     * - `'write-through'`: every stored page is copied here in the background;
+     * - `'write-back'` (default): a page comes here only when evicted from above with no copy lower down (demotion);
+     * - `{ kind: 'selective', minHits: n, coldOnEvict? }`: a page is copied here once loads have hit it n times;
+     *   evicted from above before that, it is dropped (`coldOnEvict: 'drop'`, default) or demoted (`'demote'`).
+     * Decisions are the policy package's `decideWrite` (packages/policy/src/write-mode.ts).
+     */
+    writeMode: z
+      .union([
+        z.enum(['write-through', 'write-back']),
+        z.object({ kind: z.literal('selective'), minHits: z.number().int().min(0).max(1_000_000), coldOnEvict: z.enum(['demote', 'drop']).optional() }).strict(),
+      ])
+      .optional(),
   })
   .strict()
-  .refine((t) => t.lowWatermark <= t.highWatermark, { message: 'lowWatermark must not exceed highWatermark', path: ['lowWatermark'] });
+  .refine((t) => t.lowWatermark <= t.highWatermark, { message: 'lowWatermark must not exceed highWatermark', path: ['lowWatermark'] })
+  .refine((t) => !(t.writeThrough && t.writeMode !== undefined && t.writeMode !== 'write-through'), {
+    message: 'writeThrough: true contradicts writeMode (give one of them)',
+    path: ['writeMode'],
+  });
 
 export const tierSyncConfigSchema = z
   .object({
@@ -58,6 +76,20 @@ export const tierSyncConfigSchema = z
     /** Copy a page into the first tier when it is loaded from a lower one. Default true. */
     promoteOnHit: z.boolean().default(true),
     /**
+     * Deadlines given to every driver call, in ms (every wait has one): a read of a load (a tier that misses it
+     * counts as failed for those pages, which fall back to the next copy or are reported missing), the first-tier
+     * write of a store (the store fails with ERR_TIMEOUT, nothing becomes visible), and each read and write of a
+     * background move. Defaults: load 10000, store 30000, move 60000.
+     */
+    deadlines: z
+      .object({
+        loadMs: z.number().int().min(1).default(10_000),
+        storeMs: z.number().int().min(1).default(30_000),
+        moveMs: z.number().int().min(1).default(60_000),
+      })
+      .strict()
+      .default({ loadMs: 10_000, storeMs: 30_000, moveMs: 60_000 }),
+    /**
      * Which new pages a store admits: `{ kind: 'always' }` (default), or `{ kind: 'lookups', lookups: k }` to store
      * a page only once lookups have asked for it k times (counted in a seeded count-min sketch; keeps one-off
      * prompts from pushing reusable pages down).
@@ -68,6 +100,28 @@ export const tierSyncConfigSchema = z
         z.object({ kind: z.literal('lookups'), lookups: z.number().int().min(1).max(255), width: z.number().int().min(16).max(2 ** 26).optional(), seed: z.number().int().min(0).optional() }).strict(),
       ])
       .default({ kind: 'always' }),
+    /**
+     * Evict by priority: store()/storeKeys() take `{ priority }` (a safe integer, default 0); on every tier a victim
+     * comes from the lowest priority level holding an unpinned page, ordered within the level by the tier's policy
+     * (the policy package's PriorityPolicy). Default false (one level: cheaper).
+     */
+    priorities: z.boolean().default(false),
+    /**
+     * Per-tenant quotas on every tier, for callers that store several tenants' pages through one instance
+     * (storeKeys/store `{ tenant }`; default the instance's `tenant`, or 'default'). Shares are fractions of each
+     * tier's capacity in pages. Victims come from the tenant furthest over its share; a store that would take a
+     * tenant over its share evicts that tenant's own pages first (`'evict-own'`, default) or is dropped
+     * (`'refuse'`). The policy package's TenantQuotaPolicy. Default: none.
+     */
+    tenantQuotas: z
+      .object({
+        shares: z.record(z.string().min(1).max(256), z.number().min(0).max(1)),
+        /** Share of tenants not in `shares`. Default 1 (the whole tier). */
+        defaultShare: z.number().min(0).max(1).default(1),
+        overQuota: z.enum(['evict-own', 'refuse']).default('evict-own'),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 

@@ -1,40 +1,15 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostArena, TierSyncError, crc32c } from '@tiersync/native';
 import { TierSync } from './tier-sync.js';
+import type { TierSyncConfig } from './config.js';
+import { PAGE, context, hierarchyFixture, layout } from './test-fixtures.js';
 
 // A small layout: 2 layers x 2 KV heads x 64 dims, bf16, 16 tokens per page = 16 KiB pages.
-const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 2, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
-const PAGE = 16 * 1024;
-const dirs: string[] = [];
-const open: TierSync[] = [];
-afterEach(async () => {
-  for (const t of open.splice(0)) await t.close();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const fx = hierarchyFixture({ model: 'test-model@1', dirPrefix: 'tiersync-hier-', watermarks: { high: 1, low: 0.75 }, fsPages: 256 });
+afterEach(fx.cleanup);
 
-async function hierarchy(pages: { hbm: number; host: number }, extra: object = {}) {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-hier-'));
-  dirs.push(dir);
-  const ts = new TierSync({
-    model: 'test-model@1',
-    layout,
-    tiers: [
-      { url: `hbm://sim?capacity=${pages.hbm * PAGE}`, highWatermark: 1, lowWatermark: 0.75 },
-      { url: `host://?capacity=${pages.host * PAGE}`, highWatermark: 1, lowWatermark: 0.75 },
-      { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, writeThrough: false },
-    ],
-    ...extra,
-  });
-  await ts.open();
-  open.push(ts);
-  return ts;
-}
-
-function context(seed: number, pages: number): Uint32Array {
-  return Uint32Array.from({ length: pages * 16 }, (_, i) => (seed * 1_000_003 + i * 7) % 50_000);
+function hierarchy(pages: { hbm: number; host: number }, extra: Partial<TierSyncConfig> = {}) {
+  return fx.hierarchy(pages, [{}, {}, { writeThrough: false }], extra);
 }
 
 /** Fills `n` source pages with bytes derived from the context's key, so any mix-up shows. */
@@ -153,16 +128,15 @@ describe('TierSync admission and backpressure', () => {
   });
 
   it('drops write-through copies beyond the queue bound instead of blocking the store', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-hier-'));
-    dirs.push(dir);
-    const ts = new TierSync({
-      model: 'test-model@1',
-      layout,
-      maxQueuedPages: 2,
-      tiers: [{ url: `host://?capacity=${32 * PAGE}` }, { url: `fs://${dir}/fs?capacity=${64 * PAGE}`, writeThrough: true }],
-    });
-    await ts.open();
-    open.push(ts);
+    const dir = fx.tempDir();
+    const ts = await fx.opened(
+      new TierSync({
+        model: 'test-model@1',
+        layout,
+        maxQueuedPages: 2,
+        tiers: [{ url: `host://?capacity=${32 * PAGE}` }, { url: `fs://${dir}/fs?capacity=${64 * PAGE}`, writeThrough: true }],
+      }),
+    );
     const src = HostArena.create({ capacity: 8 * PAGE });
     const tokens = context(8, 4);
     const r = await ts.store(tokens, sourcePages(ts, src, tokens));

@@ -57,9 +57,13 @@ function checkInvariants(file: string) {
   const db = new Database(file, { readonly: true });
   try {
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.id = c.page)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = p.id)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = p.ns)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = c.run)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.run = r.id)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = r.ns)').get()).toEqual({ n: 0 });
+    // No copies row without a page in it; at most one state per page; flags only on held pages.
+    expect(db.prepare('SELECT count(*) AS n FROM copies WHERE (pending | ready | evicting) = 0').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM copies WHERE (pending & ready) | (pending & evicting) | (ready & evicting) <> 0').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM runs WHERE length(keys) % count <> 0 OR count > 32 OR length(lengths) <> 4 * count').get()).toEqual({ n: 0 });
   } finally {
     db.close();
   }
@@ -275,15 +279,15 @@ describe('block index: bad input', () => {
   it('rolls a failing batch back completely', () => {
     const index = open();
     const keys = chain(600);
-    // Make the SQL fail half-way: a trigger rejects one page in the middle of the batch.
-    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies WHEN NEW.page = (SELECT id FROM pages WHERE key = unhex('${keys[550]}')) BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    // Make the SQL fail half-way: a trigger rejects the run that holds page 550 (positions 544..575).
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies WHEN (SELECT position FROM runs WHERE id = NEW.run) = 544 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     const e = thrown(() => index.beginStore(ns.id, 'host', specs(keys)));
     expect(e.code).toBe('ERR_IO');
     expect(e.message).toMatch(/beginStore failed: injected failure/);
     expect(index.stats().pages).toBe(0);
     index._internal.db.exec('DROP TRIGGER reject');
     store(index, keys);
-    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies WHEN NEW.page = (SELECT id FROM pages WHERE key = unhex('${keys[599]}')) AND NEW.state = 2 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies WHEN (SELECT position FROM runs WHERE id = NEW.run) = 576 AND NEW.evicting <> 0 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     expect(thrown(() => index.markEvicting('host', keys)).code).toBe('ERR_IO');
     expect(index.copiesOf([keys[0]!])[0]![0]!.state).toBe('ready');
     expect(index.lookupPrefix(keys)).toHaveLength(600);
@@ -366,14 +370,14 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 3, unverified: 2, orphanPages: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 4, unverified: 2, orphanPages: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs']]);
     expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ location: 'f0', verified: false }]);
     index.close();
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4]);
   });
 
-  it('upgrades a version-2 database in place to version 3 (blob keys, page ids), keeping pages, copies and pins', () => {
+  it('upgrades a version-2 database in place to the current schema (runs of pages), keeping pages, copies and pins', () => {
     const file = path.join(dir, 'v2.sqlite');
     const keys = chain(3);
     const db = new Database(file);
@@ -388,7 +392,7 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     let index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: 3, unverified: 3, orphanPages: 0, expiredPins: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: 4, unverified: 3, orphanPages: 0, expiredPins: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs'], ['fs']]);
     expect(index.pages(keys)).toEqual(
       keys.map((key, i) => ({ key, namespace: ns.id, parent: i ? keys[i - 1] : null, position: i, length: 4096, crc32c: 100 + i, createdMs: 1, lastAccessMs: 2, hits: 3 })),
@@ -402,13 +406,69 @@ describe('block index: restart and recovery', () => {
     index.close();
     checkInvariants(file);
     const raw = new Database(file, { readonly: true });
-    expect(raw.pragma('user_version', { simple: true })).toBe(3);
-    expect(raw.prepare('SELECT typeof(key) AS t, length(key) AS n FROM pages LIMIT 1').get()).toEqual({ t: 'blob', n: 32 });
+    expect(raw.pragma('user_version', { simple: true })).toBe(4);
+    // The three chain pages became one run (the removed ones are holes until stored again), the new chain another.
+    expect(raw.prepare('SELECT count, length(keys) AS bytes, position FROM runs ORDER BY id').all()).toEqual([
+      { count: 3, bytes: 96, position: 0 },
+      { count: 4, bytes: 128, position: 0 },
+    ]);
     raw.close();
     index = open(file);
-    expect(index.recovery.migratedFrom).toBe(3);
+    expect(index.recovery.migratedFrom).toBe(4);
     expect(index.lookupPrefix([keys[1]!])).toHaveLength(1);
     index.close();
+  });
+
+  it('regroups a version-3 chain into runs (gaps and anchors respected), keeping every page, copy and record', () => {
+    const file = path.join(dir, 'v3.sqlite');
+    const keys = chain(100, 42);
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    expect(migrate(db, 3)).toBe(0);
+    db.prepare('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)').run(ns.id, ns.model, ns.layoutFingerprint, '', 16, 1);
+    const page = db.prepare('INSERT INTO pages(id, key, ns, parent, position, length, crc32c, created_ms, access_ms, hits) VALUES (?, unhex(?), 1, unhex(?), ?, ?, ?, 5, 6, ?)');
+    const copy = db.prepare('INSERT INTO copies(page, tier, location, state, durable, verified, updated_ms) VALUES (?, ?, ?, 1, 1, 1, 7)');
+    // Pages 40..49 were never stored (or evicted everywhere); page 7 has a copy on fs and on host (volatile).
+    keys.forEach((k, i) => {
+      if (i >= 40 && i < 50) return;
+      page.run(i + 1, k, i ? keys[i - 1] : null, i, 4000 + i, 900 + i, i % 3);
+      copy.run(i + 1, 'fs', i === 5 ? 'custom-5' : k);
+      if (i === 7) copy.run(i + 1, 'host', k);
+    });
+    db.close();
+
+    const index = open(file);
+    expect(index.recovery).toMatchObject({ migratedFrom: 3, schemaVersion: 4, droppedVolatile: { host: 1 }, unverified: 90, orphanPages: 0 });
+    expect(index.lookupPrefix(keys)).toHaveLength(40);
+    expect(index.lookupPrefix(keys.slice(50))).toHaveLength(50);
+    expect(index.pages([keys[0]!, keys[39]!, keys[40]!, keys[50]!, keys[99]!])).toEqual([
+      { key: keys[0], namespace: ns.id, parent: null, position: 0, length: 4000, crc32c: 900, createdMs: 5, lastAccessMs: 6, hits: 0 },
+      { key: keys[39], namespace: ns.id, parent: keys[38], position: 39, length: 4039, crc32c: 939, createdMs: 5, lastAccessMs: 6, hits: 0 },
+      undefined,
+      { key: keys[50], namespace: ns.id, parent: keys[49], position: 50, length: 4050, crc32c: 950, createdMs: 5, lastAccessMs: 6, hits: 2 },
+      { key: keys[99], namespace: ns.id, parent: keys[98], position: 99, length: 4099, crc32c: 999, createdMs: 5, lastAccessMs: 6, hits: 0 },
+    ]);
+    expect(index.copiesOf([keys[5]!, keys[6]!])).toEqual([
+      [{ tier: 'fs', location: 'custom-5', state: 'ready', durable: true, verified: false, updatedMs: 7 }],
+      [{ tier: 'fs', location: keys[6], state: 'ready', durable: true, verified: false, updatedMs: 7 }],
+    ]);
+    // Storing the gap completes the chain.
+    store(index, keys.slice(40, 50), 'fs', true);
+    expect(index.lookupPrefix(keys)).toHaveLength(100);
+    index.close();
+    checkInvariants(file);
+    const raw = new Database(file, { readonly: true });
+    // Anchors change every 64 pages: 0..39 (32 + 8), 50..63, 64..99 (32 + 4), then the gap's own run.
+    // (The test's store() numbers the gap's pages from 0.)
+    expect(raw.prepare('SELECT position, count FROM runs ORDER BY position, count').all()).toEqual([
+      { position: 0, count: 10 },
+      { position: 0, count: 32 },
+      { position: 32, count: 8 },
+      { position: 50, count: 14 },
+      { position: 64, count: 32 },
+      { position: 96, count: 4 },
+    ]);
+    raw.close();
   });
 
   it('refuses a database from a newer release', () => {
@@ -418,6 +478,6 @@ describe('block index: restart and recovery', () => {
     db.close();
     const e = thrown(() => BlockIndex.open({ path: file, tiers: TIERS }));
     expect(e.code).toBe('ERR_UNSUPPORTED');
-    expect(e.message).toMatch(/schema version 99, newer than this release supports \(3\)/);
+    expect(e.message).toMatch(/schema version 99, newer than this release supports \(4\)/);
   });
 });

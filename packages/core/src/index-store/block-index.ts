@@ -1,6 +1,7 @@
 /**
  * The block index: which pages exist and where their copies are, in SQLite (better-sqlite3), with an LRU of
- * lookup answers in front.
+ * lookup answers in front. Pages are kept in runs (schema.ts): up to 32 pages of one chain per row, copies as bit
+ * masks per (run, tier); a key is found through its run's 8-byte anchor.
  *
  * Threading and lifetimes: every method is synchronous and runs on the caller's thread; one BlockIndex owns its
  * database file (the LRU is kept coherent by this instance's own writes, so two processes must not write one file).
@@ -8,21 +9,20 @@
  * failure rolls the whole batch back.
  *
  * Hot paths: a lookup of a context whose pages are cached costs one LRU get per page and no SQL; misses are fetched
- * with multi-row `IN (...)` queries. Stores use multi-row INSERT ... RETURNING statements prepared once per chunk
- * size (powers of two), so 2,048 pages cost a handful of statement calls.
+ * by anchor (one query per chunk of keys). A store of a 2,048-page chain writes 64 runs and 64 copies rows; its
+ * commit rewrites the 64 copies rows (page positions of a store are remembered, so the commit needs no lookup).
  */
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { TierSyncError, describeValue } from '@tiersync/native/errors';
-import { COPY_STATE, SCHEMA_VERSION, migrate } from './schema.js';
+import { RUN_PAGES, SCHEMA_VERSION, f64Blob, migrate, u32Blob } from './schema.js';
 import type {
   BeginStoreResult,
   BlockIndexOptions,
   CommitEntry,
   CommitResult,
   CopyRecord,
-  CopyState,
   IndexStats,
   IndexTier,
   NamespaceRecord,
@@ -38,10 +38,6 @@ import type {
 const KEY_RE = /^[0-9a-f]{16,128}$/;
 const NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 const TIER_KINDS = new Set(['hbm', 'host', 'fs', 'object', 'peer']);
-const STATE_NAMES: readonly CopyState[] = ['pending', 'ready', 'evicting'];
-/** Largest multi-row chunk; smaller chunks are powers of two, so at most 10 statements per kind are prepared. */
-const MAX_CHUNK = 512;
-/** Negative lookup answer (cached like a positive one). */
 /** Keys per uncached lookup query (one JSON array parameter). */
 const MAX_LOOKUP_CHUNK = 2048;
 /** WAL checkpoints: a timer checkpoints (PASSIVE) between calls once the WAL holds this many bytes ... */
@@ -49,8 +45,12 @@ const CHECKPOINT_IDLE_BYTES = 4 << 20;
 const CHECKPOINT_INTERVAL_MS = 250;
 /** ... and a write transaction checkpoints inline only when the WAL grew past this (callers that never yield). */
 const CHECKPOINT_INLINE_BYTES = 256 << 20;
-/** Remembered page ids of pending copies (see resolveIds); cleared when it would grow past this. */
+/** Remembered positions of pending copies (see locate); cleared when it would grow past this. */
 const MAX_HINTS = 1 << 20;
+/** Runs whose copies rows are kept in memory after a write (see rowCache). */
+const ROW_CACHE_RUNS = 4096;
+/** Most new runs per multi-row INSERT statement (see newRunsStmt). */
+const NEW_RUNS_CHUNK = 16;
 const ABSENT: PageHit = Object.freeze({ key: '', tiers: Object.freeze([]) as readonly string[], length: 0 });
 
 type Stmt = Database.Statement<unknown[], unknown>;
@@ -59,13 +59,16 @@ function invalid(message: string): TierSyncError {
   return new TierSyncError(message, 'ERR_INVALID_ARGUMENT');
 }
 
-function checkKey(key: unknown, name: string): asserts key is PageKey {
-  if (typeof key !== 'string' || !KEY_RE.test(key)) throw invalid(`${name} must be a page key (16..128 lower-case hex characters), got ${describeValue(key)}`);
+/** `name` is built only on failure (a template string per key would cost more than the check on 2,048 keys). */
+function checkKey(key: unknown, name: string | (() => string)): asserts key is PageKey {
+  if (typeof key !== 'string' || !KEY_RE.test(key)) {
+    throw invalid(`${typeof name === 'function' ? name() : name} must be a page key (16..128 lower-case hex characters), got ${describeValue(key)}`);
+  }
 }
 
 function checkKeyList(keys: unknown, name: string): asserts keys is readonly PageKey[] {
   if (!Array.isArray(keys)) throw invalid(`${name} must be an array of page keys, got ${describeValue(keys)}`);
-  for (let i = 0; i < keys.length; i++) checkKey(keys[i], `${name}[${i}]`);
+  for (let i = 0; i < keys.length; i++) checkKey(keys[i], () => `${name}[${i}]`);
 }
 
 function checkInt(value: unknown, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -75,31 +78,92 @@ function checkInt(value: unknown, name: string, min: number, max = Number.MAX_SA
   return value;
 }
 
-/** Splits n into chunk sizes: MAX_CHUNK while possible, then the binary digits of the rest (prepared-statement reuse). */
-function chunks(n: number): number[] {
-  const out: number[] = [];
-  while (n >= MAX_CHUNK) {
-    out.push(MAX_CHUNK);
-    n -= MAX_CHUNK;
-  }
-  for (let size = MAX_CHUNK >> 1; size >= 1; size >>= 1) {
-    if (n >= size) {
-      out.push(size);
-      n -= size;
-    }
-  }
-  return out;
-}
-
-function placeholders(rows: number, row: string): string {
-  return new Array<string>(rows).fill(row).join(',');
-}
-
 function wrapSqlite(error: unknown, what: string): never {
   if (error instanceof TierSyncError) throw error;
   const code = (error as { code?: string }).code ?? '';
   throw new TierSyncError(`index: ${what} failed: ${(error as Error).message ?? String(error)}`, code === 'SQLITE_FULL' ? 'ERR_NO_MEMORY' : 'ERR_IO', { cause: error });
 }
+
+/** Page s of a run is bit s of its copies' masks. */
+const bitOf = (slot: number) => (1 << slot) >>> 0;
+
+function popcount(mask: number): number {
+  let m = mask >>> 0;
+  m = m - ((m >>> 1) & 0x55555555);
+  m = (m & 0x33333333) + ((m >>> 2) & 0x33333333);
+  return (((m + (m >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
+}
+
+function u32s(blob: Buffer, count: number): number[] {
+  const out = new Array<number>(count);
+  for (let i = 0; i < count; i++) out[i] = blob.readUInt32LE(i * 4);
+  return out;
+}
+
+function f64s(blob: Buffer, count: number): number[] {
+  const out = new Array<number>(count);
+  for (let i = 0; i < count; i++) out[i] = blob.readDoubleLE(i * 8);
+  return out;
+}
+
+/** A run row, decoded. */
+interface Run {
+  id: number;
+  ns: number;
+  count: number;
+  keyBytes: number;
+  keys: Buffer;
+  parent: Buffer | null;
+  position: number;
+  lengths: number[];
+  crcs: number[];
+  crcKnown: number;
+  created: number[];
+  access: number[];
+  hits: number[];
+  /** Per-page arrays changed (written back by flush). */
+  dirty: boolean;
+}
+
+/** A copies row (one run on one tier), decoded. */
+interface CopyRow {
+  run: number;
+  tier: string;
+  pending: number;
+  ready: number;
+  evicting: number;
+  durable: number;
+  verified: number;
+  /** Per-page locations; null entries (or a null array) mean the page's key. */
+  locations: Array<string | null> | null;
+  updated: number;
+  dirty: boolean;
+  /** Not in the database yet. */
+  fresh: boolean;
+}
+
+/** A copies row's state bits, as read by a full scan. */
+type CopyStates = Pick<CopyRow, 'run' | 'tier' | 'pending' | 'ready' | 'evicting' | 'durable' | 'verified'>;
+
+interface Loc {
+  run: number;
+  slot: number;
+}
+
+/** Runs and copies rows read by one operation, changed in memory, written back by flush(). */
+interface Work {
+  runs: Map<number, Run>;
+  copies: Map<string, CopyRow>;
+  /** The copies rows of each run, as in `copies`. */
+  byRun: Map<number, CopyRow[]>;
+  /** Run ids looked for and not found. */
+  gone: Set<number>;
+  /** Runs whose copies rows are all in `copies`. */
+  fetched: Set<number>;
+}
+
+const rowId = (run: number, tier: string) => `${run}\u0000${tier}`;
+const anyState = (c: CopyRow) => c.pending | c.ready | c.evicting;
 
 export class BlockIndex {
   /** What open() found and repaired. */
@@ -113,12 +177,18 @@ export class BlockIndex {
   private readonly nsNames = new Map<number, string>();
   private readonly cache: LRUCache<string, PageHit>;
   private readonly now: () => number;
-  private readonly multi = new Map<string, Stmt>();
-  /** Page id by key, for pages given a pending copy by this instance (see resolveIds). */
-  private readonly ids = new Map<string, number>();
-  /** Id of the next page stored (ids only grow). */
+  /**
+   * The copies rows of recently written runs, complete per run (every row of the run), as last written by this
+   * instance (the only writer of its file): a commit right after its beginStore reads nothing back. Cleared when it
+   * would grow past ROW_CACHE_RUNS runs, and by deleteNamespace.
+   */
+  private readonly rowCache = new Map<number, CopyRow[]>();
+  /** Where pages given a pending copy by this instance are (see locate); dropped at commit or abort. */
+  private readonly hints = new Map<string, Loc>();
+  /** Id of the next run stored (ids only grow within a process, so a remembered position never names another run). */
   private nextId = 1;
   private readonly s: Record<string, Stmt>;
+  private readonly multi = new Map<number, { runs: Stmt; copies: Stmt }>();
   private readonly walPath: string | undefined;
   private checkpointTimer: NodeJS.Timeout | undefined;
   private writes = 0;
@@ -197,39 +267,23 @@ export class BlockIndex {
 
   private prepareAll(): Record<string, Stmt> {
     const p = (sql: string) => this.db.prepare(sql) as Stmt;
-    const hexKey = (col: string) => `lower(hex(${col}))`;
     return {
       nsInsert: p('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)'),
       nsGet: p('SELECT id, model, layout, tenant, tokens_per_page AS tokensPerPage FROM namespaces WHERE name = ?'),
       nsList: p('SELECT name AS id, model, layout AS layoutFingerprint, tenant, tokens_per_page AS tokensPerPage FROM namespaces ORDER BY id'),
       nsDelete: p('DELETE FROM namespaces WHERE id = ?'),
-      nsPins: p('DELETE FROM pins WHERE key IN (SELECT key FROM pages WHERE ns = ?)'),
-      nsCopyList: p(`SELECT ${hexKey('p.key')} AS key, c.tier AS tier, c.location AS location FROM pages p JOIN copies c ON c.page = p.id WHERE p.ns = ?`),
-      nsCopies: p('DELETE FROM copies WHERE page IN (SELECT id FROM pages WHERE ns = ?)'),
-      nsPages: p('DELETE FROM pages WHERE ns = ?'),
-      maxId: p('SELECT coalesce(max(id), 0) AS n FROM pages'),
-      idOf: p('SELECT id FROM pages WHERE key = unhex(?)').pluck(),
-      // (index into the JSON array of keys, page id) for the keys that have a page row.
-      idsOf: p('SELECT j.key AS i, p.id AS id FROM json_each(?) j JOIN pages p ON p.key = unhex(j.value)'),
-      freshIds: p('SELECT id FROM pages WHERE id >= ? AND id < ?').pluck(),
-      copiesOfKeys: p(
-        'SELECT j.key AS i, c.tier AS tier, c.location AS location, c.state AS state, c.durable AS durable, c.verified AS verified, c.updated_ms AS updatedMs FROM json_each(?) j JOIN pages p ON p.key = unhex(j.value) JOIN copies c ON c.page = p.id',
-      ),
-      lookupKeys: p(`SELECT j.key AS i, c.tier AS tier, p.length AS length FROM json_each(?) j JOIN pages p ON p.key = unhex(j.value) JOIN copies c ON c.page = p.id WHERE c.state = ${COPY_STATE.ready}`),
-      pageOf: p(
-        `SELECT ${hexKey('p.key')} AS key, n.name AS namespace, iif(p.parent IS NULL, NULL, ${hexKey('p.parent')}) AS parent, p.position, p.length, p.crc32c, p.created_ms AS createdMs, p.access_ms AS lastAccessMs, p.hits FROM pages p JOIN namespaces n ON n.id = p.ns WHERE p.key = unhex(?)`,
-      ),
-      hasCopy: p('SELECT 1 FROM copies WHERE page = ? AND tier = ?'),
-      insertCopy: p(`INSERT INTO copies(page, tier, location, state, durable, verified, updated_ms) VALUES (?, ?, ?, ${COPY_STATE.pending}, 0, 0, ?)`),
-      abortCopy: p(`DELETE FROM copies WHERE tier = ? AND page = ? AND state = ${COPY_STATE.pending}`),
-      commitRange: p(
-        `UPDATE copies SET state = ${COPY_STATE.ready}, durable = @durable, verified = 1, updated_ms = @now WHERE page >= @lo AND page <= @hi AND tier = @tier AND state = ${COPY_STATE.pending}`,
-      ),
-      commitIds: p(
-        `UPDATE copies SET state = ${COPY_STATE.ready}, durable = @durable, verified = 1, updated_ms = @now WHERE tier = @tier AND state = ${COPY_STATE.pending} AND page IN (SELECT value FROM json_each(@ids)) RETURNING page`,
-      ).pluck(),
-      // params: JSON array of [id, crc] pairs.
-      crcIds: p('UPDATE pages SET crc32c = j.value ->> 1 FROM json_each(?) j WHERE pages.id = j.value ->> 0'),
+      nsRuns: p('SELECT id FROM runs WHERE ns = ?').pluck(),
+      nsCopies: p('DELETE FROM copies WHERE run IN (SELECT id FROM runs WHERE ns = ?)'),
+      nsRunsDelete: p('DELETE FROM runs WHERE ns = ?'),
+      maxId: p('SELECT coalesce(max(id), 0) AS n FROM runs'),
+      runsByAnchor: p('SELECT id, count, keys FROM runs WHERE anchor IN (SELECT unhex(value) FROM json_each(?))'),
+      runsById: p('SELECT * FROM runs WHERE id IN (SELECT value FROM json_each(?))'),
+      copiesOfRuns: p('SELECT * FROM copies WHERE run IN (SELECT value FROM json_each(?))'),
+      updateRun: p('UPDATE runs SET lengths = ?, crcs = ?, crc_known = ?, created = ?, access = ?, hits = ? WHERE id = ?'),
+      deleteRun: p('DELETE FROM runs WHERE id = ?'),
+      insertCopy: p('INSERT INTO copies(run, tier, pending, ready, evicting, durable, verified, locations, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+      updateCopy: p('UPDATE copies SET pending = ?, ready = ?, evicting = ?, durable = ?, verified = ?, locations = ?, updated_ms = ? WHERE run = ? AND tier = ?'),
+      deleteCopy: p('DELETE FROM copies WHERE run = ? AND tier = ?'),
       pinsUpsert: p(
         'INSERT INTO pins(key, owner, expires_ms) SELECT unhex(value), @owner, @expires FROM json_each(@keys) WHERE true ON CONFLICT(key, owner) DO UPDATE SET expires_ms = excluded.expires_ms',
       ),
@@ -238,46 +292,26 @@ export class BlockIndex {
       pinActive: p('SELECT 1 FROM pins WHERE key = unhex(?) AND expires_ms > ? LIMIT 1'),
       // Indices (into the JSON array of keys) of the keys holding an unexpired pin.
       pinnedOf: p('SELECT DISTINCT j.key AS i FROM json_each(?) j JOIN pins ON pins.key = unhex(j.value) WHERE pins.expires_ms > ?').pluck(),
-      expirePins: p(`DELETE FROM pins WHERE expires_ms <= ? RETURNING ${hexKey('key')} AS key`),
-      touchKeys: p('UPDATE pages SET access_ms = ?, hits = hits + 1 WHERE key IN (SELECT unhex(value) FROM json_each(?))'),
-      verifyKeys: p(
-        `UPDATE copies SET verified = 1 WHERE tier = ? AND state = ${COPY_STATE.ready} AND page IN (SELECT p.id FROM pages p WHERE p.key IN (SELECT unhex(value) FROM json_each(?)))`,
-      ),
-      evictIds: p(`UPDATE copies SET state = ${COPY_STATE.evicting}, updated_ms = ? WHERE tier = ? AND state = ${COPY_STATE.ready} AND page IN (SELECT value FROM json_each(?)) RETURNING page`).pluck(),
-      removeIds: p('DELETE FROM copies WHERE tier = ? AND page IN (SELECT value FROM json_each(?)) RETURNING page').pluck(),
-      countPending: p(`SELECT count(*) FROM copies WHERE page >= ? AND page <= ? AND tier = ? AND state = ${COPY_STATE.pending}`).pluck(),
-      orphanIds: p('DELETE FROM pages WHERE id IN (SELECT value FROM json_each(?)) AND NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = pages.id)'),
+      expirePins: p('DELETE FROM pins WHERE expires_ms <= ? RETURNING lower(hex(key)) AS key'),
     };
   }
 
-  /** A multi-row statement for `rows` rows of kind `kind`, prepared once. */
-  private stmt(kind: 'insertPages' | 'insertCopies', rows: number): Stmt {
-    const id = `${kind}:${rows}`;
-    let st = this.multi.get(id);
-    if (st) return st;
-    let sql: string;
-    switch (kind) {
-      case 'insertPages':
-        // params: (id, key, parent, position, length, crc32c) per row; @ns, @now.
-        sql = `INSERT INTO pages(id, key, ns, parent, position, length, crc32c, created_ms, access_ms) VALUES ${placeholders(rows, '(?,unhex(?),@ns,unhex(?),?,?,?,@now,@now)')} ON CONFLICT(key) DO NOTHING`;
-        break;
-      case 'insertCopies':
-        // params: (page id, location) per row; @tier, @now.
-        sql = `INSERT INTO copies(page, tier, location, state, durable, verified, updated_ms) VALUES ${placeholders(rows, `(?,@tier,?,${COPY_STATE.pending},0,0,@now)`)}`;
-        break;
+  /**
+   * Multi-row INSERT of `rows` new runs (and their first copies rows), prepared once per size; sizes are powers
+   * of two up to NEW_RUNS_CHUNK, so a 2,048-page store makes 4 + 4 statement calls instead of 64 + 64.
+   */
+  private newRunsStmt(rows: number): { runs: Stmt; copies: Stmt } {
+    let st = this.multi.get(rows);
+    if (!st) {
+      const runs = this.db.prepare(
+        `INSERT INTO runs(id, anchor, ns, count, keys, parent, position, lengths, crcs, crc_known, created, access, hits, created_ms) VALUES ${new Array<string>(rows).fill("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, X'', X'', X'', ?)").join(', ')}`,
+      ) as Stmt;
+      const copies = this.db.prepare(
+        `INSERT INTO copies(run, tier, pending, ready, evicting, durable, verified, locations, updated_ms) VALUES ${new Array<string>(rows).fill('(?, ?, ?, 0, 0, 0, 0, ?, ?)').join(', ')}`,
+      ) as Stmt;
+      this.multi.set(rows, (st = { runs, copies }));
     }
-    st = this.db.prepare(sql) as Stmt;
-    this.multi.set(id, st);
     return st;
-  }
-
-  /** Runs `fn` for each chunk of `items` with the chunk's statement size. */
-  private eachChunk<T>(items: readonly T[], fn: (chunk: readonly T[], size: number, at: number) => void): void {
-    let at = 0;
-    for (const size of chunks(items.length)) {
-      fn(items.slice(at, at + size), size, at);
-      at += size;
-    }
   }
 
   private open(): void {
@@ -296,6 +330,8 @@ export class BlockIndex {
     try {
       out = this.db.transaction(fn)();
     } catch (e) {
+      // Rolled back: rows remembered during the transaction may describe what was never committed.
+      this.rowCache.clear();
       wrapSqlite(e, what);
     }
     if (this.walPath !== undefined && (++this.writes & 15) === 0) this.checkpointSoon();
@@ -338,6 +374,244 @@ export class BlockIndex {
     }
   }
 
+  // ---- runs and copies rows in memory ----
+
+  private work(): Work {
+    return { runs: new Map(), copies: new Map(), byRun: new Map(), gone: new Set(), fetched: new Set() };
+  }
+
+  private decodeRun(r: Record<string, unknown>): Run {
+    const count = r.count as number;
+    const keys = r.keys as Buffer;
+    const born = r.created_ms as number;
+    const times = (blob: Buffer) => (blob.length ? f64s(blob, count) : new Array<number>(count).fill(born));
+    return {
+      id: r.id as number,
+      ns: r.ns as number,
+      count,
+      keyBytes: keys.length / count,
+      keys,
+      parent: (r.parent as Buffer | null) ?? null,
+      position: r.position as number,
+      lengths: u32s(r.lengths as Buffer, count),
+      crcs: u32s(r.crcs as Buffer, count),
+      crcKnown: r.crc_known as number,
+      created: times(r.created as Buffer),
+      access: times(r.access as Buffer),
+      hits: (r.hits as Buffer).length ? u32s(r.hits as Buffer, count) : new Array<number>(count).fill(0),
+      dirty: false,
+    };
+  }
+
+  /** Reads the run rows (keys and per-page arrays) not read yet by this operation. */
+  private fetchRuns(w: Work, ids: Iterable<number>): void {
+    const need: number[] = [];
+    for (const id of new Set(ids)) if (!w.runs.has(id) && !w.gone.has(id)) need.push(id);
+    if (!need.length) return;
+    for (const r of this.s.runsById!.all(JSON.stringify(need)) as Array<Record<string, unknown>>) w.runs.set(r.id as number, this.decodeRun(r));
+    for (const id of need) if (!w.runs.has(id)) w.gone.add(id);
+  }
+
+  /** The run row of `id` (read on first use). */
+  private runOf(w: Work, id: number): Run | undefined {
+    if (!w.runs.has(id)) this.fetchRuns(w, [id]);
+    return w.runs.get(id);
+  }
+
+  /** Reads every copies row of the runs not read yet by this operation (a run with no row has been deleted). */
+  private fetch(w: Work, ids: Iterable<number>): void {
+    const need: number[] = [];
+    for (const id of new Set(ids)) {
+      if (w.fetched.has(id)) continue;
+      w.fetched.add(id);
+      const cached = this.rowCache.get(id);
+      if (cached) for (const row of cached) this.addRow(w, { ...row, locations: row.locations && [...row.locations] });
+      else need.push(id);
+    }
+    if (!need.length) return;
+    const list = JSON.stringify(need);
+    for (const c of this.s.copiesOfRuns!.all(list) as Array<Record<string, unknown>>) {
+      const loc = c.locations as string | null;
+      this.addRow(w, {
+        run: c.run as number,
+        tier: c.tier as string,
+        pending: c.pending as number,
+        ready: c.ready as number,
+        evicting: c.evicting as number,
+        durable: c.durable as number,
+        verified: c.verified as number,
+        locations: loc === null ? null : (JSON.parse(loc) as Array<string | null>),
+        updated: c.updated_ms as number,
+        dirty: false,
+        fresh: false,
+      });
+    }
+  }
+
+  private addRow(w: Work, row: CopyRow): void {
+    w.copies.set(rowId(row.run, row.tier), row);
+    const list = w.byRun.get(row.run);
+    if (list) list.push(row);
+    else w.byRun.set(row.run, [row]);
+  }
+
+  private keyAt(run: Run, slot: number): string {
+    return run.keys.toString('hex', slot * run.keyBytes, (slot + 1) * run.keyBytes);
+  }
+
+  /**
+   * Where each key is (run and slot), reading the runs involved into `w`: remembered positions first (checked
+   * against the run's keys), then runs found by the keys' 8-byte anchors. Undefined: the key is in no run.
+   */
+  private locate(w: Work, keys: readonly PageKey[]): Array<Loc | undefined> {
+    const out: Array<Loc | undefined> = new Array(keys.length);
+    const hinted: number[] = [];
+    for (let i = 0; i < keys.length; i++) {
+      const h = this.hints.get(keys[i]!);
+      if (h) {
+        out[i] = h;
+        hinted.push(h.run);
+      }
+    }
+    // A remembered position is right while its run exists: run ids are never reused within a process, a run only
+    // goes when no page of it has a copy left, and every path that removes a page's last copy forgets its hint.
+    if (hinted.length) this.fetch(w, hinted);
+    const rest: number[] = [];
+    const anchors = new Set<string>();
+    let last = '';
+    for (let i = 0; i < keys.length; i++) {
+      const h = out[i];
+      if (h) {
+        if (w.byRun.has(h.run)) continue;
+        out[i] = undefined;
+      }
+      rest.push(i);
+      // Keys of one chain share their anchor 64 at a time: skip the repeats cheaply.
+      const k = keys[i]!;
+      if (last !== '' && k.startsWith(last)) continue;
+      last = k.slice(0, 16);
+      anchors.add(last);
+    }
+    if (!rest.length) return out;
+    const runs = this.s.runsByAnchor!.all(JSON.stringify([...anchors])) as Array<{ id: number; count: number; keys: Buffer }>;
+    if (!runs.length) return out;
+    const wanted = new Map<string, number[]>();
+    for (const i of rest) {
+      const list = wanted.get(keys[i]!);
+      if (list) list.push(i);
+      else wanted.set(keys[i]!, [i]);
+    }
+    const found: number[] = [];
+    for (const r of runs) {
+      const kb = r.keys.length / r.count;
+      for (let s = 0; s < r.count; s++) {
+        const at = wanted.get(r.keys.toString('hex', s * kb, (s + 1) * kb));
+        if (!at) continue;
+        for (const i of at) out[i] = { run: r.id, slot: s };
+        found.push(r.id);
+      }
+    }
+    this.fetch(w, found);
+    return out;
+  }
+
+  private copyRow(w: Work, run: number, tier: string, create: true): CopyRow;
+  private copyRow(w: Work, run: number, tier: string, create?: false): CopyRow | undefined;
+  private copyRow(w: Work, run: number, tier: string, create = false): CopyRow | undefined {
+    const id = rowId(run, tier);
+    let row = w.copies.get(id);
+    if (!row && create) {
+      row = { run, tier, pending: 0, ready: 0, evicting: 0, durable: 0, verified: 0, locations: null, updated: 0, dirty: true, fresh: true };
+      this.addRow(w, row);
+    }
+    return row;
+  }
+
+  /** Bits of a run held in any state on any tier. */
+  private held(w: Work, run: number): number {
+    let bits = 0;
+    for (const t of this.tierListAll(w, run)) bits |= anyState(t);
+    return bits >>> 0;
+  }
+
+  private tierListAll(w: Work, run: number): CopyRow[] {
+    return w.byRun.get(run) ?? [];
+  }
+
+  /** Whether page `slot` of `run` exists (has a copy in some state on some tier). */
+  private exists(w: Work, loc: Loc): boolean {
+    const bit = bitOf(loc.slot);
+    for (const row of this.tierListAll(w, loc.run)) if (anyState(row) & bit) return true;
+    return false;
+  }
+
+  private setLocation(row: CopyRow, run: Run, slot: number, key: string, location: string): void {
+    if (location === key) {
+      if (row.locations) row.locations[slot] = null;
+      return;
+    }
+    row.locations ??= new Array<string | null>(run.count).fill(null);
+    row.locations[slot] = location;
+  }
+
+  /** Writes back changed rows; deletes copies rows left without any page and runs left without any copy. */
+  private flush(w: Work): void {
+    const touched = new Set<number>();
+    for (const row of w.copies.values()) {
+      if (!row.dirty) continue;
+      touched.add(row.run);
+      const empty = anyState(row) === 0;
+      const locations = row.locations && row.locations.some((l) => l !== null) ? JSON.stringify(row.locations) : null;
+      if (empty) {
+        if (!row.fresh) this.s.deleteCopy!.run(row.run, row.tier);
+        w.copies.delete(rowId(row.run, row.tier));
+        const list = w.byRun.get(row.run)!;
+        list.splice(list.indexOf(row), 1);
+      } else if (row.fresh) {
+        this.s.insertCopy!.run(row.run, row.tier, row.pending >>> 0, row.ready >>> 0, row.evicting >>> 0, row.durable >>> 0, row.verified >>> 0, locations, row.updated);
+        row.fresh = false;
+      } else {
+        this.s.updateCopy!.run(row.pending >>> 0, row.ready >>> 0, row.evicting >>> 0, row.durable >>> 0, row.verified >>> 0, locations, row.updated, row.run, row.tier);
+      }
+      row.dirty = false;
+    }
+    for (const run of w.runs.values()) if (run.dirty) touched.add(run.id);
+    for (const id of touched) {
+      const run = w.runs.get(id);
+      this.rowCache.delete(id);
+      if (this.held(w, id) === 0) {
+        this.s.deleteRun!.run(id);
+        w.runs.delete(id);
+        w.byRun.delete(id);
+        w.gone.add(id);
+      } else if (run?.dirty) {
+        this.s.updateRun!.run(u32Blob(run.lengths), u32Blob(run.crcs), run.crcKnown >>> 0, f64Blob(run.created), f64Blob(run.access), u32Blob(run.hits), run.id);
+      }
+      if (run) run.dirty = false;
+      // Every row of the run is in `w` (fetch reads them all): remember them as written.
+      const rows = w.byRun.get(id);
+      if (rows && w.fetched.has(id)) this.cacheRows(id, rows);
+    }
+  }
+
+  private cacheRows(run: number, rows: readonly CopyRow[]): void {
+    if (this.rowCache.size >= ROW_CACHE_RUNS) this.rowCache.clear();
+    this.rowCache.set(
+      run,
+      rows.map((r) => ({ ...r, locations: r.locations && [...r.locations], dirty: false, fresh: false })),
+    );
+  }
+
+  /** The state bits of every copies row (a full scan: recovery and stats, not hot paths). */
+  private allCopyStates(): CopyStates[] {
+    return this.db.prepare('SELECT run, tier, pending, ready, evicting, durable, verified FROM copies').all() as CopyStates[];
+  }
+
+  private hint(key: string, loc: Loc): void {
+    if (this.hints.size >= MAX_HINTS) this.hints.clear();
+    this.hints.set(key, loc);
+  }
+
   private recover(from: number): RecoveryReport {
     const report: RecoveryReport = {
       migratedFrom: from,
@@ -353,26 +627,34 @@ export class BlockIndex {
     };
     this.db.transaction(() => {
       const now = this.now();
-      const tiersInDb = (this.db.prepare('SELECT DISTINCT tier FROM copies').all() as Array<{ tier: string }>).map((r) => r.tier);
-      const dropTier = this.db.prepare('DELETE FROM copies WHERE tier = ?');
-      let dropped = 0;
-      for (const tier of tiersInDb) {
-        const t = this.tierList.find((x) => x.name === tier);
-        if (t && t.persistent) continue;
-        const n = dropTier.run(tier).changes;
-        dropped += n;
-        if (t) report.droppedVolatile[tier] = n;
-        else report.droppedUnknownTier[tier] = n;
+      const rows = this.allCopyStates();
+      const before = new Map<number, number>();
+      const after = new Map<number, number>();
+      const update = this.db.prepare('UPDATE copies SET pending = 0, ready = ?, evicting = 0, durable = ?, verified = 0 WHERE run = ? AND tier = ?');
+      const drop = this.db.prepare('DELETE FROM copies WHERE run = ? AND tier = ?');
+      for (const r of rows) {
+        const all = (r.pending | r.ready | r.evicting) >>> 0;
+        before.set(r.run, ((before.get(r.run) ?? 0) | all) >>> 0);
+        const t = this.tierList.find((x) => x.name === r.tier);
+        if (!t || !t.persistent) {
+          const n = popcount(all);
+          if (t) report.droppedVolatile[r.tier] = (report.droppedVolatile[r.tier] ?? 0) + n;
+          else report.droppedUnknownTier[r.tier] = (report.droppedUnknownTier[r.tier] ?? 0) + n;
+          drop.run(r.run, r.tier);
+          continue;
+        }
+        report.droppedPending += popcount(r.pending);
+        report.droppedEvicting += popcount(r.evicting);
+        report.droppedNotDurable += popcount(r.ready & ~r.durable);
+        const ready = (r.ready & r.durable) >>> 0;
+        report.unverified += popcount(ready);
+        if (ready === 0) drop.run(r.run, r.tier);
+        else if (ready !== r.ready || r.pending || r.evicting || r.verified || r.durable !== ready) update.run(ready, ready, r.run, r.tier);
+        after.set(r.run, ((after.get(r.run) ?? 0) | ready) >>> 0);
       }
-      report.droppedPending = this.db.prepare(`DELETE FROM copies WHERE state = ${COPY_STATE.pending}`).run().changes;
-      report.droppedEvicting = this.db.prepare(`DELETE FROM copies WHERE state = ${COPY_STATE.evicting}`).run().changes;
-      report.droppedNotDurable = this.db.prepare('DELETE FROM copies WHERE durable = 0').run().changes;
-      dropped += report.droppedPending + report.droppedEvicting + report.droppedNotDurable;
-      this.db.prepare('UPDATE copies SET verified = 0 WHERE verified <> 0').run();
-      report.unverified = (this.db.prepare('SELECT count(*) AS n FROM copies').get() as { n: number }).n;
-      if (dropped > 0) {
-        report.orphanPages = this.db.prepare('DELETE FROM pages WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = pages.id)').run().changes;
-      }
+      for (const [run, bits] of before) report.orphanPages += popcount(bits & ~(after.get(run) ?? 0));
+      // Runs with no copy left on any tier (and runs that never had a copies row).
+      this.db.prepare('DELETE FROM runs WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.run = runs.id)').run();
       report.expiredPins = this.db.prepare('DELETE FROM pins WHERE expires_ms <= ?').run(now).changes;
     })();
     return report;
@@ -417,9 +699,10 @@ export class BlockIndex {
   }
 
   /**
-   * Starts storing `pages` of namespace `namespace` on `tier`: pages no tier has yet get a page row and a pending
-   * copy (invisible to lookups until commitCopies); pages that already have a copy anywhere are reported as
-   * existing and left alone. One transaction.
+   * Starts storing `pages` of namespace `namespace` on `tier`: pages no tier has yet get a pending copy (invisible
+   * to lookups until commitCopies); pages that already have a copy anywhere are reported as existing and left
+   * alone. New pages that continue each other (parent = the previous page, next position, same key anchor) share
+   * runs of up to 32. One transaction.
    * @throws TierSyncError ERR_INVALID_ARGUMENT naming the bad argument (`pages[3].key ...`); nothing is changed.
    */
   beginStore(namespace: string, tier: string, pages: readonly StorePage[]): BeginStoreResult {
@@ -432,96 +715,119 @@ export class BlockIndex {
     for (let i = 0; i < pages.length; i++) {
       const p = pages[i] as StorePage;
       if (p === null || typeof p !== 'object') throw invalid(`pages[${i}] must be an object, got ${describeValue(p)}`);
-      checkKey(p.key, `pages[${i}].key`);
+      checkKey(p.key, () => `pages[${i}].key`);
       if (seen.has(p.key)) throw invalid(`pages[${i}].key ${p.key} appears twice in the batch`);
       seen.add(p.key);
-      if (p.parent !== null) checkKey(p.parent, `pages[${i}].parent`);
-      checkInt(p.position, `pages[${i}].position`, 0);
-      checkInt(p.length, `pages[${i}].length`, 1);
+      // A chain's parent is usually the page just before it, whose key was checked one step earlier.
+      if (p.parent !== null && (i === 0 || p.parent !== pages[i - 1]!.key)) checkKey(p.parent, () => `pages[${i}].parent`);
+      if (!Number.isSafeInteger(p.position) || p.position < 0) checkInt(p.position, `pages[${i}].position`, 0);
+      if (!Number.isSafeInteger(p.length) || p.length < 1 || p.length > 0xffffffff) checkInt(p.length, `pages[${i}].length`, 1, 0xffffffff);
       if (typeof p.location !== 'string' || p.location.length < 1 || p.location.length > 4096) {
         throw invalid(`pages[${i}].location must be a string of 1..4096 characters, got ${describeValue(p.location)}`);
       }
-      if (p.crc32c !== undefined) checkInt(p.crc32c, `pages[${i}].crc32c`, 0, 0xffffffff);
+      if (p.crc32c !== undefined && !(Number.isSafeInteger(p.crc32c) && p.crc32c >= 0 && p.crc32c <= 0xffffffff)) checkInt(p.crc32c, `pages[${i}].crc32c`, 0, 0xffffffff);
     }
+    const n = pages.length;
+    if (n === 0) return { fresh: [], existing: [] };
+    const now = this.now();
+    const isFresh = new Uint8Array(n);
+    const placed: Array<[string, Loc]> = [];
+    this.tx('beginStore', () => {
+      const w = this.work();
+      const locs = this.locate(
+        w,
+        pages.map((p) => p.key),
+      );
+      const created: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const loc = locs[i];
+        if (!loc) {
+          created.push(i);
+          continue;
+        }
+        if (this.exists(w, loc)) continue;
+        // A hole (the page was stored once, then removed everywhere): store it in its old place.
+        const p = pages[i]!;
+        const run = this.runOf(w, loc.run)!;
+        const row = this.copyRow(w, loc.run, tier, true);
+        const bit = bitOf(loc.slot);
+        row.pending = (row.pending | bit) >>> 0;
+        row.ready = (row.ready & ~bit) >>> 0;
+        row.evicting = (row.evicting & ~bit) >>> 0;
+        row.durable = (row.durable & ~bit) >>> 0;
+        row.verified = (row.verified & ~bit) >>> 0;
+        row.updated = now;
+        row.dirty = true;
+        this.setLocation(row, run, loc.slot, p.key, p.location);
+        run.lengths[loc.slot] = p.length;
+        run.crcs[loc.slot] = p.crc32c ?? 0;
+        run.crcKnown = p.crc32c === undefined ? (run.crcKnown & ~bit) >>> 0 : (run.crcKnown | bit) >>> 0;
+        run.created[loc.slot] = now;
+        run.access[loc.slot] = now;
+        run.hits[loc.slot] = 0;
+        run.dirty = true;
+        isFresh[i] = 1;
+        placed.push([p.key, loc]);
+      }
+      this.flush(w);
+      // New pages: runs of consecutive pages of one chain, inserted NEW_RUNS_CHUNK rows per statement.
+      const runParams: unknown[][] = [];
+      const copyParams: unknown[][] = [];
+      for (let at = 0; at < created.length; ) {
+        const first = pages[created[at]!]!;
+        let end = at + 1;
+        while (end < created.length && end - at < RUN_PAGES) {
+          const p = pages[created[end]!]!;
+          const prev = pages[created[end - 1]!]!;
+          if (p.parent !== prev.key || p.position !== prev.position + 1 || p.key.length !== first.key.length || p.key.slice(0, 16) !== first.key.slice(0, 16)) break;
+          end++;
+        }
+        const group = created.slice(at, end).map((i) => pages[i]!);
+        const id = this.nextId++;
+        const count = group.length;
+        let known = 0;
+        let custom = false;
+        const locations: Array<string | null> = new Array(count);
+        group.forEach((p, s) => {
+          if (p.crc32c !== undefined) known |= bitOf(s);
+          locations[s] = p.location === p.key ? null : ((custom = true), p.location);
+        });
+        runParams.push([
+          id,
+          Buffer.from(first.key.slice(0, 16), 'hex'),
+          ns,
+          count,
+          Buffer.from(group.map((p) => p.key).join(''), 'hex'),
+          first.parent === null ? null : Buffer.from(first.parent, 'hex'),
+          first.position,
+          u32Blob(group.map((p) => p.length)),
+          u32Blob(group.map((p) => p.crc32c ?? 0)),
+          known >>> 0,
+          now,
+        ]);
+        const mask = count === 32 ? 0xffffffff : ((1 << count) - 1) >>> 0;
+        copyParams.push([id, tier, mask, custom ? JSON.stringify(locations) : null, now]);
+        this.cacheRows(id, [{ run: id, tier, pending: mask, ready: 0, evicting: 0, durable: 0, verified: 0, locations: custom ? locations : null, updated: now, dirty: false, fresh: false }]);
+        for (let s = 0; s < count; s++) {
+          isFresh[created[at + s]!] = 1;
+          placed.push([group[s]!.key, { run: id, slot: s }]);
+        }
+        at = end;
+      }
+      for (let at = 0; at < runParams.length; ) {
+        let size = NEW_RUNS_CHUNK;
+        while (size > runParams.length - at) size >>= 1;
+        const st = this.newRunsStmt(size);
+        st.runs.run(runParams.slice(at, at + size).flat());
+        st.copies.run(copyParams.slice(at, at + size).flat());
+        at += size;
+      }
+    });
+    for (const [key, loc] of placed) this.hint(key, loc);
     const fresh: PageKey[] = [];
     const existing: PageKey[] = [];
-    const n = pages.length;
-    if (n === 0) return { fresh, existing };
-    const now = this.now();
-    // Page i gets id base + i if it is new: ids only grow, so a store appends to the pages and copies B-trees, and
-    // the new pages are found again by id range (no RETURNING of 2,048 keys).
-    const base = this.nextId;
-    this.nextId += n;
-    const freshIds: number[] = [];
-    this.tx('beginStore', () => {
-      let inserted = 0;
-      const named = { ns, now };
-      this.eachChunk(pages, (chunk, size, at) => {
-        const params: unknown[] = new Array(size * 6);
-        let j = 0;
-        for (let k = 0; k < size; k++) {
-          const p = chunk[k]!;
-          params[j++] = base + at + k;
-          params[j++] = p.key;
-          params[j++] = p.parent;
-          params[j++] = p.position;
-          params[j++] = p.length;
-          params[j++] = p.crc32c ?? null;
-        }
-        inserted += this.stmt('insertPages', size).run(params, named).changes;
-      });
-      const isFresh = inserted === n ? undefined : new Set(this.s.freshIds!.all(base, base + n) as number[]);
-      const newPages: StorePage[] = [];
-      for (let i = 0; i < n; i++) {
-        const p = pages[i]!;
-        if (isFresh === undefined || isFresh.has(base + i)) {
-          fresh.push(p.key);
-          newPages.push(p);
-          freshIds.push(base + i);
-        } else existing.push(p.key);
-      }
-      const copyNamed = { tier, now };
-      this.eachChunk(newPages, (chunk, size, at) => {
-        const params: unknown[] = new Array(size * 2);
-        let j = 0;
-        for (let k = 0; k < size; k++) {
-          params[j++] = freshIds[at + k];
-          params[j++] = chunk[k]!.location;
-        }
-        this.stmt('insertCopies', size).run(params, copyNamed);
-      });
-    });
-    this.hint(fresh, freshIds);
+    for (let i = 0; i < n; i++) (isFresh[i] ? fresh : existing).push(pages[i]!.key);
     return { fresh, existing };
-  }
-
-  /** Remembers the page ids of keys with a pending copy (commitCopies then needs no key lookups). */
-  private hint(keys: readonly PageKey[], ids: readonly number[]): void {
-    if (this.ids.size + keys.length > MAX_HINTS) this.ids.clear();
-    for (let i = 0; i < keys.length; i++) this.ids.set(keys[i]!, ids[i]!);
-  }
-
-  /**
-   * The page id of each key (undefined: no page). Ids remembered from beginStore/beginCopies are used as they are:
-   * a remembered id is either the key's page or a deleted page (ids are never reused; only beginStore creates
-   * pages, and it remembers the new id), so a statement given a stale id matches nothing, as for an absent page.
-   */
-  private resolveIds(keys: readonly PageKey[]): Array<number | undefined> {
-    const out: Array<number | undefined> = new Array(keys.length);
-    let unknown: PageKey[] | undefined;
-    let where: number[] | undefined;
-    for (let i = 0; i < keys.length; i++) {
-      const id = this.ids.get(keys[i]!);
-      if (id !== undefined) out[i] = id;
-      else {
-        (unknown ??= []).push(keys[i]!);
-        (where ??= []).push(i);
-      }
-    }
-    if (unknown) {
-      for (const r of this.s.idsOf!.all(JSON.stringify(unknown)) as Array<{ i: number; id: number }>) out[where![r.i]!] = r.id;
-    }
-    return out;
   }
 
   /**
@@ -535,29 +841,46 @@ export class BlockIndex {
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
       if (e === null || typeof e !== 'object') throw invalid(`entries[${i}] must be an object, got ${describeValue(e)}`);
-      checkKey(e.key, `entries[${i}].key`);
+      checkKey(e.key, () => `entries[${i}].key`);
       if (typeof e.location !== 'string' || e.location.length < 1 || e.location.length > 4096) {
         throw invalid(`entries[${i}].location must be a string of 1..4096 characters, got ${describeValue(e.location)}`);
       }
     }
     const added: PageKey[] = [];
-    const addedIds: number[] = [];
     const existing: PageKey[] = [];
     const missing: PageKey[] = [];
+    const placed: Array<[string, Loc]> = [];
     const now = this.now();
     this.tx('beginCopies', () => {
-      for (const e of entries) {
-        const id = this.s.idOf!.get(e.key) as number | undefined;
-        if (id === undefined) missing.push(e.key);
-        else if (this.s.hasCopy!.get(id, tier)) existing.push(e.key);
-        else {
-          this.s.insertCopy!.run(id, tier, e.location, now);
-          added.push(e.key);
-          addedIds.push(id);
+      const w = this.work();
+      const locs = this.locate(
+        w,
+        entries.map((e) => e.key),
+      );
+      entries.forEach((e, i) => {
+        const loc = locs[i];
+        if (!loc || !this.exists(w, loc)) {
+          missing.push(e.key);
+          return;
         }
-      }
+        const bit = bitOf(loc.slot);
+        const row = this.copyRow(w, loc.run, tier, true);
+        if (anyState(row) & bit) {
+          existing.push(e.key);
+          return;
+        }
+        row.pending = (row.pending | bit) >>> 0;
+        row.durable = (row.durable & ~bit) >>> 0;
+        row.verified = (row.verified & ~bit) >>> 0;
+        row.updated = now;
+        row.dirty = true;
+        this.setLocation(row, this.runOf(w, loc.run)!, loc.slot, e.key, e.location);
+        added.push(e.key);
+        placed.push([e.key, loc]);
+      });
+      this.flush(w);
     });
-    this.hint(added, addedIds);
+    for (const [key, loc] of placed) this.hint(key, loc);
     return { added, existing, missing };
   }
 
@@ -569,59 +892,52 @@ export class BlockIndex {
   commitCopies(batch: readonly CommitEntry[]): CommitResult {
     this.open();
     if (!Array.isArray(batch)) throw invalid(`batch must be an array, got ${describeValue(batch)}`);
-    const groups = new Map<string, PageKey[]>();
-    const crcs: Array<[number, string]> = [];
     for (let i = 0; i < batch.length; i++) {
       const e = batch[i] as CommitEntry;
       if (e === null || typeof e !== 'object') throw invalid(`batch[${i}] must be an object, got ${describeValue(e)}`);
-      checkKey(e.key, `batch[${i}].key`);
+      // Keys given a pending copy by this instance were checked then (hints hold only checked keys).
+      if (typeof e.key !== 'string' || !this.hints.has(e.key)) checkKey(e.key, () => `batch[${i}].key`);
       this.checkTier(e.tier, `batch[${i}].tier`);
       if (e.durable !== undefined && typeof e.durable !== 'boolean') throw invalid(`batch[${i}].durable must be a boolean, got ${describeValue(e.durable)}`);
-      if (e.crc32c !== undefined) crcs.push([checkInt(e.crc32c, `batch[${i}].crc32c`, 0, 0xffffffff), e.key]);
-      const g = `${e.durable ? 1 : 0}${e.tier}`;
-      let list = groups.get(g);
-      if (!list) groups.set(g, (list = []));
-      list.push(e.key);
+      if (e.crc32c !== undefined) checkInt(e.crc32c, `batch[${i}].crc32c`, 0, 0xffffffff);
     }
     const missing: PageKey[] = [];
     let committed = 0;
     if (batch.length === 0) return { committed, missing };
     const now = this.now();
-    const idOfKey = new Map<string, number>();
     this.tx('commitCopies', () => {
-      for (const [g, keys] of groups) {
-        const durable = Number(g[0]);
-        const tier = g.slice(1);
-        const ids = this.resolveIds(keys);
-        const n = keys.length;
-        const lo = ids[0];
-        let range = lo !== undefined;
-        for (let i = 1; range && i < n; i++) range = ids[i] === lo! + i;
-        // The usual case: the pages of one beginStore, committed together: one range UPDATE over their ids.
-        if (range && (this.s.countPending!.get(lo, lo! + n - 1, tier) as number) === n) {
-          this.s.commitRange!.run({ durable, now, lo, hi: lo! + n - 1, tier });
-          committed += n;
-          for (let i = 0; i < n; i++) idOfKey.set(keys[i]!, lo! + i);
-          continue;
+      const w = this.work();
+      const locs = this.locate(
+        w,
+        batch.map((e) => e.key),
+      );
+      batch.forEach((e, i) => {
+        const loc = locs[i];
+        const row = loc && this.copyRow(w, loc.run, e.tier);
+        const bit = loc ? bitOf(loc.slot) : 0;
+        if (!loc || !row || !(row.pending & bit)) {
+          missing.push(e.key);
+          return;
         }
-        const known: number[] = [];
-        for (const id of ids) if (id !== undefined) known.push(id);
-        const done = new Set(known.length ? (this.s.commitIds!.all({ durable, now, tier, ids: JSON.stringify(known) }) as number[]) : []);
-        committed += done.size;
-        for (let i = 0; i < n; i++) {
-          const id = ids[i];
-          if (id !== undefined && done.has(id)) idOfKey.set(keys[i]!, id);
-          else missing.push(keys[i]!);
+        row.pending = (row.pending & ~bit) >>> 0;
+        row.ready = (row.ready | bit) >>> 0;
+        row.durable = e.durable ? (row.durable | bit) >>> 0 : (row.durable & ~bit) >>> 0;
+        row.verified = (row.verified | bit) >>> 0;
+        row.updated = now;
+        row.dirty = true;
+        committed++;
+        if (e.crc32c !== undefined) {
+          const run = this.runOf(w, loc.run)!;
+          run.crcs[loc.slot] = e.crc32c;
+          run.crcKnown = (run.crcKnown | bit) >>> 0;
+          run.dirty = true;
         }
-      }
-      const missed = new Set(missing);
-      const pairs: Array<[number, number]> = [];
-      for (const [crc, key] of crcs) if (!missed.has(key)) pairs.push([idOfKey.get(key)!, crc]);
-      if (pairs.length) this.s.crcIds!.run(JSON.stringify(pairs));
+      });
+      this.flush(w);
     });
     for (const e of batch) {
       this.cache.delete(e.key);
-      this.ids.delete(e.key);
+      this.hints.delete(e.key);
     }
     return { committed, missing };
   }
@@ -633,21 +949,41 @@ export class BlockIndex {
     checkKeyList(keys, 'keys');
     let n = 0;
     this.tx('abortCopies', () => {
-      const ids = this.resolveIds(keys);
-      const dropped: number[] = [];
-      for (const id of ids) {
-        if (id !== undefined && this.s.abortCopy!.run(tier, id).changes > 0) {
-          n++;
-          dropped.push(id);
-        }
-      }
-      if (dropped.length) this.s.orphanIds!.run(JSON.stringify(dropped));
+      const w = this.work();
+      const locs = this.locate(w, keys);
+      locs.forEach((loc) => {
+        if (!loc) return;
+        const row = this.copyRow(w, loc.run, tier);
+        const bit = bitOf(loc.slot);
+        if (!row || !(row.pending & bit)) return;
+        row.pending = (row.pending & ~bit) >>> 0;
+        row.dirty = true;
+        n++;
+      });
+      this.flush(w);
     });
     for (const k of keys) {
       this.cache.delete(k);
-      this.ids.delete(k);
+      this.hints.delete(k);
     }
     return n;
+  }
+
+  /** The tiers holding a ready copy of each key (fastest first) and its length; undefined when none does. */
+  private readyOf(keys: readonly PageKey[]): Array<{ tiers: string[]; length: number } | undefined> {
+    const w = this.work();
+    const locs = this.locate(w, keys);
+    return locs.map((loc) => {
+      if (!loc) return undefined;
+      const bit = bitOf(loc.slot);
+      const tiers: string[] = [];
+      for (const row of this.tierListAll(w, loc.run)) {
+        if (row.ready & bit && this.tierRank.has(row.tier)) tiers.push(row.tier);
+      }
+      if (!tiers.length) return undefined;
+      if (tiers.length > 1) tiers.sort((a, b) => this.tierRank.get(a)! - this.tierRank.get(b)!);
+      return { tiers, length: this.runOf(w, loc.run)!.lengths[loc.slot]! };
+    });
   }
 
   /**
@@ -677,14 +1013,8 @@ export class BlockIndex {
     while (i < n) {
       const take = Math.min(size, n - i);
       const chunkKeys = keys.slice(i, i + take);
-      for (let j = 0; j < take; j++) checkKey(chunkKeys[j], `keys[${i + j}]`);
-      const found: Array<{ tiers: string[]; length: number } | undefined> = new Array(take);
-      for (const r of this.s.lookupKeys!.all(JSON.stringify(chunkKeys)) as Array<{ i: number; tier: string; length: number }>) {
-        if (!this.tierRank.has(r.tier)) continue;
-        const f = found[r.i];
-        if (f) f.tiers.push(r.tier);
-        else found[r.i] = { tiers: [r.tier], length: r.length };
-      }
+      for (let j = 0; j < take; j++) checkKey(chunkKeys[j], () => `keys[${i + j}]`);
+      const found = this.readyOf(chunkKeys);
       for (let j = 0; j < take; j++, i++) {
         const key = chunkKeys[j]!;
         const f = found[j];
@@ -693,7 +1023,6 @@ export class BlockIndex {
           cache.set(key, ABSENT);
           return out;
         }
-        if (f.tiers.length > 1) f.tiers.sort((a, b) => this.tierRank.get(a)! - this.tierRank.get(b)!);
         const hit: PageHit = Object.freeze({ key, tiers: Object.freeze(f.tiers), length: f.length });
         cache.set(key, hit);
         out.push(hit);
@@ -703,17 +1032,69 @@ export class BlockIndex {
     return out;
   }
 
-  /** Every copy of each key, fastest tier first, from one multi-key query. */
+  /**
+   * For each of `keys` (not only a prefix): its ready copies' tiers and length, or undefined when no tier holds a
+   * ready copy. Cached answers cost no SQL; the rest are fetched by anchor.
+   * @throws TierSyncError ERR_INVALID_ARGUMENT naming a malformed key.
+   */
+  lookupExact(keys: readonly PageKey[]): Array<PageHit | undefined> {
+    this.open();
+    checkKeyList(keys, 'keys');
+    const out: Array<PageHit | undefined> = new Array(keys.length);
+    const cache = this.cache;
+    let todo: number[] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const hit = cache.get(keys[i]!);
+      if (hit === undefined) (todo ??= []).push(i);
+      else if (hit !== ABSENT) out[i] = hit;
+    }
+    this.cacheHits += keys.length - (todo?.length ?? 0);
+    if (!todo) return out;
+    for (let at = 0; at < todo.length; at += MAX_LOOKUP_CHUNK) {
+      const where = todo.slice(at, at + MAX_LOOKUP_CHUNK);
+      const chunkKeys = where.map((i) => keys[i]!);
+      const found = this.readyOf(chunkKeys);
+      for (let j = 0; j < chunkKeys.length; j++) {
+        const key = chunkKeys[j]!;
+        const f = found[j];
+        this.cacheMisses++;
+        if (!f) {
+          cache.set(key, ABSENT);
+          continue;
+        }
+        const hit: PageHit = Object.freeze({ key, tiers: Object.freeze(f.tiers), length: f.length });
+        cache.set(key, hit);
+        out[where[j]!] = hit;
+      }
+    }
+    return out;
+  }
+
+  /** Every copy of each key, fastest tier first. */
   private copiesOfChecked(keys: readonly PageKey[]): CopyRecord[][] {
     const out: CopyRecord[][] = new Array(keys.length);
     for (let i = 0; i < keys.length; i++) out[i] = [];
     if (keys.length === 0) return out;
-    const rows = this.s.copiesOfKeys!.all(JSON.stringify(keys)) as Array<{ i: number; tier: string; location: string; state: number; durable: number; verified: number; updatedMs: number }>;
-    for (const r of rows) {
-      out[r.i]!.push({ tier: r.tier, location: r.location, state: STATE_NAMES[r.state] ?? 'pending', durable: r.durable === 1, verified: r.verified === 1, updatedMs: r.updatedMs });
-    }
+    const w = this.work();
+    const locs = this.locate(w, keys);
     const rank = (t: string) => this.tierRank.get(t) ?? 99;
-    for (const list of out) if (list.length > 1) list.sort((a, b) => rank(a.tier) - rank(b.tier));
+    locs.forEach((loc, i) => {
+      if (!loc) return;
+      const bit = bitOf(loc.slot);
+      const list = out[i]!;
+      for (const row of this.tierListAll(w, loc.run)) {
+        if (!(anyState(row) & bit)) continue;
+        list.push({
+          tier: row.tier,
+          location: row.locations?.[loc.slot] ?? keys[i]!,
+          state: row.pending & bit ? 'pending' : row.ready & bit ? 'ready' : 'evicting',
+          durable: (row.durable & bit) !== 0,
+          verified: (row.verified & bit) !== 0,
+          updatedMs: row.updated,
+        });
+      }
+      if (list.length > 1) list.sort((a, b) => rank(a.tier) - rank(b.tier));
+    });
     return out;
   }
 
@@ -734,7 +1115,7 @@ export class BlockIndex {
 
   /**
    * The start of a load: pins `keys` for `ttlMs` under `owner` (as pin()) and returns every copy of each key (as
-   * copiesOf()), in one transaction and two statements, whatever the number of keys.
+   * copiesOf()), in one transaction.
    */
   beginLoad(keys: readonly PageKey[], options: { ttlMs: number; owner?: string }): CopyRecord[][] {
     this.open();
@@ -763,18 +1144,32 @@ export class BlockIndex {
     const now = options.now === undefined ? this.now() : checkInt(options.now, 'options.now', 0);
     if (keys.length === 0 && touched.length === 0) return 0;
     return this.tx('endLoad', () => {
-      if (touched.length) this.s.touchKeys!.run(now, JSON.stringify(touched));
+      if (touched.length) this.touchChecked(touched, now);
       return keys.length ? this.s.unpinOwner!.run(owner, JSON.stringify(keys)).changes : 0;
     });
   }
 
-  /** The page row of each key, or undefined. */
+  /** The page record of each key, or undefined. */
   pages(keys: readonly PageKey[]): Array<PageRecord | undefined> {
     this.open();
     checkKeyList(keys, 'keys');
-    return keys.map((k) => {
-      const r = this.s.pageOf!.get(k) as PageRecord | undefined;
-      return r ? { ...r } : undefined;
+    const w = this.work();
+    const locs = this.locate(w, keys);
+    return locs.map((loc, i) => {
+      if (!loc || !this.exists(w, loc)) return undefined;
+      const run = this.runOf(w, loc.run)!;
+      const s = loc.slot;
+      return {
+        key: keys[i]!,
+        namespace: this.nsNames.get(run.ns) ?? '',
+        parent: s > 0 ? this.keyAt(run, s - 1) : run.parent ? run.parent.toString('hex') : null,
+        position: run.position + s,
+        length: run.lengths[s]!,
+        crc32c: run.crcKnown & bitOf(s) ? run.crcs[s]! : null,
+        createdMs: run.created[s]!,
+        lastAccessMs: run.access[s]!,
+        hits: run.hits[s]!,
+      };
     });
   }
 
@@ -788,27 +1183,30 @@ export class BlockIndex {
     return { pinned, candidates };
   }
 
-  /** Runs `st` (params: ..., JSON array of ids; RETURNING page) over the pages of `keys`; returns the keys hit, in order. */
-  private byIds(keys: readonly PageKey[], run: (ids: string) => number[]): { hit: PageKey[]; hitIds: number[]; missing: PageKey[] } {
-    const ids = this.resolveIds(keys);
-    const known: number[] = [];
-    for (const id of ids) if (id !== undefined) known.push(id);
-    const done = new Set(known.length ? run(JSON.stringify(known)) : []);
+  /**
+   * Applies `change` to the copy of each key on `tier` (each key once); returns the keys it changed, in input order,
+   * and the others. `change` returns false when the copy is not in the state it acts on.
+   */
+  private eachCopy(tier: string, keys: readonly PageKey[], change: (row: CopyRow, bit: number) => boolean): { hit: PageKey[]; missing: PageKey[] } {
+    const w = this.work();
+    const locs = this.locate(w, keys);
     const hit: PageKey[] = [];
-    const hitIds: number[] = [];
     const missing: PageKey[] = [];
     const seen = new Set<string>();
-    for (let i = 0; i < keys.length; i++) {
+    locs.forEach((loc, i) => {
       const k = keys[i]!;
-      const id = ids[i];
-      if (id !== undefined && done.has(id)) {
-        if (seen.has(k)) continue;
-        seen.add(k);
-        hit.push(k);
-        hitIds.push(id);
-      } else missing.push(k);
-    }
-    return { hit, hitIds, missing };
+      if (seen.has(k)) return;
+      seen.add(k);
+      const row = loc && this.copyRow(w, loc.run, tier);
+      if (!loc || !row || !change(row, bitOf(loc.slot))) {
+        missing.push(k);
+        return;
+      }
+      row.dirty = true;
+      hit.push(k);
+    });
+    this.flush(w);
+    return { hit, missing };
   }
 
   /**
@@ -822,7 +1220,13 @@ export class BlockIndex {
     const now = this.now();
     const r = this.tx('markEvicting', () => {
       const { pinned, candidates } = this.splitPinned(keys, now, false);
-      const { hit, missing } = this.byIds(candidates, (ids) => this.s.evictIds!.all(now, tier, ids) as number[]);
+      const { hit, missing } = this.eachCopy(tier, candidates, (row, bit) => {
+        if (!(row.ready & bit)) return false;
+        row.ready = (row.ready & ~bit) >>> 0;
+        row.evicting = (row.evicting | bit) >>> 0;
+        row.updated = now;
+        return true;
+      });
       return { marked: hit, pinned, missing };
     });
     for (const k of r.marked) this.cache.delete(k);
@@ -841,15 +1245,39 @@ export class BlockIndex {
     const now = this.now();
     const r = this.tx('removeCopies', () => {
       const { pinned, candidates } = this.splitPinned(keys, now, force);
-      const { hit, hitIds, missing } = this.byIds(candidates, (ids) => this.s.removeIds!.all(tier, ids) as number[]);
-      if (hitIds.length) this.s.orphanIds!.run(JSON.stringify(hitIds));
+      const { hit, missing } = this.eachCopy(tier, candidates, (row, bit) => {
+        if (!(anyState(row) & bit)) return false;
+        const keep = ~bit;
+        row.pending = (row.pending & keep) >>> 0;
+        row.ready = (row.ready & keep) >>> 0;
+        row.evicting = (row.evicting & keep) >>> 0;
+        row.durable = (row.durable & keep) >>> 0;
+        row.verified = (row.verified & keep) >>> 0;
+        row.updated = now;
+        return true;
+      });
       return { removed: hit, pinned, missing };
     });
     for (const k of r.removed) {
       this.cache.delete(k);
-      this.ids.delete(k);
+      this.hints.delete(k);
     }
     return r;
+  }
+
+  private touchChecked(keys: readonly PageKey[], now: number): void {
+    const w = this.work();
+    const locs = this.locate(w, keys);
+    const seen = new Set<string>();
+    locs.forEach((loc, i) => {
+      if (!loc || seen.has(keys[i]!) || !this.exists(w, loc)) return;
+      seen.add(keys[i]!);
+      const run = this.runOf(w, loc.run)!;
+      run.access[loc.slot] = now;
+      run.hits[loc.slot] = run.hits[loc.slot]! + 1;
+      run.dirty = true;
+    });
+    this.flush(w);
   }
 
   /** Records an access to each existing page: last access time and hit count. */
@@ -858,7 +1286,7 @@ export class BlockIndex {
     checkKeyList(keys, 'keys');
     checkInt(now, 'now', 0);
     if (keys.length === 0) return;
-    this.tx('touch', () => this.s.touchKeys!.run(now, JSON.stringify(keys)));
+    this.tx('touch', () => this.touchChecked(keys, now));
   }
 
   /** Records that the ready copies of `keys` on `tier` matched their page CRC32C when read. Returns how many. */
@@ -867,7 +1295,14 @@ export class BlockIndex {
     this.checkTier(tier, 'tier');
     checkKeyList(keys, 'keys');
     if (keys.length === 0) return 0;
-    return this.tx('markVerified', () => this.s.verifyKeys!.run(tier, JSON.stringify(keys)).changes);
+    return this.tx('markVerified', () => {
+      const { hit } = this.eachCopy(tier, keys, (row, bit) => {
+        if (!(row.ready & bit)) return false;
+        row.verified = (row.verified | bit) >>> 0;
+        return true;
+      });
+      return hit.length;
+    });
   }
 
   /**
@@ -919,40 +1354,75 @@ export class BlockIndex {
     const ns = this.nsIds.get(namespace);
     if (ns === undefined) return { pages: 0, copies: [] };
     const result = this.tx('deleteNamespace', () => {
-      this.s.nsPins!.run(ns);
-      const copies = this.s.nsCopyList!.all(ns) as Array<{ key: string; tier: string; location: string }>;
+      const w = this.work();
+      const ids = this.s.nsRuns!.all(ns) as number[];
+      this.fetch(w, ids);
+      this.fetchRuns(w, ids);
+      const copies: Array<{ key: PageKey; tier: string; location: string }> = [];
+      const keys: string[] = [];
+      let pages = 0;
+      for (const run of w.runs.values()) {
+        const rows = this.tierListAll(w, run.id);
+        for (let s = 0; s < run.count; s++) {
+          const bit = bitOf(s);
+          const key = this.keyAt(run, s);
+          let any = false;
+          for (const row of rows) {
+            if (!(anyState(row) & bit)) continue;
+            any = true;
+            copies.push({ key, tier: row.tier, location: row.locations?.[s] ?? key });
+          }
+          if (any) {
+            pages++;
+            keys.push(key);
+          }
+        }
+      }
+      for (let at = 0; at < keys.length; at += 4096) this.s.unpinAll!.run(JSON.stringify(keys.slice(at, at + 4096)));
       this.s.nsCopies!.run(ns);
-      const pages = this.s.nsPages!.run(ns).changes;
+      this.s.nsRunsDelete!.run(ns);
       this.s.nsDelete!.run(ns);
       return { pages, copies };
     });
     this.nsIds.delete(namespace);
     this.nsNames.delete(ns);
     this.cache.clear();
-    this.ids.clear();
+    this.hints.clear();
+    this.rowCache.clear();
     return result;
   }
 
   /** Counts (O(pages): a scan; not for hot paths). */
   stats(): IndexStats {
     this.open();
-    const one = (sql: string, ...args: unknown[]) => this.db.prepare(sql).get(...args) as Record<string, number>;
     const tiers: Record<string, TierStats> = {};
     for (const t of this.tierList) tiers[t.name] = { pending: 0, ready: 0, evicting: 0, durable: 0, unverified: 0, readyBytes: 0 };
-    const rows = this.db
-      .prepare(
-        `SELECT c.tier AS tier, c.state AS state, count(*) AS n, sum(c.durable) AS durable, sum(c.state = ${COPY_STATE.ready} AND c.verified = 0) AS unverified, sum(p.length) AS bytes
-         FROM copies c JOIN pages p ON p.id = c.page GROUP BY c.tier, c.state`,
-      )
-      .all() as Array<{ tier: string; state: number; n: number; durable: number; unverified: number; bytes: number }>;
+    const lengths = new Map<number, number[]>();
+    for (const r of this.db.prepare('SELECT id, count, lengths FROM runs').all() as Array<{ id: number; count: number; lengths: Buffer }>) lengths.set(r.id, u32s(r.lengths, r.count));
+    const held = new Map<number, number>();
+    const rows = this.allCopyStates();
     for (const r of rows) {
       const t = (tiers[r.tier] ??= { pending: 0, ready: 0, evicting: 0, durable: 0, unverified: 0, readyBytes: 0 });
-      t[STATE_NAMES[r.state] ?? 'pending'] += r.n;
-      t.durable += r.durable;
-      t.unverified += r.unverified;
-      if (r.state === COPY_STATE.ready) t.readyBytes += r.bytes;
+      t.pending += popcount(r.pending);
+      t.ready += popcount(r.ready);
+      t.evicting += popcount(r.evicting);
+      t.durable += popcount(r.durable & (r.pending | r.ready | r.evicting));
+      t.unverified += popcount(r.ready & ~r.verified);
+      const len = lengths.get(r.run) ?? [];
+      for (let m = r.ready >>> 0, s = 0; m; m >>>= 1, s++) if (m & 1) t.readyBytes += len[s] ?? 0;
+      held.set(r.run, ((held.get(r.run) ?? 0) | r.pending | r.ready | r.evicting) >>> 0);
     }
-    const pages = one('SELECT count(*) AS n, coalesce(sum(length), 0) AS bytes FROM pages');
+    let pages = 0;
+    let pageBytes = 0;
+    for (const [run, bits] of held) {
+      const len = lengths.get(run) ?? [];
+      for (let m = bits, s = 0; m; m >>>= 1, s++) {
+        if (!(m & 1)) continue;
+        pages++;
+        pageBytes += len[s] ?? 0;
+      }
+    }
+    const one = (sql: string, ...args: unknown[]) => this.db.prepare(sql).get(...args) as Record<string, number>;
     let fileBytes = 0;
     try {
       if (this.path !== ':memory:') fileBytes = fs.statSync(this.path).size;
@@ -961,8 +1431,8 @@ export class BlockIndex {
     }
     return {
       namespaces: one('SELECT count(*) AS n FROM namespaces').n!,
-      pages: pages.n!,
-      pageBytes: pages.bytes!,
+      pages,
+      pageBytes,
       tiers,
       pins: one('SELECT count(*) AS n FROM pins WHERE expires_ms > ?', this.now()).n!,
       cache: { entries: this.cache.size, max: this.cache.max, hits: this.cacheHits, misses: this.cacheMisses },
@@ -977,7 +1447,7 @@ export class BlockIndex {
     if (this.checkpointTimer !== undefined) clearTimeout(this.checkpointTimer);
     this.checkpointTimer = undefined;
     this.cache.clear();
-    this.ids.clear();
+    this.hints.clear();
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } finally {

@@ -78,9 +78,10 @@ describe('block index: kill -9 during commits', () => {
 
       const db = new Database(file, { readonly: true });
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.id = c.page)').get()).toEqual({ n: 0 });
-      expect(db.prepare('SELECT count(*) AS n FROM pages p WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.page = p.id)').get()).toEqual({ n: 0 });
-      expect(db.prepare('SELECT count(*) AS n FROM copies WHERE state <> 1').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = c.run)').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.run = r.id)').get()).toEqual({ n: 0 });
+      // After recovery only ready copies remain: nothing pending or being evicted.
+      expect(db.prepare('SELECT count(*) AS n FROM copies WHERE pending <> 0 OR evicting <> 0 OR ready = 0').get()).toEqual({ n: 0 });
       db.close();
     }
     expect(done.size).toBeGreaterThanOrEqual(36);

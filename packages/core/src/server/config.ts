@@ -3,6 +3,7 @@
  * the daemon's own sections (`http`, `peer`, `cluster`, `log`). Read from a YAML or JSON file; without one the
  * embedded default runs on this host (host RAM + an fs tier and the SQLite index under the user's data folder).
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { TierSyncError } from '@tiersync/native/errors';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/config.js';
+import { respConfigSchema, type ResolvedRespConfig } from './resp/config.js';
 
 const port = z.number().int().min(0).max(65535);
 /** A secret given literally or as `env:NAME` (read from the environment when the config is parsed). */
@@ -27,6 +29,8 @@ export const httpConfigSchema = z
     maxBodyBytes: z.number().int().min(1024).max(1 << 30).default(8 << 20),
     /** Most tokens one lookup may carry. Default 1,048,576. */
     maxLookupTokens: z.number().int().min(1).max(1 << 26).default(1 << 20),
+    /** Connections open at once; more are closed on accept (bounds what many idle or slow clients can hold). Default 1024. */
+    maxConnections: z.number().int().min(1).max(1 << 20).default(1024),
     /** How long shutdown waits for in-flight requests before closing their connections, ms. Default 10000. */
     shutdownGraceMs: z.number().int().min(0).max(600_000).default(10_000),
   })
@@ -48,6 +52,10 @@ export const peerConfigSchema = z
     timeoutMs: z.number().int().min(1).max(3_600_000).default(30_000),
     /** Address other hosts reach this one's peer port at (`host:port`), as published in the cluster registry. Default: host:port as bound. */
     advertise: z.string().min(3).optional(),
+    /** Largest payload one peer frame may declare, bytes (bytes land in reserved slots; this bounds one request). Default 256 MiB. */
+    maxPayloadBytes: z.number().int().min(4096).max(1 << 30).default(256 << 20),
+    /** Peer connections served at once (a thread each); more are closed on accept and counted. Default 256. */
+    maxConnections: z.number().int().min(1).max(65536).default(256),
   })
   .strict();
 
@@ -69,6 +77,38 @@ export const clusterConfigSchema = z
     publishBatch: z.number().int().min(1).max(65536).default(1024),
     /** Deadline of one Redis command (and of connecting), ms. Default 1000. */
     commandTimeoutMs: z.number().int().min(10).max(60_000).default(1000),
+    /**
+     * `rendezvous`: each page has an owner among the live nodes, by highest-random-weight hashing (Thaler &
+     * Ravishankar 1998); pages clients store here are also pushed to their owner's host tier, and loads of pages
+     * held nowhere here are pulled from the owner (or any node the registry says holds them). Default `none`.
+     */
+    placement: z.enum(['none', 'rendezvous']).default('none'),
+  })
+  .strict();
+
+export const tenantConfigSchema = z
+  .object({
+    /** Tenant name: part of every page key the daemon derives for it. */
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1..64 characters of [A-Za-z0-9_.-]'),
+    /** Bearer token that identifies the tenant (literal or `env:NAME`). */
+    token: secret,
+    /** Whether the tenant may map the host tier's shared-memory file (same-host clients). Default true. */
+    sharedMemory: z.boolean().default(true),
+    /** Most pages the tenant may hold in reservations and pins at once. Default 65536. */
+    maxLeasedPages: z.number().int().min(1).max(1 << 24).default(65536),
+  })
+  .strict();
+
+export const clientConfigSchema = z
+  .object({
+    /** Secret mixed into every tenant's key derivation (literal or `env:NAME`); default none (keys derive from the tenant name). */
+    keySalt: secret.optional(),
+    /** Most pages one client request may name. Default 4096. */
+    maxBatchPages: z.number().int().min(1).max(65536).default(4096),
+    /** A reservation or pin not committed/released within this many ms is undone. Default 30000. */
+    leaseMs: z.number().int().min(100).max(3_600_000).default(30_000),
+    /** Most leases (reservations + pins) open at once, all tenants together. Default 1024. */
+    maxLeases: z.number().int().min(1).max(1 << 20).default(1024),
   })
   .strict();
 
@@ -76,6 +116,11 @@ export const serverConfigSchema = tierSyncConfigSchema.extend({
   http: httpConfigSchema.default(httpConfigSchema.parse({})),
   peer: peerConfigSchema.default(peerConfigSchema.parse({})),
   cluster: clusterConfigSchema.optional(),
+  /** The RESP (Redis protocol) front door; off unless it has a port (or `serve --resp PORT`). See resp/config.ts. */
+  resp: respConfigSchema.optional(),
+  /** Tenants of the client API: each has a token and its own key namespace. Default: one tenant `default`. */
+  tenants: z.array(tenantConfigSchema).max(4096).optional(),
+  client: clientConfigSchema.default(clientConfigSchema.parse({})),
   log: z
     .object({
       /** pino level: fatal, error, warn, info, debug, trace, silent. Default info. */
@@ -91,6 +136,10 @@ export interface ResolvedServerConfig {
   http: z.output<typeof httpConfigSchema>;
   peer: z.output<typeof peerConfigSchema>;
   cluster: (z.output<typeof clusterConfigSchema> & { ttlMs: number }) | undefined;
+  /** The RESP door's settings (secrets resolved); the door runs when `port` is set. */
+  resp?: ResolvedRespConfig;
+  tenants?: Array<z.output<typeof tenantConfigSchema>> | undefined;
+  client?: z.output<typeof clientConfigSchema>;
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
 }
 
@@ -106,6 +155,25 @@ function resolveSecret(value: string | undefined, where: string): string | undef
   return v;
 }
 
+/** The RESP door's secrets resolved (`env:NAME`). */
+export function resolveRespConfig(resp: ResolvedRespConfig): ResolvedRespConfig {
+  return {
+    ...resp,
+    ...(resp.password !== undefined ? { password: resolveSecret(resp.password, 'resp.password')! } : {}),
+    ...(resp.tenants ? { tenants: Object.fromEntries(Object.entries(resp.tenants).map(([u, pw]) => [u, resolveSecret(pw, `resp.tenants.${u}`)!])) } : {}),
+  };
+}
+
+/** @throws TierSyncError ERR_CONFIG when the RESP door would be reachable off loopback without AUTH, or a bound is inconsistent */
+export function checkRespConfig(resp: ResolvedRespConfig): void {
+  if (resp.port !== undefined && !isLoopback(resp.host) && !resp.password && !Object.keys(resp.tenants ?? {}).length) {
+    throw new TierSyncError(`config resp.host: '${resp.host}' is not loopback; set resp.password or resp.tenants so clients must AUTH`, 'ERR_CONFIG');
+  }
+  if (resp.maxBulkBytes * 2 > resp.stagingBytes) {
+    throw new TierSyncError(`config resp.maxBulkBytes: ${resp.maxBulkBytes} is more than half of resp.stagingBytes (${resp.stagingBytes})`, 'ERR_CONFIG');
+  }
+}
+
 /**
  * Validates a daemon config (an object as read from YAML/JSON).
  * @throws TierSyncError ERR_CONFIG naming the field and why
@@ -117,15 +185,27 @@ export function parseServerConfig(config: unknown): ResolvedServerConfig {
     const where = issue.path.length ? issue.path.join('.') : '(config)';
     throw new TierSyncError(`config ${where}: ${issue.message}`, 'ERR_CONFIG');
   }
-  const { http, peer, cluster, log, ...rest } = r.data;
+  const { http, peer, cluster, log, tenants, client, resp, ...rest } = r.data;
   const hierarchy = parseConfig(rest);
   const out: ResolvedServerConfig = {
     hierarchy,
     http: { ...http, ...(http.token !== undefined ? { token: resolveSecret(http.token, 'http.token')! } : {}) },
     peer: { ...peer, ...(peer.secret !== undefined ? { secret: resolveSecret(peer.secret, 'peer.secret')! } : {}) },
     cluster: cluster ? { ...cluster, ttlMs: cluster.ttlMs ?? 3 * cluster.heartbeatMs } : undefined,
+    tenants: tenants?.map((t, i) => ({ ...t, token: resolveSecret(t.token, `tenants.${i}.token`)! })),
+    client: { ...client, ...(client.keySalt !== undefined ? { keySalt: resolveSecret(client.keySalt, 'client.keySalt')! } : {}) },
     log,
+    resp: resolveRespConfig(respConfigSchema.parse(resp ?? {})),
   };
+  const names = new Set<string>();
+  for (const [i, t] of (out.tenants ?? []).entries()) {
+    if (names.has(t.name)) throw new TierSyncError(`config tenants.${i}.name: '${t.name}' is used twice`, 'ERR_CONFIG');
+    names.add(t.name);
+  }
+  if (out.tenants && new Set(out.tenants.map((t) => t.token)).size !== out.tenants.length) {
+    throw new TierSyncError('config tenants: two tenants share a token (the token says which tenant a request is from)', 'ERR_CONFIG');
+  }
+  checkRespConfig(out.resp!);
   if (!isLoopback(out.http.host) && !out.http.token) {
     throw new TierSyncError(`config http.host: '${out.http.host}' is not loopback; set http.token so mutating endpoints require it`, 'ERR_CONFIG');
   }
@@ -166,16 +246,18 @@ export function defaultDataDir(): string {
 }
 
 /**
- * The embedded default: host RAM (2 GiB) over an fs tier (64 GiB) in `dataDir`, the SQLite index there, HTTP on
- * 127.0.0.1:7071, peer on 127.0.0.1:7070, no Redis. Pages are keyed for model `tiersync-default` with the
- * llama-3-8b layout; a real deployment names its model and layout in a config file.
+ * The embedded default: host RAM (2 GiB, in a /dev/shm file named after `dataDir`, so same-host clients map it and
+ * move pages without a socket, and a restarted daemon reattaches it) over an fs tier (64 GiB) in `dataDir`, the
+ * SQLite index there, HTTP on 127.0.0.1:7071, peer on 127.0.0.1:7070, no Redis. Pages are keyed for model
+ * `tiersync-default` with the llama-3-8b layout; a real deployment names its model and layout in a config file.
  */
 export function defaultServerConfig(dataDir: string = defaultDataDir()): ServerConfig {
+  const shm = `/dev/shm/tiersync-${createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16)}`;
   return {
     model: 'tiersync-default',
     layout: 'llama-3-8b',
     tiers: [
-      { url: 'host://?capacity=2GiB', name: 'host' },
+      { url: `host://?capacity=2GiB&shm=${shm}`, name: 'host' },
       { url: `fs://${path.join(dataDir, 'pages')}?capacity=64GiB`, name: 'fs' },
     ],
     index: { path: path.join(dataDir, 'index.sqlite') },

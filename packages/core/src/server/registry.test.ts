@@ -1,12 +1,11 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { HostArena } from '@tiersync/native';
-import { freePort } from '../bench/services.js';
+import { freePort, startRedis } from '../bench/services.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
 import { TierSyncServer } from './server.js';
 
@@ -16,19 +15,7 @@ const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
 
 /** redis-server on a fixed loopback port (so a restart comes back where the daemons look for it). */
 async function redisOn(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => {
-        c.destroy();
-        resolve(true);
-      });
-      c.on('error', () => resolve(false));
-    });
-    if (ok) return child;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`redis-server did not listen on ${port}`);
+  return (await startRedis({ port })).child;
 }
 
 function stop(child: ChildProcess): Promise<void> {

@@ -283,6 +283,32 @@ export class ClusterRegistry {
     }
   }
 
+  /**
+   * For each of `keys` (any set, not only a prefix): the live nodes that published it, this one included.
+   * @throws when Redis cannot be reached
+   */
+  async locate(keys: readonly string[]): Promise<NodeInfo[][]> {
+    const out: NodeInfo[][] = keys.map(() => []);
+    if (!keys.length) return out;
+    const nodes = await this.nodes();
+    if (!nodes.length) return out;
+    const members = keys.map(toMember);
+    try {
+      const p = this.#redis.pipeline();
+      for (const n of nodes) p.smismember(this.#key('pages', n.id), ...members);
+      const r = await p.exec();
+      nodes.forEach((node, i) => {
+        const [err, flags] = r?.[i] ?? [new Error('no reply')];
+        if (err) throw err;
+        (flags as number[]).forEach((f, k) => f === 1 && out[k]!.push(node));
+      });
+      return out;
+    } catch (e) {
+      this.#fail('locate', e);
+      throw e;
+    }
+  }
+
   stats(): RegistryStats {
     return { up: this.#up, failures: this.#failures, registrations: this.#registrations, publishedPages: this.#published, pendingChanges: this.#pending.size };
   }

@@ -23,6 +23,10 @@ import type { ResolvedServerConfig } from './config.js';
 import { DASHBOARD_HTML } from './dashboard.js';
 import { ServerMetrics } from './metrics.js';
 import { ClusterRegistry, type HolderAnswer } from './registry.js';
+import { RespDoor } from './resp/door.js';
+import { TierSyncPageStore } from './resp/page-store.js';
+import { ClientApi, ClientApiError } from './client-api.js';
+import { Tenants } from './tenants.js';
 
 export interface ServerStartOptions {
   /** Logger to use; default: pino to stderr at the config's `log.level`. */
@@ -40,9 +44,11 @@ export interface ServerStats {
   index: { pages: number; pageBytes: number; pins: number; fileBytes: number };
   counters: TierSync['counters'];
   lookups: { requests: number; pagesRequested: number; pagesHit: number };
-  peer: { host: string; port: number; tier: string; connections: number; authFailures: number } | null;
+  peer: { host: string; port: number; tier: string; connections: number; authFailures: number; refused: number; active: number } | null;
   http: { host: string; port: number; inFlight: number };
   cluster: ({ name: string } & ReturnType<ClusterRegistry['stats']>) | null;
+  /** Client API leases open now (reservations + pins) and the pages they hold. */
+  clients: { leases: number; leasedPages: number } | null;
 }
 
 class HttpError extends Error {
@@ -70,12 +76,16 @@ export class TierSyncServer {
   readonly #peer: PeerServer | undefined;
   readonly #peerTier: string | undefined;
   readonly #registry: ClusterRegistry | undefined;
+  /** The RESP front door, when `resp.port` is set. */
+  #resp: RespDoor | undefined;
+  /** The client API (`/v1/client/*`); undefined when the hierarchy has no host tier. */
+  readonly #clients: ClientApi | undefined;
   readonly #startedAt = Date.now();
   readonly #lookups = { requests: 0, pagesRequested: 0, pagesHit: 0 };
   #inFlight = 0;
   #closing: Promise<void> | undefined;
 
-  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string }) {
+  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
     this.config = parts.config;
     this.ts = parts.ts;
     this.log = parts.log;
@@ -91,6 +101,29 @@ export class TierSyncServer {
       registry: () => this.#registry?.stats(),
     });
     this.#http.on('request', (req, res) => void this.#handle(req, res));
+    const hostTierName = this.#peerTier ?? this.ts.stats().tiers.find((t) => t.kind === 'host')?.name;
+    const hostTier = hostTierName ? this.ts.tierDriver(hostTierName) : undefined;
+    const c = this.config;
+    this.#clients =
+      hostTier instanceof HostTier
+        ? new ClientApi({
+            ts: this.ts,
+            hostTier,
+            hostTierName: hostTierName!,
+            tenants: new Tenants(c.tenants, { ...(c.client?.keySalt ? { keySalt: c.client.keySalt } : {}), ...(c.http.token ? { defaultToken: c.http.token } : {}) }),
+            maxBatchPages: c.client?.maxBatchPages ?? 4096,
+            leaseMs: c.client?.leaseMs ?? 30_000,
+            maxLeases: c.client?.maxLeases ?? 1024,
+            peerAddress: this.#peer && this.#peerTier === hostTierName ? parts.peerAddress : '',
+            peerSecret: c.peer.secret,
+            peerTimeoutMs: c.peer.timeoutMs,
+            registry: this.#registry,
+            placement: c.cluster?.placement ?? 'none',
+            nodeId: this.nodeId,
+            log: this.log.child({ component: 'client-api' }),
+            metrics: this.metrics.registry,
+          })
+        : undefined;
   }
 
   /**
@@ -117,13 +150,25 @@ export class TierSyncServer {
         } else {
           const driver = ts.tierDriver(peerTier);
           if (!(driver instanceof HostTier)) throw new TierSyncError(`config peer.tier: '${peerTier}' is not a host:// tier; only host RAM can be served to peers`, 'ERR_CONFIG');
-          peer = servePeer(driver, { host: config.peer.host, port: config.peer.port, timeoutMs: config.peer.timeoutMs, ...(config.peer.secret ? { secret: config.peer.secret } : {}) });
-          const served = peer;
-          undo.push(() => served.close());
+          const served = peerTier;
+          peer = servePeer(driver, {
+            host: config.peer.host,
+            port: config.peer.port,
+            timeoutMs: config.peer.timeoutMs,
+            maxPayload: config.peer.maxPayloadBytes,
+            maxConnections: config.peer.maxConnections,
+            ...(config.peer.secret ? { secret: config.peer.secret } : {}),
+            // Pages other hosts (or remote clients) put into this host tier enter the block index.
+            onCommitted: (pages) => void ts.adoptPages(served, pages).catch((e: unknown) => log.error({ err: e, pages: pages.length }, 'could not record pages a peer put')),
+            onDeleted: (keys) => ts.forgetPages(served, keys),
+          });
+          const listening = peer;
+          undo.push(() => listening.close());
         }
       }
 
       const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
+      server.maxConnections = config.http.maxConnections;
       await new Promise<void>((resolve, reject) => {
         server.once('error', (e: NodeJS.ErrnoException) =>
           reject(new TierSyncError(`cannot listen for HTTP on ${config.http.host}:${config.http.port}: ${e.message}`, e.code === 'EADDRINUSE' ? 'ERR_UNAVAILABLE' : 'ERR_IO', { cause: e })),
@@ -150,7 +195,13 @@ export class TierSyncServer {
           logger: log,
         });
       }
-      const self = new TierSyncServer({ config, ts, log, http: server, peer, peerTier, registry, nodeId });
+      const self = new TierSyncServer({ config, ts, log, http: server, peer, peerTier, registry, nodeId, peerAddress });
+      if (config.resp?.port !== undefined) {
+        const door = await RespDoor.listen({ config: config.resp, store: new TierSyncPageStore(ts), logger: log.child({ component: 'resp' }), metrics: self.metrics.registry });
+        self.#resp = door;
+        undo.push(() => door.close());
+        log.info({ resp: `${config.resp.host}:${door.port}`, respPort: door.port, auth: door.requiresAuth }, 'RESP door listening');
+      }
       if (registry) {
         const initial: string[] = [];
         if (peerTier) for await (const p of ts.tierDriver(peerTier).list()) initial.push(p.key);
@@ -194,6 +245,15 @@ export class TierSyncServer {
     return `http://${h}:${this.httpPort}`;
   }
 
+  /** The RESP door's port, or 0 when it is off. */
+  get respPort(): number {
+    return this.#resp?.port ?? 0;
+  }
+
+  get resp(): RespDoor | undefined {
+    return this.#resp;
+  }
+
   get registry(): ClusterRegistry | undefined {
     return this.#registry;
   }
@@ -228,6 +288,7 @@ export class TierSyncServer {
       peer: this.#peer && peer ? { host: this.config.peer.host, port: this.#peer.port, tier: this.#peerTier!, ...peer } : null,
       http: { host: this.config.http.host, port: this.httpPort, inFlight: this.#inFlight },
       cluster: this.#registry ? { name: this.config.cluster!.name, ...this.#registry.stats() } : null,
+      clients: this.#clients?.stats() ?? null,
     };
   }
 
@@ -341,8 +402,14 @@ export class TierSyncServer {
         only('GET');
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(DASHBOARD_HTML), 'cache-control': 'no-store' });
         return void res.end(method === 'HEAD' ? undefined : DASHBOARD_HTML);
-      default:
+      default: {
+        if (route.startsWith('/v1/client/')) {
+          if (!this.#clients) throw new HttpError(503, 'the client API needs a host:// tier');
+          const r = await this.#clients.handle(route.slice('/v1/client/'.length), req, () => this.#body(req));
+          return sendJson(res, r.status, r.body);
+        }
         throw new HttpError(404, `no route ${route}`);
+      }
     }
   }
 
@@ -350,12 +417,12 @@ export class TierSyncServer {
     const start = process.hrtime.bigint();
     this.#inFlight++;
     const route = new URL(req.url ?? '/', 'http://x').pathname;
-    const known = ['/healthz', '/metrics', '/v1/stats', '/v1/lookup', '/v1/prefetch', '/v1/cluster/nodes', '/', '/index.html'].includes(route) ? route : 'other';
+    const known = ['/healthz', '/metrics', '/v1/stats', '/v1/lookup', '/v1/prefetch', '/v1/cluster/nodes', '/', '/index.html'].includes(route) || /^\/v1\/client\/(hello|reserve|commit|abort|release|lookup|pin|resolve|delete)$/.test(route) ? route : 'other';
     if (this.#closing) res.setHeader('connection', 'close');
     try {
       await this.#route(req, res, route);
     } catch (e) {
-      const status = e instanceof HttpError ? e.status : e instanceof TierSyncError && (e.code === 'ERR_INVALID_ARGUMENT' || e.code === 'ERR_OUT_OF_RANGE') ? 400 : e instanceof TierSyncError && e.code === 'ERR_CLOSED' ? 503 : 500;
+      const status = e instanceof HttpError || e instanceof ClientApiError ? e.status : e instanceof TierSyncError && (e.code === 'ERR_INVALID_ARGUMENT' || e.code === 'ERR_OUT_OF_RANGE') ? 400 : e instanceof TierSyncError && e.code === 'ERR_CLOSED' ? 503 : 500;
       if (status >= 500) this.log.error({ err: e, route }, 'request failed');
       else this.log.debug({ route, status, err: (e as Error).message }, 'request refused');
       if (!res.headersSent) {
@@ -390,8 +457,10 @@ export class TierSyncServer {
       await closed;
       clearTimeout(grace);
       clearInterval(sweep);
+      await this.#resp?.close(this.config.http.shutdownGraceMs);
       await this.#registry?.close();
       this.#peer?.close();
+      this.#clients?.close();
       this.metrics.close();
       await this.ts.close();
       this.log.info('shut down cleanly');

@@ -740,6 +740,7 @@ export class FsTier implements TierDriver {
         misses++;
         return;
       }
+      if (p.range !== undefined) throw this.#error(`pages[${index}].range: sub-page reads are not offered here (every read is checked against the whole page's CRC32C)`, 'ERR_UNSUPPORTED');
       if (p.into.length < page.length) {
         throw this.#error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE');
       }

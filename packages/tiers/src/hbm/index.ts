@@ -63,7 +63,7 @@ export class HbmTier extends MemoryTier {
     const config = parseHbmUrl(url);
     super(config.redacted, context, config.capacity);
     this.config = config;
-    this.capabilities = { kind: 'hbm', persistent: false, remote: false, zeroCopy: true, memoryKinds: ['host', 'device'], verifiesOnRead: config.verify };
+    this.capabilities = { kind: 'hbm', persistent: false, remote: false, zeroCopy: true, memoryKinds: ['host', 'device'], verifiesOnRead: config.verify, rangeReads: !config.verify };
   }
 
   protected async openStore(): Promise<SlotStore> {

@@ -74,7 +74,7 @@ export class HostTier extends MemoryTier {
     const config = parseHostUrl(url);
     super(config.redacted, context, config.capacity);
     this.config = config;
-    this.capabilities = { kind: 'host', persistent: config.shm !== undefined, remote: false, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: config.verify };
+    this.capabilities = { kind: 'host', persistent: config.shm !== undefined, remote: false, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: config.verify, rangeReads: !config.verify };
   }
 
   protected async openStore(): Promise<SlotStore> {

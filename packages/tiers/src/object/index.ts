@@ -487,6 +487,9 @@ export class ObjectTier implements TierDriver {
     for (const [index, p] of pages.entries()) {
       const page = this.#table.get(p.key);
       if (!page) continue;
+      if (p.range !== undefined) {
+        return Promise.reject(this.#error(`pages[${index}].range: sub-page reads are not offered here (every read is checked against the whole page's CRC32C)`, 'ERR_UNSUPPORTED'));
+      }
       if (p.into.length < page.length) {
         return Promise.reject(this.#error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE'));
       }

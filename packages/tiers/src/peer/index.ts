@@ -68,6 +68,9 @@ export class PeerTier implements TierDriver {
   readonly #pins = new PinTable();
   readonly #inflight = new InFlight();
   #client: PeerClient | undefined;
+  /** Set by a failure that may have come from the sockets; the next call reconnects. */
+  #broken = false;
+  #reconnecting: Promise<PeerClient> | undefined;
   #closed = false;
   #pages = 0;
   #usedBytes = 0;
@@ -82,9 +85,45 @@ export class PeerTier implements TierDriver {
     return new TierSyncError(`peer tier ${this.config.host}:${this.config.port}: ${message}`, code, { tier: 'peer' });
   }
 
-  async open(): Promise<void> {
+  #connect(): Promise<PeerClient> {
     const c = this.config;
-    this.#client = await PeerClient.connect({ host: c.host, port: c.port, streams: c.streams, timeoutMs: c.timeoutMs, ...(c.secret ? { secret: c.secret } : {}) });
+    return PeerClient.connect({ host: c.host, port: c.port, streams: c.streams, timeoutMs: c.timeoutMs, ...(c.secret ? { secret: c.secret } : {}) });
+  }
+
+  async open(): Promise<void> {
+    this.#client = await this.#connect();
+  }
+
+  /**
+   * The live connection. After a connection-level failure (a cut link, a restarted peer) the next call connects
+   * again, once for all concurrent callers; while the peer stays unreachable each call fails with its typed error.
+   */
+  async #connection(): Promise<PeerClient> {
+    const client = this.#ready();
+    if (!this.#broken) return client;
+    this.#reconnecting ??= this.#connect()
+      .then((fresh) => {
+        if (this.#closed) {
+          fresh.close();
+          throw this.#error('tier is closed', 'ERR_CLOSED');
+        }
+        this.#client?.close();
+        this.#client = fresh;
+        this.#broken = false;
+        return fresh;
+      })
+      .finally(() => (this.#reconnecting = undefined));
+    return this.#reconnecting;
+  }
+
+  /** Runs one remote call; a failure that may have come from the sockets marks the connection for reconnecting. */
+  async #call<T>(fn: (client: PeerClient) => Promise<T>): Promise<T> {
+    try {
+      return await fn(await this.#connection());
+    } catch (e) {
+      if (e instanceof TierSyncError && (e.code === 'ERR_IO' || e.code === 'ERR_TIMEOUT' || e.code === 'ERR_PROTOCOL')) this.#broken = true;
+      throw e;
+    }
   }
 
   async close(): Promise<void> {
@@ -120,12 +159,12 @@ export class PeerTier implements TierDriver {
   }
 
   write(pages: readonly PageWrite[], opts: IoOptions = {}): Promise<WriteResult> {
-    const client = this.#ready();
+    this.#ready();
     checkWrites(pages, this.#context.pageBytes, 'peer');
     for (const [i, p] of pages.entries()) {
       if (!(p.source.arena instanceof HostArena)) throw this.#error(`pages[${i}].source must be a HostArena (stage device pages through host memory)`, 'ERR_UNSUPPORTED');
     }
-    return this.#inflight.run(async () => {
+    return this.#inflight.run(() => this.#call(async (client) => {
       // Known checksums travel as given; missing ones are computed by the native stream threads.
       const known = pages.every((p) => p.crc32c !== undefined);
       const crcs = pages.map((p) => p.crc32c ?? 0);
@@ -176,16 +215,16 @@ export class PeerTier implements TierDriver {
       }
       this.#counters.writes += written.length;
       return { written, existing: pages.filter((_, i) => statuses[i] === PeerStatus.existing).map((p) => p.key), crc32c: crcs };
-    });
+    }));
   }
 
   read(pages: readonly PageRead[], opts: IoOptions = {}): Promise<ReadOutcome[]> {
-    const client = this.#ready();
+    this.#ready();
     checkReads(pages, this.#context.pageBytes, 'peer');
     for (const [i, p] of pages.entries()) {
       if (!(p.into.arena instanceof HostArena)) throw this.#error(`pages[${i}].into must be a HostArena`, 'ERR_UNSUPPORTED');
     }
-    return this.#inflight.run(async () => {
+    return this.#inflight.run(() => this.#call(async (client) => {
       const outcomes: ReadOutcome[] = new Array(pages.length);
       const byArena = new Map<HostArena, number[]>();
       pages.forEach((p, i) => {
@@ -225,25 +264,25 @@ export class PeerTier implements TierDriver {
       }
       await settleAll(requests, () => this.#counters.errors++);
       return outcomes;
-    });
+    }));
   }
 
   async has(keys: readonly PageKey[]): Promise<boolean[]> {
-    const client = this.#ready();
+    this.#ready();
     checkKeys(keys, 'peer');
     if (keys.length === 0) return [];
-    const r = await this.#inflight.run(() => withDeadline(client.has([...keys]), {}, this.config.timeoutMs));
+    const r = await this.#inflight.run(() => this.#call((client) => withDeadline(client.has([...keys]), {}, this.config.timeoutMs)));
     return Array.from(r.statuses, (s) => s === PeerStatus.ok);
   }
 
   async delete(keys: readonly PageKey[]): Promise<{ deleted: PageKey[]; pinned: PageKey[] }> {
-    const client = this.#ready();
+    this.#ready();
     checkKeys(keys, 'peer');
     const unique = [...new Set(keys)];
     const pinned = unique.filter((k) => this.#pins.isPinned(k));
     const rest = unique.filter((k) => !this.#pins.isPinned(k));
     if (rest.length === 0) return { deleted: [], pinned };
-    const r = await this.#inflight.run(() => withDeadline(client.delete(rest), {}, this.config.timeoutMs));
+    const r = await this.#inflight.run(() => this.#call((client) => withDeadline(client.delete(rest), {}, this.config.timeoutMs)));
     const deleted = rest.filter((_, i) => r.statuses[i] === PeerStatus.ok);
     this.#pages = Math.max(0, this.#pages - deleted.length);
     return { deleted, pinned: [...pinned, ...rest.filter((_, i) => r.statuses[i] === PeerStatus.pinned)] };

@@ -42,6 +42,47 @@ tierConformance('peer:// (loopback, with secret)', () => {
   };
 });
 
+describe('peer reconnects', () => {
+  it('after the serving side restarts, a failed call is typed and the next one reconnects', async () => {
+    const engine = new TransferEngine({ threads: 2 });
+    const context = { engine, pageBytes: PAGE, fingerprint: 'reconnect' };
+    const serve = async (port = 0) => {
+      const host = new HostTier(`host://?capacity=${8 * PAGE}`, context);
+      await host.open();
+      return { host, server: servePeer(host, { secret: 's', port }) };
+    };
+    let remote = await serve();
+    const port = remote.server.port;
+    const tier = new PeerTier(`peer://127.0.0.1:${port}?secret=s&streams=2&timeoutMs=2000`, context);
+    await tier.open();
+    const arena = HostArena.create({ capacity: 2 * PAGE });
+    arena.view(0, PAGE).fill(7);
+    const key = testKey(1);
+    try {
+      await tier.write([{ key, source: { arena, offset: 0, length: PAGE } }]);
+      remote.server.close();
+      await remote.host.close();
+      // The old connection is gone: the call fails with a typed error, never hangs or succeeds wrongly.
+      const failed = await tier.read([{ key, into: { arena, offset: PAGE, length: PAGE } }]).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((failed as { code?: string } | undefined)?.code).toMatch(/^ERR_(IO|TIMEOUT|PROTOCOL)$/);
+      remote = await serve(port);
+      await tier.write([{ key, source: { arena, offset: 0, length: PAGE } }]);
+      const [o] = await tier.read([{ key, into: { arena, offset: PAGE, length: PAGE } }]);
+      expect(o).toMatchObject({ status: 'hit', length: PAGE });
+      expect(arena.view(PAGE, PAGE).every((b) => b === 7)).toBe(true);
+    } finally {
+      await tier.close();
+      remote.server.close();
+      await remote.host.close();
+      arena.close();
+      await engine.close();
+    }
+  });
+});
+
 describe('peer URLs', () => {
   it('parses and names what is wrong', () => {
     process.env.TIERSYNC_TEST_SECRET = 'abc';

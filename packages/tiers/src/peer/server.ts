@@ -5,6 +5,7 @@
  */
 import { PeerServer, PeerStatus, TierSyncError, type PeerPlan, type PeerServerRequest } from '@tiersync/native';
 import { HostArena } from '@tiersync/native';
+import type { PageKey } from '../driver.js';
 import type { HostTier } from '../host/index.js';
 
 export interface PeerServeOptions {
@@ -16,6 +17,17 @@ export interface PeerServeOptions {
   secret?: string;
   /** Deadline of every socket read/write inside a request, ms. Default 30000. */
   timeoutMs?: number;
+  /** Largest payload one frame may declare, bytes. Default: the native default (1 GiB). */
+  maxPayload?: number;
+  /** Connections served at once; more are closed on accept. Default 256. */
+  maxConnections?: number;
+  /**
+   * Called after a put's pages became visible in the tier (their bytes arrived intact), so the owner of the tier
+   * (the daemon's hierarchy) can record them in its block index.
+   */
+  onCommitted?: (pages: Array<{ key: PageKey; length: number; crc32c: number }>) => void;
+  /** Called after a peer deleted pages from the tier. */
+  onDeleted?: (keys: PageKey[]) => void;
 }
 
 /** Serves `tier` (opened) to peers until `close()`. */
@@ -39,7 +51,13 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
         const offsets = reserved.get(r.id);
         if (!offsets) return;
         reserved.delete(r.id);
-        tier.commitRemote(r.keys, offsets, r.lengths, r.crcs, (i) => !r.failed && r.outcome?.[i] === PeerStatus.ok);
+        const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
+        tier.commitRemote(r.keys, offsets, r.lengths, r.crcs, (i) => {
+          const ok = !r.failed && r.outcome?.[i] === PeerStatus.ok;
+          if (ok) landed.push({ key: r.keys[i]!, length: r.lengths[i]!, crc32c: r.crcs[i]! });
+          return ok;
+        });
+        if (landed.length && options.onCommitted) options.onCommitted(landed);
         return;
       }
       case 'get:plan': {
@@ -71,6 +89,7 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
           if (deleted.includes(k)) statuses[i] = PeerStatus.ok;
           else if (pinned.includes(k)) statuses[i] = PeerStatus.pinned;
         });
+        if (deleted.length && options.onDeleted) options.onDeleted(deleted);
         return { offsets: new Float64Array(n).fill(-1), statuses };
       }
       default:
@@ -82,5 +101,7 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
     ...(options.port !== undefined ? { port: options.port } : {}),
     ...(options.secret ? { secret: options.secret } : {}),
     ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+    ...(options.maxPayload !== undefined ? { maxPayload: options.maxPayload } : {}),
+    ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
   });
 }

@@ -1,0 +1,350 @@
+/**
+ * TierSyncClient: store, look up and load pages through a `tiersync serve` daemon running in another process.
+ *
+ * Transports (the control messages always go over the daemon's HTTP control plane, kept alive):
+ * - `shm` (same host): the client maps the daemon's host tier (its /dev/shm file) and moves page bytes itself,
+ *   on native threads: store = reserve slots, copy in (CRC32C computed on the way), commit (the daemon checks each
+ *   CRC before the page becomes visible); load = pin (the daemon makes the pages resident), copy out checking each
+ *   page's CRC32C, release. No page byte crosses a socket.
+ * - `peer` (another host, or a daemon without a shared-memory host tier): page bytes go over the native peer
+ *   protocol (authenticated handshake, CRC32C checked on arrival); pins and key resolution still go over HTTP.
+ *
+ * Keys are the client's own (16..128 lower-case hex characters); the daemon stores each under its tenant's
+ * derived key, so tenants never see each other's pages.
+ */
+import { HostArena, PeerClient, PeerStatus, TierSyncError, TransferBatch, TransferEngine, type DeviceArena } from '@tiersync/native';
+import { ControlChannel } from './control.js';
+
+export interface PageLocation {
+  arena: HostArena | DeviceArena;
+  offset: number;
+  length: number;
+}
+
+export interface ClientOptions {
+  /** The daemon's HTTP control plane, e.g. `http://127.0.0.1:7071`. */
+  url: string;
+  /** The tenant's bearer token (or the daemon's http.token when it has no tenants). */
+  token?: string;
+  /** `auto` (default): shared memory when the daemon offers it and its file can be mapped here, else peer. */
+  transport?: 'auto' | 'shm' | 'peer';
+  /** Secret of the peer handshake (needed for a non-loopback daemon over `peer`). */
+  peerSecret?: string;
+  /** Deadline of each control request and peer request, ms. Default 30000. */
+  timeoutMs?: number;
+  /** Native copy threads of the client's transfer engine (shm). Default 2. */
+  threads?: number;
+}
+
+export interface Hello {
+  node: string;
+  tenant: string;
+  model: string;
+  pageBytes: number;
+  tokensPerPage: number;
+  maxBatchPages: number;
+  leaseMs: number;
+  shm: { path: string; capacity: number; pageSize: number; fingerprint: string } | null;
+  peer: string | null;
+}
+
+export interface ClientStoreResult {
+  stored: number;
+  /** Pages the daemon already held. */
+  existing: number;
+  /** Indices of pages refused because their bytes did not match their CRC32C when committed. */
+  badChecksum: number[];
+}
+
+export interface ClientLookupResult {
+  present: boolean[];
+  /** Stored length of each present page (0 when absent). */
+  lengths: number[];
+  /** The tier holding each present page (null when absent). */
+  tiers: Array<string | null>;
+  /**
+   * With `{ cluster: true }` and a daemon in a cluster: for each page it lacks, the ids of the live nodes that hold
+   * it (the rendezvous owner first; a load pulls it from there); null for pages it holds. `error` when Redis is down.
+   */
+  cluster?: { holders: Array<string[] | null> } | { error: string };
+}
+
+export interface ClientLoadResult {
+  loaded: number;
+  /** Indices of pages found nowhere (recompute these), or whose copy failed its CRC32C check. */
+  missing: number[];
+  bytes: number;
+}
+
+const KEY = /^[0-9a-f]{16,128}$/;
+
+export class TierSyncClient {
+  readonly hello: Hello;
+  readonly transport: 'shm' | 'peer';
+  readonly #control: ControlChannel;
+  readonly #shm: HostArena | undefined;
+  readonly #engine: TransferEngine | undefined;
+  readonly #peer: PeerClient | undefined;
+  /** Host memory for pages to or from device arenas over the peer transport, kept between calls (one user at a time). */
+  #staging: HostArena | undefined;
+  #stagingBusy = false;
+  #closed = false;
+
+  private constructor(parts: { hello: Hello; transport: 'shm' | 'peer'; control: ControlChannel; shm?: HostArena; engine?: TransferEngine; peer?: PeerClient }) {
+    this.hello = parts.hello;
+    this.transport = parts.transport;
+    this.#control = parts.control;
+    this.#shm = parts.shm;
+    this.#engine = parts.engine;
+    this.#peer = parts.peer;
+  }
+
+  /**
+   * Asks the daemon what it offers and sets up the transport.
+   * @throws TierSyncError ERR_AUTH (wrong token), ERR_IO / ERR_TIMEOUT (daemon unreachable), ERR_UNAVAILABLE
+   *   (the asked transport is not offered or cannot be set up here), ERR_GEOMETRY_MISMATCH (shm file changed)
+   */
+  static async connect(options: ClientOptions): Promise<TierSyncClient> {
+    if (!options || typeof options !== 'object') throw new TierSyncError('options must be { url, token?, transport? }', 'ERR_INVALID_ARGUMENT');
+    const want = options.transport ?? 'auto';
+    if (!['auto', 'shm', 'peer'].includes(want)) throw new TierSyncError(`transport must be 'auto', 'shm' or 'peer', got '${String(want)}'`, 'ERR_INVALID_ARGUMENT');
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const control = new ControlChannel({ url: options.url, token: options.token, timeoutMs });
+    try {
+      const hello = await control.request<Hello>('GET', '/v1/client/hello');
+      let shmError: unknown;
+      if (want !== 'peer' && hello.shm) {
+        try {
+          const shm = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false, attach: true });
+          const engine = new TransferEngine({ threads: options.threads ?? 2 });
+          return new TierSyncClient({ hello, transport: 'shm', control, shm, engine });
+        } catch (e) {
+          shmError = e;
+          if (want === 'shm') throw e;
+        }
+      }
+      if (want === 'shm') throw new TierSyncError(`daemon ${hello.node} offers no shared-memory host tier to tenant ${hello.tenant} (host tier without shm=, or tenant without sharedMemory)`, 'ERR_UNAVAILABLE');
+      if (!hello.peer) throw new TierSyncError(`daemon ${hello.node} offers neither shared memory here nor a peer endpoint${shmError ? ` (shm: ${(shmError as Error).message})` : ''}`, 'ERR_UNAVAILABLE');
+      const i = hello.peer.lastIndexOf(':');
+      // The peer address is as the daemon advertises it; a loopback-bound daemon is reached at the URL's host.
+      const advertised = hello.peer.slice(0, i).replace(/^\[|\]$/g, '');
+      const host = advertised === '0.0.0.0' || advertised === '::' ? control.host : advertised;
+      const peer = await PeerClient.connect({ host, port: Number(hello.peer.slice(i + 1)), streams: 2, timeoutMs, ...(options.peerSecret ? { secret: options.peerSecret } : {}) });
+      const engine = new TransferEngine({ threads: options.threads ?? 2 });
+      return new TierSyncClient({ hello, transport: 'peer', control, peer, engine });
+    } catch (e) {
+      control.close();
+      throw e;
+    }
+  }
+
+  get pageBytes(): number {
+    return this.hello.pageBytes;
+  }
+
+  /** Control requests sent so far (each is one round trip on the kept-alive channel). */
+  get controlRequests(): number {
+    return this.#control.requests;
+  }
+
+  /** Lends a staging arena of at least `bytes`; give it back with the returned release(). */
+  #borrowStaging(bytes: number): { arena: HostArena; release: () => void } {
+    if (this.#stagingBusy) {
+      const temp = HostArena.create({ capacity: bytes });
+      return { arena: temp, release: () => temp.close() };
+    }
+    if (!this.#staging || this.#staging.capacity < bytes) {
+      this.#staging?.close();
+      this.#staging = HostArena.create({ capacity: bytes, prefault: true });
+    }
+    this.#stagingBusy = true;
+    return { arena: this.#staging, release: () => (this.#stagingBusy = false) };
+  }
+
+  #ready(): void {
+    if (this.#closed) throw new TierSyncError('client is closed', 'ERR_CLOSED');
+  }
+
+  #checkKeys(keys: readonly string[]): void {
+    if (!Array.isArray(keys) || keys.length === 0) throw new TierSyncError('keys must be a non-empty array of page keys', 'ERR_INVALID_ARGUMENT');
+    if (keys.length > this.hello.maxBatchPages) throw new TierSyncError(`at most ${this.hello.maxBatchPages} keys per call (the daemon's client.maxBatchPages), got ${keys.length}`, 'ERR_OUT_OF_RANGE');
+    const seen = new Set<string>();
+    keys.forEach((k, i) => {
+      if (typeof k !== 'string' || !KEY.test(k)) throw new TierSyncError(`keys[${i}] must be 16..128 lower-case hex characters`, 'ERR_INVALID_ARGUMENT');
+      if (seen.has(k)) throw new TierSyncError(`keys[${i}] ${k} appears twice`, 'ERR_INVALID_ARGUMENT');
+      seen.add(k);
+    });
+  }
+
+  #checkPages(pages: readonly PageLocation[], n: number, what: string, exact: boolean): void {
+    if (!Array.isArray(pages) || pages.length !== n) throw new TierSyncError(`${what} must be an array of ${n} { arena, offset, length } (one per key)`, 'ERR_INVALID_ARGUMENT');
+    pages.forEach((p, i) => {
+      if (!p || typeof p !== 'object' || !Number.isSafeInteger(p.length) || p.length < 1 || p.length > this.pageBytes || (exact && p.length < 1)) {
+        throw new TierSyncError(`${what}[${i}].length must be an integer in [1, ${this.pageBytes}] (the daemon's page size), got ${p?.length}`, 'ERR_INVALID_ARGUMENT');
+      }
+    });
+  }
+
+  /**
+   * Stores `pages[i]` under `keys[i]` (1 byte up to the daemon's page size each). Resolves once the daemon has
+   * checked and recorded them; pages it already held count as `existing`.
+   * @throws TierSyncError ERR_INVALID_ARGUMENT, ERR_TIER_FULL (no room in the host tier), ERR_UNAVAILABLE (a lease limit), ERR_AUTH
+   */
+  async store(keys: readonly string[], pages: readonly PageLocation[]): Promise<ClientStoreResult> {
+    this.#ready();
+    this.#checkKeys(keys);
+    this.#checkPages(pages, keys.length, 'pages', true);
+    if (this.transport === 'peer') return this.#storePeer(keys, pages);
+    const shm = this.#shm!;
+    const r = await this.#control.request<{ lease: number; offsets: number[] }>('POST', '/v1/client/reserve', { keys, lengths: pages.map((p) => p.length) });
+    const crcs = new Array<number>(keys.length).fill(0);
+    try {
+      const batch = new TransferBatch();
+      const moved: number[] = [];
+      r.offsets.forEach((o, i) => {
+        if (o < 0) return;
+        const p = pages[i]!;
+        batch.add(p.arena, p.offset, shm, o, p.length);
+        moved.push(i);
+      });
+      if (moved.length) {
+        const done = await this.#engine!.submit(batch, { checksums: true, priority: 'demand' });
+        moved.forEach((i, k) => (crcs[i] = done.checksums![k]!));
+      }
+    } catch (e) {
+      await this.#control.request('POST', '/v1/client/abort', { lease: r.lease }).catch(() => undefined);
+      throw e;
+    }
+    const c = await this.#control.request<{ stored: number; existing: number; badChecksum: number[] }>('POST', '/v1/client/commit', { lease: r.lease, crcs });
+    return { stored: c.stored, existing: c.existing, badChecksum: c.badChecksum };
+  }
+
+  /** Which of `keys` the daemon holds (any tier), with their lengths; with `cluster`, which other hosts hold the rest. */
+  async lookup(keys: readonly string[], options: { cluster?: boolean } = {}): Promise<ClientLookupResult> {
+    this.#ready();
+    this.#checkKeys(keys);
+    return this.#control.request<ClientLookupResult>('POST', '/v1/client/lookup', { keys, ...(options.cluster ? { cluster: true } : {}) });
+  }
+
+  /**
+   * Loads `keys[i]` into `into[i]` (room for the stored length). Every page is checked against its CRC32C as it
+   * is copied; pages found nowhere, or whose copy failed its check, are listed in `missing` (recompute those).
+   */
+  async load(keys: readonly string[], into: readonly PageLocation[]): Promise<ClientLoadResult> {
+    this.#ready();
+    this.#checkKeys(keys);
+    this.#checkPages(into, keys.length, 'into', false);
+    const pin = await this.#control.request<{ lease: number; offsets: number[]; lengths: number[]; crcs: number[]; keys?: string[] }>('POST', '/v1/client/pin', { keys, storedKeys: this.transport === 'peer' });
+    try {
+      const found = pin.offsets.map((o, i) => (o >= 0 ? i : -1)).filter((i) => i >= 0);
+      for (const i of found) {
+        if (into[i]!.length < pin.lengths[i]!) throw new TierSyncError(`into[${i}] holds ${into[i]!.length} bytes, the page has ${pin.lengths[i]}`, 'ERR_OUT_OF_RANGE');
+      }
+      const bad = this.transport === 'shm' ? await this.#copyOut(found, pin, into) : await this.#getPeer(found, pin, into);
+      const missing = keys.map((_, i) => i).filter((i) => pin.offsets[i]! < 0 || bad.has(i));
+      let bytes = 0;
+      for (const i of found) if (!bad.has(i)) bytes += pin.lengths[i]!;
+      return { loaded: found.length - bad.size, missing, bytes };
+    } finally {
+      await this.#control.request('POST', '/v1/client/release', { lease: pin.lease }).catch(() => undefined);
+    }
+  }
+
+  /** Copies pinned pages out of the shared arena, verifying each page's CRC32C on the way. Returns failed indices. */
+  async #copyOut(found: number[], pin: { offsets: number[]; lengths: number[]; crcs: number[] }, into: readonly PageLocation[]): Promise<Set<number>> {
+    if (!found.length) return new Set();
+    const batch = new TransferBatch();
+    for (const i of found) batch.add(this.#shm!, pin.offsets[i]!, into[i]!.arena, into[i]!.offset, pin.lengths[i]!);
+    const r = await this.#engine!.submit(batch, { priority: 'demand', expected: Uint32Array.from(found, (i) => pin.crcs[i]!) });
+    return new Set((r.mismatches ?? []).map((k) => found[k]!));
+  }
+
+  /** Peer transport: fetches pinned pages (CRC32C checked on arrival), staging through host memory for device destinations. */
+  async #getPeer(found: number[], pin: { lengths: number[]; keys?: string[] }, into: readonly PageLocation[]): Promise<Set<number>> {
+    if (!found.length) return new Set();
+    const keys = pin.keys!;
+    const direct = found.every((i) => into[i]!.arena instanceof HostArena);
+    const lent = direct ? undefined : this.#borrowStaging(found.length * this.pageBytes);
+    const staging = lent?.arena;
+    try {
+      const arena = (staging ?? into[found[0]!]!.arena) as HostArena;
+      const bad = new Set<number>();
+      // One request per destination arena (the peer protocol writes into one arena per request).
+      const groups = new Map<HostArena, number[]>();
+      for (const i of found) {
+        const a = staging ?? (into[i]!.arena as HostArena);
+        groups.set(a, [...(groups.get(a) ?? []), i]);
+      }
+      for (const [a, idx] of groups) {
+        const r = await this.#peer!.get(
+          a,
+          idx.map((i) => keys[i]!),
+          Float64Array.from(idx, (i, k) => (staging ? k * this.pageBytes : into[i]!.offset)),
+          Uint32Array.from(idx, (i) => (staging ? this.pageBytes : into[i]!.length)),
+        );
+        idx.forEach((i, k) => r.statuses[k] !== PeerStatus.ok && bad.add(i));
+      }
+      if (staging) {
+        const batch = new TransferBatch();
+        const ok = found.filter((i) => !bad.has(i));
+        ok.forEach((i) => batch.add(arena, found.indexOf(i) * this.pageBytes, into[i]!.arena, into[i]!.offset, pin.lengths[i]!));
+        if (ok.length) await this.#engine!.submit(batch, { priority: 'demand' });
+      }
+      return bad;
+    } finally {
+      lent?.release();
+    }
+  }
+
+  /** Peer transport store: the daemon names the tenant's stored keys, the bytes go over the peer protocol. */
+  async #storePeer(keys: readonly string[], pages: readonly PageLocation[]): Promise<ClientStoreResult> {
+    const { keys: stored } = await this.#control.request<{ keys: string[] }>('POST', '/v1/client/resolve', { keys });
+    const direct = pages.every((p) => p.arena === pages[0]!.arena && p.arena instanceof HostArena);
+    const lent = direct ? undefined : this.#borrowStaging(pages.length * this.pageBytes);
+    const staging = lent?.arena;
+    try {
+      // Staged pages get their CRC32C on the staging copy, so the peer streams need not read them again for it.
+      let crcs: Uint32Array | undefined;
+      if (staging) {
+        const batch = new TransferBatch();
+        pages.forEach((p, i) => batch.add(p.arena, p.offset, staging, i * this.pageBytes, p.length));
+        crcs = (await this.#engine!.submit(batch, { priority: 'demand', checksums: true })).checksums;
+      }
+      const arena = staging ?? (pages[0]!.arena as HostArena);
+      const r = await this.#peer!.put(
+        arena,
+        stored,
+        Float64Array.from(pages, (p, i) => (staging ? i * this.pageBytes : p.offset)),
+        Uint32Array.from(pages, (p) => p.length),
+        crcs,
+      );
+      const st = Array.from(r.statuses);
+      if (st.some((s) => s === PeerStatus.full)) throw new TierSyncError(`daemon ${this.hello.node}'s host tier has no room for ${keys.length} page(s)`, 'ERR_TIER_FULL');
+      return {
+        stored: st.filter((s) => s === PeerStatus.ok).length,
+        existing: st.filter((s) => s === PeerStatus.existing).length,
+        badChecksum: st.map((s, i) => (s === PeerStatus.badChecksum ? i : -1)).filter((i) => i >= 0),
+      };
+    } finally {
+      lent?.release();
+    }
+  }
+
+  /** Removes pages (pinned ones stay). */
+  async delete(keys: readonly string[]): Promise<{ deleted: number; pinned: number; missing: number }> {
+    this.#ready();
+    this.#checkKeys(keys);
+    return this.#control.request('POST', '/v1/client/delete', { keys });
+  }
+
+  /** Unmaps the shared arena, closes the peer connection and the control channel. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#peer?.close();
+    await this.#engine?.close();
+    this.#shm?.close();
+    this.#staging?.close();
+    this.#control.close();
+  }
+}

@@ -1,0 +1,173 @@
+import { closeSync, openSync, readSync, writeSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type HostArena, crc32c } from '@tiersync/native';
+import type { FsTier } from '@tiersync/tiers';
+import type { LayerEvent, TierSync } from './tier-sync.js';
+import { hierarchyFixture } from './test-fixtures.js';
+
+// A hybrid layout: 4 sliding-window layers and 2 full-attention layers, 2 KV heads of 64, bf16, 16 tokens per page.
+// Per layer and page: 16 tokens x 2 (K,V) x 2 heads x 64 x 2 bytes = 8 KiB; the page is 48 KiB.
+const layout = {
+  tokensPerPage: 16,
+  dtype: 'bf16',
+  groups: [
+    { name: 'sliding', layers: [0, 1, 3, 4], slidingWindow: 64, attention: { type: 'mha', kvHeads: 2, headDim: 64 } },
+    { name: 'full', layers: [2, 5], attention: { type: 'mha', kvHeads: 2, headDim: 64 } },
+  ],
+};
+const LAYER = 8 * 1024;
+const PAGE = 6 * LAYER;
+const fx = hierarchyFixture({
+  model: 'layerwise-test@1',
+  dirPrefix: 'tiersync-layerwise-',
+  layout,
+  page: PAGE,
+  config: { promoteOnHit: false },
+  watermarks: { high: 1, low: 0.5 },
+  fsPages: 64,
+});
+const { arena } = fx;
+afterEach(fx.cleanup);
+
+/** `hostUrl` is appended to the host tier's URL (e.g. `&verify=true`). */
+function hierarchy(pages: { hbm: number; host: number }, hostUrl = '') {
+  return fx.hierarchy(pages, [{}, { url: `host://?capacity=${pages.host * PAGE}${hostUrl}` }]);
+}
+
+function tokens(seed: number, pages: number): Uint32Array {
+  return Uint32Array.from({ length: pages * 16 }, (_, i) => (seed * 7919 + i * 31) % 32_000);
+}
+
+function fill(a: HostArena, pages: number, seed: number) {
+  const view = a.view(0, pages * PAGE);
+  for (let b = 0; b < view.length; b++) view[b] = (seed + b * 13 + (b >> 9)) & 0xff;
+  return Array.from({ length: pages }, (_, i) => ({ arena: a, offset: i * PAGE, length: PAGE }));
+}
+
+/** Stores `t` as growing prefixes of `step`, 2 x `step`, ... pages, so later stores push the first pages down the tiers. */
+async function storeInSteps(ts: TierSync, t: Uint32Array, src: HostArena, seed: number, step: number) {
+  const n = t.length / 16;
+  for (let k = step; k <= n; k += step) await ts.store(t.subarray(0, k * 16), fill(src, n, seed).slice(0, k));
+}
+
+describe('layerwise load', () => {
+  it('knows the byte range of each layer group, and of runs of layers within a group', async () => {
+    const ts = await hierarchy({ hbm: 8, host: 8 });
+    expect(ts.layerRanges()).toEqual([
+      { group: 'sliding', layers: [0, 1, 3, 4], offset: 0, length: 4 * LAYER },
+      { group: 'full', layers: [2, 5], offset: 4 * LAYER, length: 2 * LAYER },
+    ]);
+    expect(ts.layerRanges({ layersPerEvent: 3 }).map((r) => [r.group, r.layers, r.offset, r.length])).toEqual([
+      ['sliding', [0, 1, 3], 0, 3 * LAYER],
+      ['sliding', [4], 3 * LAYER, LAYER],
+      ['full', [2, 5], 4 * LAYER, 2 * LAYER],
+    ]);
+    expect(() => ts.layerRanges({ layersPerEvent: 0 })).toThrow(/layersPerEvent must be an integer >= 1/);
+  });
+
+  it('delivers every range of every page in layer order, each exact when its event fires', async () => {
+    // 12 pages over hbm (4), host and fs: ranged reads from memory tiers, whole verified reads from fs.
+    const ts = await hierarchy({ hbm: 4, host: 4 });
+    const n = 12;
+    const src = arena(n);
+    const dst = arena(n);
+    const t = tokens(1, n);
+    await storeInSteps(ts, t, src, 5, 4);
+    const hit = ts.lookup(t);
+    expect(hit.pages.length).toBe(n);
+    expect(new Set(hit.pages.map((p) => p.tier))).toEqual(new Set(['hbm', 'host', 'fs']));
+    const events: Array<LayerEvent & { exact: boolean }> = [];
+    const emitted: number[] = [];
+    ts.on('load:layer', (e) => emitted.push(e.index));
+    const r = await ts.load(
+      hit,
+      hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })),
+      {
+        layerwise: true,
+        layersPerEvent: 2,
+        onLayer: (e) => {
+          // At the event, this range of every page is already in place (checked before any later range lands).
+          let exact = true;
+          for (let i = 0; i < n; i++) exact &&= crc32c(dst.view(i * PAGE + e.offset, e.length)) === crc32c(src.view(i * PAGE + e.offset, e.length));
+          events.push({ ...e, exact });
+        },
+      },
+    );
+    expect(r).toMatchObject({ loaded: n, missing: [], bytes: n * PAGE });
+    expect(events.map((e) => [e.index, e.of, e.group, e.layers, e.pages, e.exact])).toEqual([
+      [0, 3, 'sliding', [0, 1], n, true],
+      [1, 3, 'sliding', [3, 4], n, true],
+      [2, 3, 'full', [2, 5], n, true],
+    ]);
+    expect(emitted).toEqual([0, 1, 2]);
+    expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
+  });
+
+  it("reads range r of every page before any page's range r+1", async () => {
+    const ts = await hierarchy({ hbm: 8, host: 8 });
+    const src = arena(4);
+    const dst = arena(4);
+    const t = tokens(2, 4);
+    await ts.store(t, fill(src, 4, 9));
+    const reads: Array<{ offset: number; length: number } | undefined> = [];
+    const hbm = ts.tierDriver('hbm');
+    const read = hbm.read.bind(hbm);
+    hbm.read = (pages, o) => {
+      for (const p of pages) reads.push(p.range);
+      return read(pages, o);
+    };
+    const hit = ts.lookup(t);
+    await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true });
+    // Two ranges (one per group), each read for the 4 pages: range 0 first, then range 1.
+    expect(reads).toEqual([...Array(4).fill({ offset: 0, length: 4 * LAYER }), ...Array(4).fill({ offset: 4 * LAYER, length: 2 * LAYER })]);
+    expect(crc32c(dst.view(0, 4 * PAGE))).toBe(crc32c(src.view(0, 4 * PAGE)));
+  });
+
+  it('never reports a page whose copy failed its checksum; it is missing, not delivered', async () => {
+    const ts = await hierarchy({ hbm: 2, host: 2 });
+    const n = 6;
+    const src = arena(n);
+    const dst = arena(n);
+    const t = tokens(3, n);
+    await storeInSteps(ts, t, src, 11, 2);
+    const hit = ts.lookup(t);
+    const onFs = hit.pages.findIndex((p) => p.tier === 'fs');
+    expect(onFs).toBeGreaterThanOrEqual(0);
+    // Damage the fs copy behind the tier's back.
+    const at = (ts.tierDriver('fs') as FsTier).locate(hit.pages[onFs]!.key)!;
+    const fd = openSync(at.path, 'r+');
+    const b = Buffer.alloc(1);
+    readSync(fd, b, 0, 1, at.dataOffset + 5 * LAYER + 17);
+    b[0] = b[0]! ^ 0x5a;
+    writeSync(fd, b, 0, 1, at.dataOffset + 5 * LAYER + 17);
+    closeSync(fd);
+    const failures: string[] = [];
+    ts.on('integrity:failed', (e) => failures.push(e.key));
+    const events: LayerEvent[] = [];
+    const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, onLayer: (e) => events.push(e) });
+    expect(hit.pages[onFs]!.tiers).toEqual(['fs']);
+    expect(r.missing).toEqual([onFs]);
+    expect(events.map((e) => e.pages)).toEqual([n - 1, n - 1]);
+    expect(failures).toEqual([hit.pages[onFs]!.key]);
+    for (let i = 0; i < n; i++) {
+      if (r.missing.includes(i)) continue;
+      expect(crc32c(dst.view(i * PAGE, PAGE))).toBe(crc32c(src.view(i * PAGE, PAGE)));
+    }
+  });
+
+  it('falls back to whole verified reads when the memory tier verifies on read', async () => {
+    const ts = await hierarchy({ hbm: 2, host: 8 }, '&verify=true');
+    const src = arena(6);
+    const dst = arena(6);
+    const t = tokens(4, 6);
+    await storeInSteps(ts, t, src, 13, 2);
+    const hit = ts.lookup(t);
+    expect(hit.pages.length).toBe(6);
+    expect(hit.pages.some((p) => p.tier === 'host')).toBe(true);
+    const events: LayerEvent[] = [];
+    const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, onLayer: (e) => events.push(e) });
+    expect(r.loaded).toBe(6);
+    expect(events.map((e) => e.pages)).toEqual([6, 6]);
+    expect(crc32c(dst.view(0, 6 * PAGE))).toBe(crc32c(src.view(0, 6 * PAGE)));
+  });
+});

@@ -1,0 +1,60 @@
+/**
+ * Starting this folder's child processes (the crash child, the fault scenarios' helpers) the same way whether
+ * the suite runs from TypeScript sources (vitest: the child is transpiled by the index crash test's module hooks)
+ * or from the compiled dist (the CLI).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const fromSource = import.meta.url.endsWith('.ts');
+
+/**
+ * Spawns `node <this folder>/<name>.{ts|js} ...args` with stdout and stderr piped; `wrapper` runs node under
+ * another command (e.g. `ip netns exec NS`).
+ */
+export function spawnModule(name: string, args: string[], wrapper: string[] = []): ChildProcess {
+  const entry = fileURLToPath(new URL(`./${name}${fromSource ? '.ts' : '.js'}`, import.meta.url));
+  const node = fromSource ? ['--conditions=source', '--import', fileURLToPath(new URL('./ts-loader.mjs', import.meta.url))] : [];
+  const argv = [process.execPath, ...node, entry, ...args];
+  const [command, ...rest] = [...wrapper, ...argv];
+  return spawn(command!, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** Resolves with the first stdout line equal to `line`; rejects when the child exits first or `ms` passes. */
+export function waitForLine(child: ChildProcess, line: string, ms: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => finish(new Error(`child printed no '${line}' within ${ms} ms: ${err.slice(-2000)}`)), ms);
+    const onOut = (d: Buffer) => {
+      out += d.toString();
+      if (out.split('\n').includes(line)) finish();
+    };
+    const onErr = (d: Buffer) => (err += d.toString());
+    const onExit = (code: number | null, signal: string | null) => finish(new Error(`child exited (${code ?? signal}) before '${line}': ${err.slice(-2000)}`));
+    function finish(e?: Error) {
+      clearTimeout(timer);
+      child.stdout!.off('data', onOut);
+      child.stderr!.off('data', onErr);
+      child.off('exit', onExit);
+      if (e) reject(e);
+      else resolve();
+    }
+    child.stdout!.on('data', onOut);
+    child.stderr!.on('data', onErr);
+    child.on('exit', onExit);
+  });
+}
+
+/** SIGKILLs the child and waits for it to be gone (at most `ms`). */
+export function killAndWait(child: ChildProcess, ms = 10_000): Promise<{ code: number | null; signal: string | null }> {
+  return new Promise((resolve, reject) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve({ code: child.exitCode, signal: child.signalCode });
+    const timer = setTimeout(() => reject(new Error(`child ${child.pid} still alive ${ms} ms after SIGKILL`)), ms);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal });
+    });
+    child.kill('SIGKILL');
+  });
+}

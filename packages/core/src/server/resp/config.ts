@@ -1,0 +1,48 @@
+/**
+ * The `resp` section of the daemon config: the RESP (Redis protocol) front door. Off unless a port is given
+ * (here or with `tiersync serve --resp PORT`).
+ */
+import { z } from 'zod';
+
+const MiB = 1024 * 1024;
+const tenantName = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant (user) name is 1..64 characters of [A-Za-z0-9_.-]');
+
+export const respConfigSchema = z
+  .object({
+    /** Listen address. Default 127.0.0.1; anything but loopback requires `password` or `tenants`. */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** Port; 0 picks a free one. Default: none (the door is off). */
+    port: z.number().int().min(0).max(65535).optional(),
+    /** Password of the `default` user (`AUTH password`), literal or `env:NAME`; its keys are tenant `default`. */
+    password: z.string().min(1).max(4096).optional(),
+    /** Per-tenant users: name -> password (literal or `env:NAME`). `AUTH name password` selects the tenant's key space. */
+    tenants: z.record(tenantName, z.string().min(1).max(4096)).optional(),
+    /** Most clients connected at once; beyond it a new client is told so and closed. Default 1024. */
+    maxClients: z.number().int().min(1).max(65536).default(1024),
+    /** Longest value (bulk string), bytes. Default 64 MiB; at most half of stagingBytes. */
+    maxBulkBytes: z.number().int().min(1).max(512 * MiB).default(64 * MiB),
+    /** Most arguments of one command. Default 65536. */
+    maxArrayLength: z.number().int().min(3).max(1 << 24).default(65536),
+    /** Longest inline command or protocol line, bytes. Default 64 KiB. */
+    maxInlineBytes: z.number().int().min(64).max(16 * MiB).default(64 * 1024),
+    /** Bytes held in JavaScript per client (unparsed input, keys and other small arguments). Default 8 MiB. */
+    maxPendingBytes: z.number().int().min(256 * 1024).max(1024 * MiB).default(8 * MiB),
+    /** Reply bytes queued for one client before the door stops to wait for it to read. Default 16 MiB. */
+    maxOutputBytes: z.number().int().min(64 * 1024).max(1024 * MiB).default(16 * MiB),
+    /** Longest key, bytes. Default 4 KiB. */
+    maxKeyBytes: z.number().int().min(1).max(16 * MiB).default(4096),
+    /** Most keys across all tenants; SET of a new key beyond it is refused. Default 1,000,000. */
+    maxKeys: z.number().int().min(1).max(1 << 30).default(1_000_000),
+    /** Most bytes of key names across all tenants (the catalog's memory). Default 256 MiB. */
+    maxKeyBytesTotal: z.number().int().min(1024).max(16384 * MiB).default(256 * MiB),
+    /** Host memory that values pass through (all clients together), bytes. Default 256 MiB, at most 1 GiB. */
+    stagingBytes: z.number().int().min(1 * MiB).max(1024 * MiB).default(256 * MiB),
+    /** Deadline for a command to arrive once begun, for room in staging, and for a client to read its replies, ms. Default 30000. */
+    requestTimeoutMs: z.number().int().min(10).max(3_600_000).default(30_000),
+    /** Close a client idle this long, ms; 0: never. Default 0. */
+    idleTimeoutMs: z.number().int().min(0).max(86_400_000).default(0),
+  })
+  .strict();
+
+export type RespConfig = z.input<typeof respConfigSchema>;
+export type ResolvedRespConfig = z.output<typeof respConfigSchema>;

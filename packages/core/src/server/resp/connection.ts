@@ -1,0 +1,234 @@
+/**
+ * One RESP client: reads its socket into the parser, runs its commands one at a time in order (pipelining: the
+ * next command is parsed while replies of earlier ones are still queued), writes replies.
+ *
+ * Flow control, so a client cannot grow memory: its socket is paused while the parser holds more than half of
+ * maxPendingBytes of unparsed input, and while it runs a command that waits (for the hierarchy, for staging
+ * room); replies queued beyond maxOutputBytes make it wait for the client to read, up to requestTimeoutMs.
+ */
+import type net from 'node:net';
+import { TierSyncError } from '@tiersync/native';
+import { executeCommand } from './commands.js';
+import type { RespDoor } from './door.js';
+import { encodeError } from './encoder.js';
+import { RESP_WAIT, RespParser, latin1, type RespLimits } from './parser.js';
+import type { StagingSlice } from './staging.js';
+
+/** What an unauthenticated client may send (as Redis 7 bounds it): small, few arguments. */
+const UNAUTHENTICATED_LIMITS = { maxBulkBytes: 16 * 1024, maxArrayLength: 10 };
+const MAX_AUTH_FAILURES = 10;
+
+export class RespConnection {
+  readonly id: number;
+  readonly door: RespDoor;
+  readonly socket: net.Socket;
+  readonly parser: RespParser;
+  /** The tenant this client is authenticated as; undefined until AUTH when the door requires it. */
+  tenant: string | undefined;
+  name = '';
+  authFailures = 0;
+  /** When the command now arriving began arriving (0: none), for the request deadline. */
+  midSince = 0;
+  lastActive = Date.now();
+  readonly #limits: Partial<RespLimits>;
+  /** Arguments of the command being parsed or run that live in staging memory. */
+  readonly #staged = new Map<Uint8Array, StagingSlice>();
+  #stagedBytes = 0;
+  #waitFor = 0;
+  #running = false;
+  #closing = false;
+  #peerEnded = false;
+  #disposed = false;
+
+  constructor(door: RespDoor, socket: net.Socket, id: number) {
+    this.id = id;
+    this.door = door;
+    this.socket = socket;
+    const c = door.config;
+    this.#limits = { maxBulkBytes: c.maxBulkBytes, maxArrayLength: c.maxArrayLength, maxInlineBytes: c.maxInlineBytes, maxPendingBytes: c.maxPendingBytes };
+    this.tenant = door.requiresAuth ? undefined : 'default';
+    this.parser = new RespParser({
+      mode: 'request',
+      limits: this.tenant ? this.#limits : { ...this.#limits, ...UNAUTHENTICATED_LIMITS },
+      bulkTarget: (length, index, args) => this.#bulkTarget(length, index, args),
+    });
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('error', () => undefined);
+    // The client finished sending (e.g. a pipe into redis-cli, or nc): run what it sent, then close.
+    socket.on('end', () => {
+      this.#peerEnded = true;
+      void this.#pump();
+    });
+  }
+
+  /** True while a command runs. */
+  get busy(): boolean {
+    return this.#running;
+  }
+
+  /** Authenticated as `tenant`: lift the pre-authentication bounds. */
+  authenticated(tenant: string): void {
+    this.tenant = tenant;
+    this.parser.setLimits(this.#limits);
+  }
+
+  /**
+   * Values of SET and MSET go straight to staging memory (one copy from the socket buffer, then the engine moves
+   * them into the hierarchy); everything else (command names, keys, options) the parser keeps in small buffers.
+   */
+  #bulkTarget(length: number, index: number, args: readonly Uint8Array[]): Uint8Array | undefined | typeof RESP_WAIT {
+    if (!this.tenant || index < 2) return undefined;
+    const cmd = args[0]!;
+    const isSet = cmd.length === 3 && (cmd[0]! | 0x20) === 0x73 && (cmd[1]! | 0x20) === 0x65 && (cmd[2]! | 0x20) === 0x74;
+    const isMset = cmd.length === 4 && (cmd[0]! | 0x20) === 0x6d && (cmd[1]! | 0x20) === 0x73 && (cmd[2]! | 0x20) === 0x65 && (cmd[3]! | 0x20) === 0x74;
+    if (!((isSet && index === 2) || (isMset && index % 2 === 0))) return undefined;
+    if (this.#stagedBytes + length > this.door.staging.capacity / 2) {
+      throw new TierSyncError(`the values of one command may total at most ${this.door.staging.capacity / 2} bytes (half the staging area)`, 'ERR_PROTOCOL');
+    }
+    const slice = this.door.staging.tryAllocate(length);
+    if (!slice) {
+      this.#waitFor = length;
+      return RESP_WAIT;
+    }
+    this.#staged.set(slice.bytes, slice);
+    this.#stagedBytes += slice.reserved;
+    return slice.bytes;
+  }
+
+  /** The staging slice holding argument `bytes`, if the parser put it there. */
+  stagedSlice(bytes: Uint8Array): StagingSlice | undefined {
+    return this.#staged.get(bytes);
+  }
+
+  #releaseStaged(): void {
+    for (const s of this.#staged.values()) this.door.staging.release(s);
+    this.#staged.clear();
+    this.#stagedBytes = 0;
+  }
+
+  #onData(chunk: Buffer): void {
+    this.lastActive = Date.now();
+    try {
+      this.parser.push(chunk);
+    } catch (e) {
+      this.#protocolFailure(e);
+      return;
+    }
+    if (!this.midSince) this.midSince = Date.now();
+    if (this.parser.pendingBytes >= this.door.config.maxPendingBytes / 2) this.socket.pause();
+    void this.#pump();
+  }
+
+  /** Queues reply bytes; `onSent` runs once the kernel has them (then their memory may be reused). */
+  send(parts: readonly Uint8Array[], onSent?: () => void): void {
+    if (this.socket.destroyed) {
+      onSent?.();
+      return;
+    }
+    this.socket.cork();
+    for (let i = 0; i < parts.length; i++) this.socket.write(parts[i]!, i === parts.length - 1 ? onSent : undefined);
+    // Replies written in the same tick leave in one writev.
+    process.nextTick(() => this.socket.uncork());
+  }
+
+  /** Runs every complete command in order; returns when the parser needs more input. */
+  async #pump(): Promise<void> {
+    if (this.#running || this.#disposed) return;
+    this.#running = true;
+    try {
+      while (!this.#disposed) {
+        let args: Uint8Array[] | undefined | typeof RESP_WAIT;
+        try {
+          args = this.parser.nextCommand();
+        } catch (e) {
+          this.#protocolFailure(e);
+          return;
+        }
+        if (args === RESP_WAIT) {
+          try {
+            await this.door.staging.waitForRoom(this.#waitFor, this.door.config.requestTimeoutMs);
+          } catch (e) {
+            this.#protocolFailure(e);
+            return;
+          }
+          continue;
+        }
+        if (args === undefined) {
+          if (this.#peerEnded) this.#closing = true;
+          break;
+        }
+        this.midSince = this.parser.pendingBytes > 0 || this.parser.midValue ? Date.now() : 0;
+        try {
+          await executeCommand(this, args);
+        } finally {
+          this.#releaseStaged();
+        }
+        if (this.#closing) break;
+        if (this.socket.writableLength > this.door.config.maxOutputBytes && !(await this.#drained())) return;
+      }
+    } finally {
+      this.#running = false;
+      if (this.#disposed || this.#closing) this.#releaseStaged();
+    }
+    if (this.#closing) {
+      this.socket.end();
+      return;
+    }
+    if (this.socket.isPaused() && this.parser.pendingBytes < this.door.config.maxPendingBytes / 2) this.socket.resume();
+  }
+
+  /** Waits for queued replies to drain; closes the client (false) when it does not read them in time. */
+  async #drained(): Promise<boolean> {
+    const ok = await new Promise<boolean>((resolve) => {
+      const t = setTimeout(() => {
+        this.socket.off('drain', done);
+        resolve(false);
+      }, this.door.config.requestTimeoutMs);
+      const done = () => {
+        clearTimeout(t);
+        resolve(true);
+      };
+      this.socket.once('drain', done);
+    });
+    if (!ok) this.abort(`client did not read ${this.socket.writableLength} bytes of replies within ${this.door.config.requestTimeoutMs} ms`);
+    return ok;
+  }
+
+  /** Replies with the error and closes: after a protocol error the stream cannot be followed any more. */
+  #protocolFailure(e: unknown): void {
+    this.door.counters.protocolErrors++;
+    const message = e instanceof TierSyncError && e.code === 'ERR_PROTOCOL' ? e.message : `Protocol error: ${(e as Error).message}`;
+    this.door.log?.debug({ client: this.id, err: message }, 'RESP client closed');
+    this.#closing = true;
+    if (!this.socket.destroyed) this.socket.end(encodeError(`ERR ${message}`));
+    // A running command may still be using its staged arguments: the pump releases them when it returns.
+    if (!this.#running) this.#releaseStaged();
+  }
+
+  /** Asks to close after the command now running (QUIT, shutdown). */
+  shutdown(): void {
+    this.#closing = true;
+    if (!this.#running) this.socket.end();
+  }
+
+  /** Closes at once, saying why. */
+  abort(reason: string): void {
+    this.door.log?.debug({ client: this.id, reason }, 'RESP client aborted');
+    this.#closing = true;
+    if (!this.socket.destroyed) this.socket.end(encodeError(`ERR ${reason}`));
+    setTimeout(() => this.socket.destroy(), 1000).unref();
+  }
+
+  /** The socket closed: release what the client held. */
+  dispose(): void {
+    this.#disposed = true;
+    if (!this.#running) this.#releaseStaged();
+  }
+
+  /** A key argument as the catalog's string (one char per byte), checked against maxKeyBytes. */
+  key(bytes: Uint8Array): string {
+    if (bytes.length > this.door.config.maxKeyBytes) throw new TierSyncError(`ERR key of ${bytes.length} bytes is longer than the limit of ${this.door.config.maxKeyBytes}`, 'ERR_OUT_OF_RANGE');
+    return latin1(bytes);
+  }
+}

@@ -1,0 +1,381 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseServerConfig, type ServerConfig } from '../config.js';
+import { TierSyncServer } from '../server.js';
+import { encodeCommand } from './encoder.js';
+import { RESP_WAIT, RespParser, type RespValue } from './parser.js';
+
+const run = promisify(execFile);
+// 1 layer x 2 KV heads x 64 dims, bf16, 16 tokens per page = 8 KiB pages: values above 8 KiB span pages.
+const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
+const PAGE = 8 * 1024;
+
+function config(dir: string, resp: Record<string, unknown> = {}, tiers?: ServerConfig['tiers']): ServerConfig {
+  return {
+    model: 'resp-test@1',
+    layout,
+    tiers: tiers ?? [
+      { url: `host://?capacity=${4096 * PAGE}`, name: 'host' },
+      { url: `fs://${dir}/fs?capacity=${16384 * PAGE}`, name: 'fs' },
+    ],
+    index: { path: path.join(dir, 'index.sqlite') },
+    http: { port: 0 },
+    peer: { enabled: false },
+    log: { level: 'silent' },
+    resp: { port: 0, stagingBytes: 8 << 20, maxBulkBytes: 1 << 20, requestTimeoutMs: 2000, ...resp },
+  } as ServerConfig;
+}
+
+/** A minimal RESP client on the door's own parser: send commands, read replies in order. */
+class Client {
+  readonly socket: net.Socket;
+  readonly #parser = new RespParser({ mode: 'any', limits: { maxPendingBytes: 256 << 20 } });
+  readonly #replies: RespValue[] = [];
+  #waiters: Array<() => void> = [];
+  closed = false;
+  private constructor(socket: net.Socket) {
+    this.socket = socket;
+    socket.on('data', (chunk) => {
+      this.#parser.push(chunk);
+      for (let v = this.#parser.next(); v !== undefined && v !== RESP_WAIT; v = this.#parser.next()) this.#replies.push(v);
+      this.#wake();
+    });
+    socket.on('close', () => {
+      this.closed = true;
+      this.#wake();
+    });
+    socket.on('error', () => undefined);
+  }
+  #wake(): void {
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const f of w) f();
+  }
+  static connect(port: number): Promise<Client> {
+    return new Promise((resolve, reject) => {
+      const s = net.connect(port, '127.0.0.1', () => resolve(new Client(s)));
+      s.once('error', reject);
+    });
+  }
+  async reply(timeoutMs = 5000): Promise<RespValue> {
+    const until = Date.now() + timeoutMs;
+    while (!this.#replies.length) {
+      if (this.closed) throw new Error('connection closed');
+      if (Date.now() > until) throw new Error('no reply within the deadline');
+      await new Promise<void>((r) => {
+        this.#waiters.push(r);
+        setTimeout(r, 50);
+      });
+    }
+    return this.#replies.shift()!;
+  }
+  async call(...args: Array<string | Uint8Array>): Promise<RespValue> {
+    this.socket.write(encodeCommand(args));
+    return this.reply();
+  }
+  /** Waits until the server closes the connection (or the deadline passes). */
+  async closedWithin(ms: number): Promise<boolean> {
+    const until = Date.now() + ms;
+    while (!this.closed && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    return this.closed;
+  }
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+const bulk = (v: RespValue) => (v.kind === 'bulk' && v.value ? Buffer.from(v.value) : v.kind === 'bulk' ? null : v);
+const str = (v: RespValue) => (v.kind === 'bulk' ? (v.value ? Buffer.from(v.value).toString('latin1') : null) : v.kind === 'array' ? v.value?.map(str) : v.value);
+
+function pattern(n: number, seed: number): Buffer {
+  const b = Buffer.allocUnsafe(n);
+  for (let i = 0; i < n; i++) b[i] = (i * 31 + seed * 7 + (i >> 8)) & 0xff;
+  return b;
+}
+
+describe('RESP door (no AUTH, loopback)', () => {
+  let dir: string;
+  let server: TierSyncServer;
+  let c: Client;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-'));
+    server = await TierSyncServer.start(parseServerConfig(config(dir)));
+    c = await Client.connect(server.respPort);
+  });
+  afterAll(async () => {
+    c?.close();
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('stores values through the hierarchy, across pages, binary-safe', async () => {
+    expect(await c.call('PING')).toEqual({ kind: 'simple', value: 'PONG' });
+    const big = pattern(5 * PAGE + 123, 1);
+    const key = Buffer.from([0, 1, 2, 0xff, 0x0d, 0x0a]);
+    expect(await c.call('SET', key, big)).toEqual({ kind: 'simple', value: 'OK' });
+    expect(bulk(await c.call('GET', key))).toEqual(big);
+    expect(await c.call('STRLEN', key)).toEqual({ kind: 'integer', value: big.length });
+    // Pages are in the hierarchy: 6 pages (5 full + 123 bytes) on the host tier, keyed by hash, not by name.
+    const stats = server.ts.stats();
+    expect(stats.index.pages).toBeGreaterThanOrEqual(6);
+    // Overwrite: a new generation; the old pages go.
+    const small = pattern(100, 2);
+    expect(await c.call('SET', key, small)).toEqual({ kind: 'simple', value: 'OK' });
+    expect(bulk(await c.call('GET', key))).toEqual(small);
+    await new Promise((r) => setTimeout(r, 100));
+    await server.ts.flush();
+    expect(server.ts.stats().index.pages).toBe(1);
+    expect(await c.call('SET', 'empty', '')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await c.call('GET', 'empty')).toEqual({ kind: 'bulk', value: new Uint8Array(0) });
+    expect(await c.call('GET', 'nope')).toEqual({ kind: 'bulk', value: null });
+  });
+
+  it('answers MGET, MSET, EXISTS, DEL, SET NX/XX/EX, TTL', async () => {
+    expect(await c.call('MSET', 'a', 'alpha', 'b', pattern(3 * PAGE, 3), 'c', 'gamma')).toEqual({ kind: 'simple', value: 'OK' });
+    const m = await c.call('MGET', 'a', 'missing', 'b', 'c');
+    expect(m.kind === 'array' && m.value!.map(bulk)).toEqual([Buffer.from('alpha'), null, pattern(3 * PAGE, 3), Buffer.from('gamma')]);
+    expect(await c.call('EXISTS', 'a', 'b', 'missing', 'a')).toEqual({ kind: 'integer', value: 3 });
+    expect(await c.call('SET', 'a', 'x', 'NX')).toEqual({ kind: 'bulk', value: null });
+    expect(await c.call('SET', 'zz', 'x', 'XX')).toEqual({ kind: 'bulk', value: null });
+    expect(await c.call('SET', 'a', 'new', 'XX', 'EX', '100')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await c.call('TTL', 'a')).toEqual({ kind: 'integer', value: 100 });
+    expect(await c.call('SET', 'short', 'v', 'PX', '30')).toEqual({ kind: 'simple', value: 'OK' });
+    await new Promise((r) => setTimeout(r, 60));
+    expect(await c.call('GET', 'short')).toEqual({ kind: 'bulk', value: null });
+    expect(await c.call('DEL', 'a', 'b', 'missing')).toEqual({ kind: 'integer', value: 2 });
+    expect(await c.call('EXISTS', 'a', 'b')).toEqual({ kind: 'integer', value: 0 });
+    expect(await c.call('SET', 'a', 'v', 'EX', 'soon')).toEqual({ kind: 'error', value: 'ERR value is not an integer or out of range' });
+    expect(await c.call('SET', 'a', 'v', 'BOGUS')).toEqual({ kind: 'error', value: 'ERR syntax error' });
+  });
+
+  it('SCAN walks every key once, with MATCH and COUNT', async () => {
+    await c.call('FLUSHDB');
+    for (let i = 0; i < 45; i++) await c.call('SET', `scan:${i}`, String(i));
+    await c.call('SET', 'other', '1');
+    const seen: string[] = [];
+    let cursor = '0';
+    let rounds = 0;
+    do {
+      const r = await c.call('SCAN', cursor, 'MATCH', 'scan:*', 'COUNT', '7');
+      const [next, keys] = str(r) as [string, string[]];
+      cursor = next;
+      seen.push(...keys);
+      rounds++;
+    } while (cursor !== '0' && rounds < 100);
+    expect(seen.sort()).toEqual(Array.from({ length: 45 }, (_, i) => `scan:${i}`).sort());
+    expect(await c.call('DBSIZE')).toEqual({ kind: 'integer', value: 46 });
+  });
+
+  it('answers what redis-cli and redis-benchmark send on connect, and refuses the rest like Redis', async () => {
+    const hello = await c.call('HELLO', '2');
+    expect(hello.kind).toBe('array');
+    expect(str(hello)).toContain('proto');
+    expect(await c.call('HELLO', '3')).toEqual({ kind: 'error', value: 'NOPROTO unsupported protocol version' });
+    expect(str(await c.call('CONFIG', 'GET', 'save'))).toEqual(['save', '']);
+    expect(str(await c.call('CONFIG', 'GET', 'appendonly'))).toEqual(['appendonly', 'no']);
+    expect((await c.call('COMMAND', 'COUNT')).kind).toBe('integer');
+    expect((await c.call('COMMAND', 'DOCS')).kind).toBe('array');
+    expect(String(str(await c.call('INFO', 'server')))).toMatch(/redis_version:/);
+    expect(await c.call('SELECT', '0')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await c.call('FOO', 'x')).toEqual({ kind: 'error', value: "ERR unknown command 'FOO', with args beginning with: 'x' " });
+    expect(await c.call('GET')).toEqual({ kind: 'error', value: "ERR wrong number of arguments for 'get' command" });
+    expect(await c.call('AUTH', 'pw')).toMatchObject({ kind: 'error', value: expect.stringMatching(/without any password configured/) });
+  });
+
+  it('runs pipelined commands in order, whatever the split of the bytes', async () => {
+    const cmds: Buffer[] = [];
+    for (let i = 0; i < 60; i++) cmds.push(encodeCommand(['SET', `p${i}`, pattern(i * 500, i)]), encodeCommand(['GET', `p${i}`]));
+    cmds.push(Buffer.from('PING\r\n'));
+    const all = Buffer.concat(cmds);
+    for (let at = 0; at < all.length; ) {
+      const n = 1 + Math.floor(Math.random() * 3000);
+      c.socket.write(all.subarray(at, at + n));
+      at += n;
+    }
+    for (let i = 0; i < 60; i++) {
+      expect(await c.reply()).toEqual({ kind: 'simple', value: 'OK' });
+      expect(bulk(await c.reply())).toEqual(pattern(i * 500, i));
+    }
+    expect(await c.reply()).toEqual({ kind: 'simple', value: 'PONG' });
+  });
+
+  it('answers everything a client sent before ending its side, then closes', async () => {
+    const s = net.connect(server.respPort, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    s.on('data', (d) => chunks.push(d));
+    s.end('SET piped "a b"\r\nGET piped\r\nPING\r\n');
+    await new Promise((r) => s.once('close', r));
+    expect(Buffer.concat(chunks).toString()).toBe('+OK\r\n$3\r\na b\r\n+PONG\r\n');
+  });
+
+  it('closes a client on a protocol error or an exceeded bound, and keeps serving others', async () => {
+    const bad = await Client.connect(server.respPort);
+    bad.socket.write('*1\r\n:5\r\n');
+    expect(await bad.reply()).toEqual({ kind: 'error', value: "ERR Protocol error: expected '$', got ':'" });
+    expect(await bad.closedWithin(2000)).toBe(true);
+    const big = await Client.connect(server.respPort);
+    big.socket.write(`*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$${(1 << 20) + 1}\r\n`);
+    expect(await big.reply()).toMatchObject({ kind: 'error', value: expect.stringMatching(/bulk length 1048577 over the limit/) });
+    expect(await big.closedWithin(2000)).toBe(true);
+    // A client that starts a command and stalls is closed at the request deadline (2 s here); staging is freed.
+    const slow = await Client.connect(server.respPort);
+    slow.socket.write(`*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000\r\nabc`);
+    expect(await slow.closedWithin(6000)).toBe(true);
+    expect(server.resp!.staging.usedBytes).toBe(0);
+    expect(await c.call('PING')).toEqual({ kind: 'simple', value: 'PONG' });
+    expect(server.resp!.stats().protocolErrors).toBeGreaterThanOrEqual(2);
+  });
+
+  it('works with the real redis-cli', async () => {
+    const cli = (...args: string[]) => run('redis-cli', ['-p', String(server.respPort), ...args], { timeout: 10_000 }).then((r) => r.stdout.trim());
+    expect(await cli('SET', 'cli:one', 'hello world')).toBe('OK');
+    expect(await cli('SET', 'cli:two', 'second')).toBe('OK');
+    expect(await cli('GET', 'cli:one')).toBe('hello world');
+    expect((await cli('MGET', 'cli:one', 'cli:none', 'cli:two')).split('\n')).toEqual(['hello world', '', 'second']);
+    expect((await cli('--scan', '--pattern', 'cli:*')).split('\n').sort()).toEqual(['cli:one', 'cli:two']);
+    expect(await cli('DEL', 'cli:one', 'cli:two')).toBe('2');
+    expect(await cli('EXISTS', 'cli:one')).toBe('0');
+    // A value larger than a page, from a file through -x (stdin as the last argument).
+    const value = pattern(3 * PAGE + 5, 9).toString('base64');
+    const put = spawn('redis-cli', ['-p', String(server.respPort), '-x', 'SET', 'cli:big']);
+    put.stdin.end(value);
+    await new Promise((r) => put.once('exit', r));
+    expect(await cli('GET', 'cli:big')).toBe(value);
+    expect(await cli('INFO', 'keyspace')).toMatch(/db0:keys=/);
+  });
+
+  it('serves a short redis-benchmark run with no errors', async () => {
+    const r = await run('redis-benchmark', ['-p', String(server.respPort), '-t', 'set,get,mset', '-n', '600', '-c', '8', '-d', String(2 * PAGE + 100), '-r', '50', '--csv'], { timeout: 120_000 });
+    const rows = r.stdout.trim().split('\n');
+    expect(rows[0]).toMatch(/^"test","rps"/);
+    expect(rows.slice(1).map((l) => l.split(',')[0])).toEqual(['"SET"', '"GET"', '"MSET (10 keys)"']);
+    expect(r.stderr).not.toMatch(/error/i);
+    expect(r.stdout).not.toMatch(/error/i);
+    // Every GET found a whole value of the size SET wrote.
+    const check = await Client.connect(server.respPort);
+    const keys = str(await check.call('SCAN', '0', 'MATCH', 'key:*', 'COUNT', '1000')) as [string, string[]];
+    expect(keys[1].length).toBeGreaterThan(0);
+    for (const k of keys[1].slice(0, 5)) expect((await check.call('STRLEN', k)).value).toBe(2 * PAGE + 100);
+    check.close();
+  });
+});
+
+describe('RESP door with tenants', () => {
+  let dir: string;
+  let server: TierSyncServer;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-auth-'));
+    process.env.TIERSYNC_TEST_BOB_PW = 'bob-secret';
+    server = await TierSyncServer.start(parseServerConfig(config(dir, { password: 'main-secret', tenants: { alice: 'alice-secret', bob: 'env:TIERSYNC_TEST_BOB_PW' } })));
+  });
+  afterAll(async () => {
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('requires AUTH and refuses wrong passwords', async () => {
+    const c = await Client.connect(server.respPort);
+    expect(await c.call('GET', 'k')).toEqual({ kind: 'error', value: 'NOAUTH Authentication required.' });
+    expect(await c.call('AUTH', 'alice', 'wrong')).toEqual({ kind: 'error', value: 'WRONGPASS invalid username-password pair or user is disabled.' });
+    expect(await c.call('AUTH', 'mallory', 'alice-secret')).toEqual({ kind: 'error', value: 'WRONGPASS invalid username-password pair or user is disabled.' });
+    // Before AUTH, requests are small (Redis 7 bounds them the same way): a large bulk closes the client.
+    c.socket.write(`*2\r\n$4\r\nAUTH\r\n$100000\r\n`);
+    expect(await c.reply()).toMatchObject({ kind: 'error', value: expect.stringMatching(/over the limit of 16384/) });
+    expect(await c.closedWithin(2000)).toBe(true);
+    expect(server.resp!.stats().authFailures).toBe(2);
+  });
+
+  it("keeps tenants' key spaces apart: a tenant that knows another's key gets nothing", async () => {
+    const alice = await Client.connect(server.respPort);
+    const bob = await Client.connect(server.respPort);
+    const main = await Client.connect(server.respPort);
+    expect(await alice.call('AUTH', 'alice', 'alice-secret')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(str(await bob.call('HELLO', '2', 'AUTH', 'bob', 'bob-secret'))).toContain('proto');
+    expect(await main.call('AUTH', 'main-secret')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await alice.call('SET', 'session:42', 'alice-kv')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await bob.call('GET', 'session:42')).toEqual({ kind: 'bulk', value: null });
+    expect(await main.call('GET', 'session:42')).toEqual({ kind: 'bulk', value: null });
+    expect(await bob.call('EXISTS', 'session:42')).toEqual({ kind: 'integer', value: 0 });
+    expect(str(await bob.call('SCAN', '0'))).toEqual(['0', []]);
+    expect(await bob.call('DEL', 'session:42')).toEqual({ kind: 'integer', value: 0 });
+    expect(await bob.call('SET', 'session:42', 'bob-kv')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await bob.call('FLUSHALL')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(bulk(await alice.call('GET', 'session:42'))).toEqual(Buffer.from('alice-kv'));
+    for (const x of [alice, bob, main]) x.close();
+  });
+
+  it('works with redis-cli and redis-benchmark given the password', async () => {
+    const r = await run('redis-cli', ['-p', String(server.respPort), '--user', 'alice', '--pass', 'alice-secret', '--no-auth-warning', 'GET', 'session:42'], { timeout: 10_000 });
+    expect(r.stdout.trim()).toBe('alice-kv');
+    const b = await run('redis-benchmark', ['-p', String(server.respPort), '-a', 'main-secret', '-t', 'set,get', '-n', '500', '-c', '4', '-d', '300', '--csv'], { timeout: 60_000 });
+    expect(b.stdout.trim().split('\n').slice(1).map((l) => l.split(',')[0])).toEqual(['"SET"', '"GET"']);
+    expect(b.stdout + b.stderr).not.toMatch(/error/i);
+  });
+
+  it('refuses to listen off loopback without a password', () => {
+    expect(() => parseServerConfig(config(dir, { host: '0.0.0.0' }))).toThrow(/resp.host: '0.0.0.0' is not loopback; set resp.password/);
+    expect(() => parseServerConfig(config(dir, { maxBulkBytes: 8 << 20 }))).toThrow(/resp.maxBulkBytes/);
+  });
+});
+
+describe('RESP door under eviction', () => {
+  it('never serves a value whose pages were evicted: the key is gone instead', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-evict-'));
+    const server = await TierSyncServer.start(parseServerConfig(config(dir, {}, [{ url: `host://?capacity=${16 * PAGE}`, name: 'host' }])));
+    try {
+      const c = await Client.connect(server.respPort);
+      for (let i = 0; i < 12; i++) expect(await c.call('SET', `v${i}`, pattern(3 * PAGE, i))).toEqual({ kind: 'simple', value: 'OK' });
+      let present = 0;
+      for (let i = 0; i < 12; i++) {
+        const v = bulk(await c.call('GET', `v${i}`));
+        if (v === null) continue;
+        expect(v).toEqual(pattern(3 * PAGE, i));
+        present++;
+      }
+      expect(present).toBeGreaterThan(0);
+      expect(present).toBeLessThan(12);
+      expect((await c.call('EXISTS', ...Array.from({ length: 12 }, (_, i) => `v${i}`))).value).toBe(present);
+      c.close();
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('RESP door and a client that never reads', () => {
+  it('stops reading its commands, bounds what it holds, and closes it at the deadline', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-slow-'));
+    const server = await TierSyncServer.start(parseServerConfig(config(dir, { maxOutputBytes: 64 * 1024, requestTimeoutMs: 1500 })));
+    try {
+      const c = await Client.connect(server.respPort);
+      const value = pattern(64 * 1024, 5);
+      expect(await c.call('SET', 'v', value)).toEqual({ kind: 'simple', value: 'OK' });
+      // 2,000 GETs of 64 KiB (128 MiB of replies) sent at once; the client reads none of them.
+      c.socket.pause();
+      c.socket.write(Buffer.concat(Array.from({ length: 2000 }, () => encodeCommand(['GET', 'v']))));
+      let maxStaging = 0;
+      const until = Date.now() + 8000;
+      while (!c.closed && Date.now() < until) {
+        maxStaging = Math.max(maxStaging, server.resp!.staging.usedBytes);
+        // The client's socket is paused: the server sees it close only when the client reads; peek at the door.
+        if (server.resp!.clients === 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(server.resp!.clients).toBe(0);
+      // Replies waiting for the client hold at most maxOutputBytes plus one reply of staging memory.
+      expect(maxStaging).toBeLessThanOrEqual(64 * 1024 + value.length + 4096);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(server.resp!.staging.usedBytes).toBe(0);
+      c.close();
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,565 @@
+/**
+ * RespDoor: the RESP (Redis protocol) front door of `tiersync serve`. A TCP server whose clients (redis-cli,
+ * redis-benchmark, Redis-backed KV connectors) GET and SET values that live in the tier hierarchy.
+ *
+ * Values: a value of L bytes becomes ceil(L / pageBytes) pages (the last one shorter) stored under page keys
+ * SHA-256(door salt, tenant, Redis key, generation, page index). Keys are never used as paths; the salt is random
+ * per process, so a page key cannot be computed from outside, and pages left by an earlier process can never be
+ * mistaken for this one's. Every SET writes a new generation; the catalog (keyspace.ts) then points at it and the
+ * old generation's pages are deleted once no GET is reading them, so a reader always sees one whole value.
+ *
+ * Copies: a SET's payload is copied by the parser from the socket's buffers into the staging arena (1), then by
+ * the native engine into the first tier (2). A GET is loaded by the engine from its tier into the staging arena
+ * (1) and written to the socket from there (the kernel copies it; no JavaScript copy).
+ *
+ * Bounds: staging memory is global (clients wait for room, with a deadline); each client's unparsed input and
+ * small arguments are bounded by the parser; replies queued for a client that does not read are bounded
+ * (maxOutputBytes, then a deadline); the catalog is bounded in keys and key bytes; clients in number.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { TierSyncError } from '@tiersync/native';
+import type { PageKey } from '@tiersync/tiers';
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ResolvedRespConfig } from './config.js';
+import { RespConnection } from './connection.js';
+import { TenantKeyspace, type ValueEntry } from './keyspace.js';
+import type { RespPageStore } from './page-store.js';
+import { StagingArea, type StagingSlice } from './staging.js';
+
+export interface RespDoorOptions {
+  config: ResolvedRespConfig;
+  store: RespPageStore;
+  logger?: Logger;
+  /** prom-client registry to add the door's metrics to (the daemon's). */
+  metrics?: Registry;
+  /** Version string shown by INFO. */
+  version?: string;
+}
+
+/** A value read for a reply: its bytes (in staging memory unless empty); release() once they are sent. */
+export interface ReadValue {
+  bytes: Uint8Array;
+  release: () => void;
+}
+
+export interface RespDoorStats {
+  host: string;
+  port: number;
+  clients: number;
+  connectionsTotal: number;
+  rejectedConnections: number;
+  commandsTotal: number;
+  authFailures: number;
+  protocolErrors: number;
+  keys: number;
+  valueBytes: number;
+  stagingUsedBytes: number;
+  stagingCapacityBytes: number;
+  orphanedPages: number;
+}
+
+/** @tiersync/core's version (the same relative path from src/ and dist/). */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+const DISCARD_RETRIES = 5;
+const DISCARD_RETRY_MS = 1000;
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+export class RespDoor {
+  readonly config: ResolvedRespConfig;
+  readonly store: RespPageStore;
+  readonly staging: StagingArea;
+  readonly log: Logger | undefined;
+  readonly version: string;
+  readonly requiresAuth: boolean;
+  readonly startedAt = Date.now();
+  readonly #server: net.Server;
+  readonly #connections = new Set<RespConnection>();
+  readonly #tenants = new Map<string, TenantKeyspace>();
+  /** Writes in flight per tenant+key: the latest op wins; older ones finishing later are discarded. */
+  readonly #writes = new Map<string, { latest: number; pending: number }>();
+  readonly #salt = randomBytes(32);
+  readonly #passwords = new Map<string, Buffer>();
+  readonly #discards = new Set<Promise<void>>();
+  /** Loads in flight, by entry: concurrent GETs of one value join the same load. */
+  readonly #reading = new Map<ValueEntry, { users: number; done: Promise<StagingSlice | null> }>();
+  #op = 0;
+  #generation = 0;
+  #sweep: NodeJS.Timeout | undefined;
+  #closing: Promise<void> | undefined;
+  readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0 };
+  readonly #metrics: { commands: Counter<'command'>; errors: Counter<'command'> } | undefined;
+
+  private constructor(options: RespDoorOptions, server: net.Server) {
+    this.config = options.config;
+    this.store = options.store;
+    this.log = options.logger;
+    this.version = options.version ?? packageVersion();
+    this.#server = server;
+    if (this.config.maxBulkBytes * 2 > this.config.stagingBytes) {
+      throw new TierSyncError(`config resp.maxBulkBytes (${this.config.maxBulkBytes}) must be at most half of resp.stagingBytes (${this.config.stagingBytes})`, 'ERR_CONFIG');
+    }
+    if (this.config.password) this.#passwords.set('default', digest(this.config.password));
+    for (const [user, pw] of Object.entries(this.config.tenants ?? {})) this.#passwords.set(user, digest(pw));
+    this.requiresAuth = this.#passwords.size > 0;
+    this.staging = new StagingArea(this.config.stagingBytes);
+    if (options.metrics) this.#metrics = this.#registerMetrics(options.metrics);
+  }
+
+  /**
+   * Listens on config.host:config.port.
+   * @throws TierSyncError ERR_CONFIG (off loopback without a password), ERR_UNAVAILABLE (port taken), ERR_IO
+   */
+  static async listen(options: RespDoorOptions): Promise<RespDoor> {
+    const c = options.config;
+    if (c.port === undefined) throw new TierSyncError('config resp.port: required to start the RESP door', 'ERR_CONFIG');
+    const loopback = c.host === 'localhost' || c.host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(c.host);
+    if (!loopback && !c.password && !Object.keys(c.tenants ?? {}).length) {
+      throw new TierSyncError(`config resp.host: '${c.host}' is not loopback; set resp.password or resp.tenants so clients must AUTH`, 'ERR_CONFIG');
+    }
+    // Half-open: a client that ends its side still gets the replies to what it sent (connection.ts closes after).
+    const server = net.createServer({ noDelay: true, allowHalfOpen: true });
+    const door = new RespDoor(options, server);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', (e: NodeJS.ErrnoException) =>
+          reject(new TierSyncError(`cannot listen for RESP on ${c.host}:${c.port}: ${e.message}`, e.code === 'EADDRINUSE' ? 'ERR_UNAVAILABLE' : 'ERR_IO', { cause: e })),
+        );
+        server.listen(c.port, c.host, () => resolve());
+      });
+    } catch (e) {
+      door.staging.close();
+      throw e;
+    }
+    server.on('connection', (socket) => door.#accept(socket));
+    server.on('error', (e) => door.log?.error({ err: e }, 'RESP listener error'));
+    door.#sweep = setInterval(() => door.#sweepClients(), 1000);
+    door.#sweep.unref();
+    return door;
+  }
+
+  get port(): number {
+    return (this.#server.address() as net.AddressInfo | null)?.port ?? 0;
+  }
+
+  get clients(): number {
+    return this.#connections.size;
+  }
+
+  #accept(socket: net.Socket): void {
+    this.counters.connectionsTotal++;
+    if (this.#closing || this.#connections.size >= this.config.maxClients) {
+      this.counters.rejectedConnections++;
+      socket.end(Buffer.from(this.#closing ? '-ERR server is shutting down\r\n' : '-ERR max number of clients reached\r\n'));
+      socket.on('error', () => undefined);
+      return;
+    }
+    const conn = new RespConnection(this, socket, this.counters.connectionsTotal);
+    this.#connections.add(conn);
+    socket.once('close', () => {
+      this.#connections.delete(conn);
+      conn.dispose();
+    });
+  }
+
+  /** Closes clients stuck mid-command past the deadline, and idle ones when an idle timeout is set. */
+  #sweepClients(): void {
+    const now = Date.now();
+    for (const c of this.#connections) {
+      if (c.midSince && now - c.midSince > this.config.requestTimeoutMs) c.abort(`a command took longer than ${this.config.requestTimeoutMs} ms to arrive`);
+      else if (this.config.idleTimeoutMs && now - c.lastActive > this.config.idleTimeoutMs && !c.busy) c.abort('idle timeout');
+    }
+  }
+
+  /** The tenant of a successful AUTH, or undefined. Constant time in the password. */
+  authenticate(user: string, password: string): string | undefined {
+    const want = this.#passwords.get(user);
+    const ok = want !== undefined && timingSafeEqual(want, digest(password));
+    if (!ok) this.counters.authFailures++;
+    return ok ? user : undefined;
+  }
+
+  hasPassword(user: string): boolean {
+    return this.#passwords.has(user);
+  }
+
+  keyspace(tenant: string): TenantKeyspace {
+    let ks = this.#tenants.get(tenant);
+    if (!ks) {
+      ks = new TenantKeyspace();
+      this.#tenants.set(tenant, ks);
+    }
+    return ks;
+  }
+
+  /** Keeps the catalog's size counters right as entries come and go. */
+  readonly #onDead = (e: ValueEntry): void => {
+    e.dead = true;
+    if (e.readers === 0) this.#discard(e.pages);
+  };
+
+  /** Keys and key-name bytes over all tenants (tenants are few: the configured users). */
+  #catalogSize(): { keys: number; keyBytes: number } {
+    let keys = 0;
+    let keyBytes = 0;
+    for (const ks of this.#tenants.values()) {
+      keys += ks.size;
+      keyBytes += ks.keyBytes;
+    }
+    return { keys, keyBytes };
+  }
+
+  /** Deletes pages in the background; pinned ones are retried a few times, then left to eviction (and counted). */
+  #discard(pages: readonly PageKey[], attempt = 0): void {
+    if (!pages.length) return;
+    const p = this.store
+      .remove(pages)
+      .then((kept) => {
+        if (!kept.length) return;
+        if (attempt + 1 >= DISCARD_RETRIES || this.#closing) {
+          this.counters.orphanedPages += kept.length;
+          return;
+        }
+        const t = setTimeout(() => this.#discard(kept, attempt + 1), DISCARD_RETRY_MS);
+        t.unref();
+      })
+      .catch((e: unknown) => {
+        this.counters.orphanedPages += pages.length;
+        this.log?.warn({ err: e, pages: pages.length }, 'RESP door could not delete pages; eviction will reclaim them');
+      })
+      .finally(() => this.#discards.delete(p));
+    this.#discards.add(p);
+  }
+
+  #pageKeys(tenant: string, key: string, generation: number, count: number): PageKey[] {
+    const base = createHash('sha256');
+    const t = Buffer.from(tenant, 'utf8');
+    const k = Buffer.from(key, 'latin1');
+    const head = Buffer.alloc(16);
+    head.writeUInt32BE(t.length, 0);
+    head.writeUInt32BE(k.length, 4);
+    head.writeBigUInt64BE(BigInt(generation), 8);
+    base.update(this.#salt).update(head).update(t).update(k);
+    const out: PageKey[] = [];
+    const index = Buffer.alloc(4);
+    for (let i = 0; i < count; i++) {
+      index.writeUInt32BE(i, 0);
+      out.push(base.copy().update(index).digest('hex') as PageKey);
+    }
+    return out;
+  }
+
+  /** Bytes of page i of a value of `length` bytes. */
+  #pageLength(length: number, i: number): number {
+    return Math.min(this.store.pageBytes, length - i * this.store.pageBytes);
+  }
+
+  /**
+   * Stores `value` (in staging memory) as `key`'s new value. Resolves false when a condition (NX/XX) kept it
+   * from being set.
+   * @throws TierSyncError ERR_TIER_FULL when the hierarchy had no room (or its admission filter refused the pages), ERR_OUT_OF_RANGE past the key limits
+   */
+  async setValue(tenant: string, key: string, value: Uint8Array, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
+    const ks = this.keyspace(tenant);
+    const now = Date.now();
+    const current = ks.get(key, now, this.#onDead);
+    if ((options.nx && current) || (options.xx && !current)) return false;
+    const size = current ? undefined : this.#catalogSize();
+    if (size && (size.keys >= this.config.maxKeys || size.keyBytes + key.length > this.config.maxKeyBytesTotal)) {
+      throw new TierSyncError(`key limit reached (${this.config.maxKeys} keys or ${this.config.maxKeyBytesTotal} bytes of key names)`, 'ERR_OUT_OF_RANGE');
+    }
+    const id = `${tenant}\0${key}`;
+    const op = ++this.#op;
+    const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
+    w.latest = op;
+    w.pending++;
+    this.#writes.set(id, w);
+    let pages: PageKey[] = [];
+    try {
+      const count = Math.ceil(value.length / this.store.pageBytes);
+      pages = this.#pageKeys(tenant, key, ++this.#generation, count);
+      if (count) {
+        const arena = this.staging.arena;
+        const base = this.staging.offsetOf(value);
+        if (base < 0) throw new TierSyncError('internal: a value to store is not in staging memory', 'ERR_INVALID_ARGUMENT');
+        const ok = await this.store.write(pages.map((k, i) => ({ key: k, source: { arena, offset: base + i * this.store.pageBytes, length: this.#pageLength(value.length, i) } })));
+        if (ok.some((x) => !x)) {
+          this.#discard(pages.filter((_, i) => ok[i]));
+          throw new TierSyncError('the tier hierarchy has no room for this value (its first tier is full of pinned pages, or its admission filter refused it)', 'ERR_TIER_FULL');
+        }
+      }
+    } catch (e) {
+      this.#endWrite(id, w);
+      throw e;
+    }
+    const latest = w.latest === op;
+    this.#endWrite(id, w);
+    if (!latest) {
+      // A later SET or DEL of this key began meanwhile: it wins, this value was overwritten at once.
+      this.#discard(pages);
+      return true;
+    }
+    const expiresAt = options.keepTtl ? (ks.get(key, Date.now(), this.#onDead)?.expiresAt ?? 0) : (options.expiresAt ?? 0);
+    ks.set(key, { length: value.length, pages, expiresAt }, this.#onDead);
+    return true;
+  }
+
+  #endWrite(id: string, w: { latest: number; pending: number }): void {
+    if (--w.pending === 0) this.#writes.delete(id);
+  }
+
+  /** Marks later-finishing writes of `key` as superseded (DEL wins over a SET begun before it). */
+  #supersede(tenant: string, key: string): void {
+    const w = this.#writes.get(`${tenant}\0${key}`);
+    if (w) w.latest = ++this.#op;
+  }
+
+  /** Removes keys; returns how many existed. */
+  deleteKeys(tenant: string, keys: readonly string[]): number {
+    const ks = this.keyspace(tenant);
+    let n = 0;
+    const now = Date.now();
+    for (const key of keys) {
+      this.#supersede(tenant, key);
+      if (!ks.get(key, now, this.#onDead)) continue;
+      ks.delete(key, this.#onDead);
+      n++;
+    }
+    return n;
+  }
+
+  /** Removes every key of a tenant. */
+  flush(tenant: string): number {
+    const ks = this.keyspace(tenant);
+    const keys = [...ks.entries()].map(([k]) => k);
+    return this.deleteKeys(tenant, keys);
+  }
+
+  /** The live entry of a key whose pages are all still present somewhere (an evicted value is dropped). */
+  entry(tenant: string, key: string): ValueEntry | undefined {
+    const ks = this.keyspace(tenant);
+    const e = ks.get(key, Date.now(), this.#onDead);
+    if (!e || !e.pages.length) return e;
+    if (this.store.has(e.pages).every(Boolean)) return e;
+    this.#evicted(tenant, key, e);
+    return undefined;
+  }
+
+  /** The hierarchy evicted (part of) a value: the key is gone; its remaining pages go too. */
+  #evicted(tenant: string, key: string, e: ValueEntry): void {
+    const ks = this.keyspace(tenant);
+    if (ks.get(key, Date.now(), this.#onDead) === e) ks.delete(key, this.#onDead);
+  }
+
+  /** How many of `keys` exist (a key named twice counts twice, as in Redis). */
+  exists(tenant: string, keys: readonly string[]): number {
+    let n = 0;
+    for (const k of keys) if (this.entry(tenant, k)) n++;
+    return n;
+  }
+
+  scan(tenant: string, cursor: number, count: number, match: string | undefined): { cursor: number; keys: string[] } {
+    const ks = this.keyspace(tenant);
+    const r = ks.scan(cursor, count, match, Date.now(), this.#onDead);
+    // Keys whose pages were evicted are dropped here rather than listed.
+    return { cursor: r.cursor, keys: r.keys.filter((k) => this.entry(tenant, k)) };
+  }
+
+  /**
+   * Reads values through the hierarchy into staging memory. Concurrent reads of one value share one load (and one
+   * staging slice): a hot key read by 50 clients at once costs one read of its pages. Loads of different values
+   * requested together leave as one batch (the page store coalesces them). null for a key that is absent,
+   * expired or whose pages were evicted. Call `release()` of each value once its bytes are sent.
+   * @throws TierSyncError ERR_OUT_OF_RANGE when the values together exceed half the staging area
+   */
+  async getValues(tenant: string, keys: readonly string[]): Promise<Array<ReadValue | null>> {
+    const ks = this.keyspace(tenant);
+    const now = Date.now();
+    const entries = keys.map((k) => ks.get(k, now, this.#onDead) ?? null);
+    let total = 0;
+    for (const e of entries) if (e) total += e.length;
+    if (total > this.staging.capacity / 2) throw new TierSyncError(`ERR the values asked for total ${total} bytes, more than half the ${this.staging.capacity}-byte staging area`, 'ERR_OUT_OF_RANGE');
+    for (const e of entries) if (e) e.readers++;
+    try {
+      const settled = await Promise.allSettled(entries.map((e, i) => (e ? this.#readEntry(tenant, keys[i]!, e) : null)));
+      const failed = settled.find((r) => r.status === 'rejected');
+      if (failed) {
+        for (const r of settled) if (r.status === 'fulfilled') r.value?.release();
+        throw (failed as PromiseRejectedResult).reason;
+      }
+      return settled.map((r) => (r as PromiseFulfilledResult<ReadValue | null>).value);
+    } finally {
+      for (const e of entries) {
+        if (!e) continue;
+        e.readers--;
+        if (e.dead && e.readers === 0) this.#discard(e.pages);
+      }
+    }
+  }
+
+  /** One value's read, shared by everyone asking for it while it runs. */
+  async #readEntry(tenant: string, key: string, e: ValueEntry): Promise<ReadValue | null> {
+    if (!e.length) return { bytes: new Uint8Array(0), release: () => undefined };
+    let shared = this.#reading.get(e);
+    if (!shared) {
+      const created = { users: 0, done: this.#loadEntry(tenant, key, e) };
+      shared = created;
+      this.#reading.set(e, created);
+      void created.done.then(
+        () => this.#reading.delete(e),
+        () => this.#reading.delete(e),
+      );
+    }
+    const s = shared;
+    s.users++;
+    let slice: StagingSlice | null;
+    try {
+      slice = await s.done;
+    } catch (err) {
+      s.users--;
+      throw err;
+    }
+    if (!slice) {
+      s.users--;
+      return null;
+    }
+    let released = false;
+    return {
+      bytes: slice.bytes,
+      release: () => {
+        if (released) return;
+        released = true;
+        if (--s.users === 0) this.staging.release(slice);
+      },
+    };
+  }
+
+  /** Loads a value's pages into a new staging slice; null (and the key dropped) when a page is gone. */
+  async #loadEntry(tenant: string, key: string, e: ValueEntry): Promise<StagingSlice | null> {
+    const slice = await this.staging.allocate(e.length, this.config.requestTimeoutMs);
+    let found: boolean[];
+    try {
+      found = await this.store.read(e.pages.map((k, p) => ({ key: k, into: { arena: this.staging.arena, offset: slice.offset + p * this.store.pageBytes, length: this.#pageLength(e.length, p) } })));
+    } catch (err) {
+      this.staging.release(slice);
+      throw err;
+    }
+    if (found.every(Boolean)) return slice;
+    this.staging.release(slice);
+    this.#evicted(tenant, key, e);
+    return null;
+  }
+
+  #registerMetrics(r: Registry): { commands: Counter<'command'>; errors: Counter<'command'> } {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const door = this;
+    new Gauge({
+      name: 'tiersync_resp_clients',
+      help: 'Clients connected to the RESP door.',
+      registers: [r],
+      collect() {
+        this.set(door.clients);
+      },
+    });
+    new Gauge({
+      name: 'tiersync_resp_keys',
+      help: 'Keys held by the RESP door (all tenants).',
+      registers: [r],
+      collect() {
+        this.set(door.#catalogSize().keys);
+      },
+    });
+    new Gauge({
+      name: 'tiersync_resp_staging_used_bytes',
+      help: 'Bytes of the RESP door staging arena in use (values in flight).',
+      registers: [r],
+      collect() {
+        this.set(door.staging.usedBytes);
+      },
+    });
+    const counter = (name: string, help: string, pick: () => number) =>
+      new Counter({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          this.reset();
+          this.inc(pick());
+        },
+      });
+    counter('tiersync_resp_connections_total', 'Connections accepted by the RESP door.', () => this.counters.connectionsTotal);
+    counter('tiersync_resp_rejected_connections_total', 'Connections refused (max clients, shutting down).', () => this.counters.rejectedConnections);
+    counter('tiersync_resp_auth_failures_total', 'Failed AUTH attempts on the RESP door.', () => this.counters.authFailures);
+    counter('tiersync_resp_protocol_errors_total', 'Clients closed for a protocol error or an exceeded bound.', () => this.counters.protocolErrors);
+    counter('tiersync_resp_orphaned_pages_total', 'Pages the door could not delete (left to eviction).', () => this.counters.orphanedPages);
+    return {
+      commands: new Counter({ name: 'tiersync_resp_commands_total', help: 'RESP commands executed, by command.', labelNames: ['command'], registers: [r] }),
+      errors: new Counter({ name: 'tiersync_resp_command_errors_total', help: 'RESP commands answered with an error, by command.', labelNames: ['command'], registers: [r] }),
+    };
+  }
+
+  /** Counts a command for metrics (names outside the known set are counted as `other`). */
+  countCommand(name: string, failed: boolean): void {
+    this.counters.commandsTotal++;
+    this.#metrics?.commands.inc({ command: name });
+    if (failed) this.#metrics?.errors.inc({ command: name });
+  }
+
+  stats(): RespDoorStats {
+    let bytes = 0;
+    for (const ks of this.#tenants.values()) bytes += ks.bytes;
+    return {
+      host: this.config.host,
+      port: this.port,
+      clients: this.#connections.size,
+      connectionsTotal: this.counters.connectionsTotal,
+      rejectedConnections: this.counters.rejectedConnections,
+      commandsTotal: this.counters.commandsTotal,
+      authFailures: this.counters.authFailures,
+      protocolErrors: this.counters.protocolErrors,
+      keys: this.#catalogSize().keys,
+      valueBytes: bytes,
+      stagingUsedBytes: this.staging.usedBytes,
+      stagingCapacityBytes: this.staging.capacity,
+      orphanedPages: this.counters.orphanedPages,
+    };
+  }
+
+  /**
+   * Stops accepting; lets each client finish the command it is running (closing the rest after `graceMs`);
+   * deletes the door's pages from the hierarchy (the catalog that names them dies with the process).
+   */
+  close(graceMs = 5000): Promise<void> {
+    this.#closing ??= (async () => {
+      clearInterval(this.#sweep);
+      const listening = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+      for (const c of this.#connections) c.shutdown();
+      const deadline = setTimeout(() => {
+        for (const c of this.#connections) c.abort('server shutting down');
+      }, graceMs);
+      await listening;
+      clearTimeout(deadline);
+      for (const ks of this.#tenants.values()) {
+        for (const [key, e] of [...ks.entries()]) {
+          ks.delete(key, () => undefined);
+          if (e.pages.length) this.#discard(e.pages);
+        }
+      }
+      while (this.#discards.size) await Promise.allSettled([...this.#discards]);
+      this.staging.close();
+    })();
+    return this.#closing;
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * How the RESP door reaches the tier hierarchy: a small interface of batched page operations (write, read, has,
+ * remove), and its implementation over TierSync's key-based API (storeKeys / lookupKeys + load / deleteKeys).
+ *
+ * Calls from concurrent clients are coalesced: while one batch runs, later calls queue and go as one batch next
+ * (group commit), so 50 clients' SETs cost one index transaction per batch rather than one each.
+ */
+import type { PageKey, PageLocation } from '@tiersync/tiers';
+import type { TierSync } from '../../hierarchy/tier-sync.js';
+
+export interface RespPageStore {
+  /** Largest page, bytes; a value is cut into pages of this size (the last one shorter). */
+  readonly pageBytes: number;
+  /** Stores pages (each 1..pageBytes bytes); per page: whether it is now stored. */
+  write(pages: ReadonlyArray<{ key: PageKey; source: PageLocation }>): Promise<boolean[]>;
+  /** Loads pages into `into` (at least the page's length each; checksums checked by the tiers); per page: found. */
+  read(pages: ReadonlyArray<{ key: PageKey; into: PageLocation }>): Promise<boolean[]>;
+  /** Whether each page is present on some tier. */
+  has(keys: readonly PageKey[]): boolean[];
+  /** Deletes pages; resolves with those kept because something pins them (retry later). */
+  remove(keys: readonly PageKey[]): Promise<PageKey[]>;
+}
+
+interface Pending<I, O> {
+  items: I[];
+  resolve: (out: O[]) => void;
+  reject: (e: unknown) => void;
+}
+
+/** Runs queued requests as one batch at a time; requests whose keys collide with the batch wait for the next. */
+class Coalescer<I extends { key: PageKey }, O> {
+  #queue: Array<Pending<I, O>> = [];
+  #running = false;
+  constructor(
+    private readonly run: (items: I[]) => Promise<O[]>,
+    private readonly maxItems: number,
+  ) {}
+
+  submit(items: I[]): Promise<O[]> {
+    if (!items.length) return Promise.resolve([]);
+    return new Promise<O[]>((resolve, reject) => {
+      this.#queue.push({ items, resolve, reject });
+      if (!this.#running) void this.#drain();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    this.#running = true;
+    try {
+      while (this.#queue.length) {
+        const batch: Array<Pending<I, O>> = [];
+        const keys = new Set<PageKey>();
+        let count = 0;
+        const rest: Array<Pending<I, O>> = [];
+        for (const p of this.#queue) {
+          if (batch.length && (count + p.items.length > this.maxItems || p.items.some((it) => keys.has(it.key)))) {
+            rest.push(p);
+            continue;
+          }
+          batch.push(p);
+          for (const it of p.items) keys.add(it.key);
+          count += p.items.length;
+        }
+        this.#queue = rest;
+        const items = batch.flatMap((p) => p.items);
+        try {
+          const out = await this.run(items);
+          let at = 0;
+          for (const p of batch) {
+            p.resolve(out.slice(at, at + p.items.length));
+            at += p.items.length;
+          }
+        } catch (e) {
+          for (const p of batch) p.reject(e);
+        }
+      }
+    } finally {
+      this.#running = false;
+    }
+  }
+}
+
+/** RespPageStore over one TierSync hierarchy (the daemon's). */
+export class TierSyncPageStore implements RespPageStore {
+  readonly pageBytes: number;
+  readonly #writes: Coalescer<{ key: PageKey; source: PageLocation }, boolean>;
+  readonly #reads: Coalescer<{ key: PageKey; into: PageLocation }, boolean>;
+  readonly #removes: Coalescer<{ key: PageKey }, boolean>;
+
+  constructor(
+    private readonly ts: TierSync,
+    options: { maxBatchPages?: number } = {},
+  ) {
+    this.pageBytes = ts.pageBytes;
+    const max = options.maxBatchPages ?? 1024;
+    this.#writes = new Coalescer(async (items) => {
+      const r = await this.ts.storeKeys(
+        items.map((i) => i.key),
+        items.map((i) => i.source),
+      );
+      if (r.stored + r.existing === items.length) return items.map(() => true);
+      // The aggregate counts do not say which page was dropped or refused: ask the index.
+      return this.ts.lookupKeys(items.map((i) => i.key)).present;
+    }, max);
+    this.#reads = new Coalescer(async (items) => {
+      const hit = this.ts.lookupKeys(items.map((i) => i.key));
+      const out = hit.present.slice();
+      if (!hit.pages.length) return out;
+      const r = await this.ts.load(
+        hit,
+        hit.indices.map((i) => items[i]!.into),
+      );
+      for (const m of r.missing) out[hit.indices[m]!] = false;
+      return out;
+    }, max);
+    this.#removes = new Coalescer(async (items) => {
+      const r = await this.ts.deleteKeys(items.map((i) => i.key));
+      const pinned = new Set(r.pinned);
+      return items.map((i) => pinned.has(i.key));
+    }, max * 4);
+  }
+
+  write(pages: ReadonlyArray<{ key: PageKey; source: PageLocation }>): Promise<boolean[]> {
+    return this.#writes.submit([...pages]);
+  }
+
+  read(pages: ReadonlyArray<{ key: PageKey; into: PageLocation }>): Promise<boolean[]> {
+    return this.#reads.submit([...pages]);
+  }
+
+  has(keys: readonly PageKey[]): boolean[] {
+    if (!keys.length) return [];
+    return this.ts.lookupKeys(keys).present;
+  }
+
+  async remove(keys: readonly PageKey[]): Promise<PageKey[]> {
+    const pinned = await this.#removes.submit(keys.map((key) => ({ key })));
+    return keys.filter((_, i) => pinned[i]);
+  }
+}
