@@ -338,11 +338,15 @@ void Engine::WorkerLoop(unsigned) {
     busyNs_ += NowNs() - start;
     running_--;
     if (background) {
+      // This worker loops back and takes the next background group itself, so the others (kept for demand work)
+      // are not woken to contend for it; unless it will take demand work first, leaving the freed slot to another.
+      bool wake;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         backgroundRunning_--;
+        wake = !queues_[kDemand].empty() && (!queues_[kPrefetch].empty() || !queues_[kWriteBack].empty());
       }
-      cv_.notify_one();  // a worker waiting only because of the limit may now take background work
+      if (wake) cv_.notify_one();
     }
     FinishGroup(task.batch);
   }
