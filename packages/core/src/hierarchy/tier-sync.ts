@@ -473,7 +473,8 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
           const start = process.hrtime.bigint();
           let written;
           try {
-            written = await top.driver.write(toWrite, { timeoutMs: this.config.deadlines.storeMs });
+            // The caller is waiting for this write: demand priority, not the background class of moves.
+            written = await top.driver.write(toWrite, { priority: 'demand', timeoutMs: this.config.deadlines.storeMs });
           } catch (e) {
             top.reserved -= toWrite.length;
             index.abortCopies(top.name, toWrite.map((p) => p.key));
