@@ -31,9 +31,9 @@ export interface WeightsBenchOptions {
   /** 'auto': network namespaces joined by veth pairs when root and `ip netns` works, else loopback. Default 'auto'. */
   network?: 'auto' | 'netns' | 'loopback';
   /**
-   * Rate of every veth link in Gbit/s per direction (netns only), one NIC per emulated host. Default 1: four
-   * emulated hosts at 2 Gbit/s already need more than the 2 shared vCPUs this was built on (see cpuBusyFraction),
-   * and then the times measure the CPU rather than the links.
+   * Rate of every veth link in Gbit/s per direction (netns only), one NIC per emulated host. Default 2: four
+   * emulated hosts at 2 Gbit/s keep 2 vCPUs ~75% busy (see cpuBusyFraction); much faster links would measure the
+   * CPU rather than the links on such a machine.
    */
   linkGbit?: number;
   log?: (line: string) => void;
@@ -77,7 +77,7 @@ class NetworkLab {
   static async create(mode: 'auto' | 'netns' | 'loopback', receivers: number, linkGbit: number | undefined, log: (l: string) => void): Promise<NetworkLab> {
     const loopback = () => new NetworkLab('loopback (separate processes on one host, no link model; raw baseline: native tcpBaseline)', '127.0.0.1', undefined, [], 0, undefined);
     if (mode === 'loopback') return loopback();
-    const gbit = linkGbit ?? 1;
+    const gbit = linkGbit ?? 2;
     if (!(Number.isFinite(gbit) && gbit > 0 && gbit <= 400)) throw new TierSyncError(`link rate must be a number of Gbit/s in (0, 400], got ${String(linkGbit)}`, 'ERR_INVALID_ARGUMENT');
     const subnet = 100 + (process.pid % 100);
     const tag = `tw${process.pid}`;

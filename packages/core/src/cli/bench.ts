@@ -40,7 +40,7 @@ Options:
   --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
   --threads N        engine and memcpy threads (default: one per core)
   --network MODE     weights only: auto (network namespaces + veth when root, else loopback), netns, loopback
-  --link-gbit N      weights only: rate of each veth link in namespaces, Gbit/s per direction (default 1)
+  --link-gbit N      weights only: rate of each veth link in namespaces, Gbit/s per direction (default 2)
   --repetitions N    engine/baseline pairs per figure (default 3; restore 7 from host, 5 from fs)`;
 
 const UNITS: Record<string, number> = { B: 1, KiB: KiB, MiB: KiB * KiB, GiB, TiB: GiB * KiB };
