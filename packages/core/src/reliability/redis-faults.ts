@@ -5,13 +5,12 @@
  * why it is missing) within its deadline; after the restart both daemons must re-register and node A's pages be
  * found from node B again (the retry that succeeds).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { HostArena } from '@tiersync/native';
-import { freePort } from '../bench/services.js';
+import { freePort, startRedis } from '../bench/services.js';
 import { parseServerConfig } from '../server/config.js';
 import { TierSyncServer } from '../server/server.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
@@ -27,22 +26,9 @@ const PAGE = 8 * 1024;
 const REQUEST_MS = 10_000;
 const RECOVER_MS = 15_000;
 
+/** redis-server on a fixed port (the daemons keep its address across restarts). */
 async function redisOn(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  const end = Date.now() + 10_000;
-  while (Date.now() < end) {
-    const up = await new Promise<boolean>((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => {
-        c.destroy();
-        resolve(true);
-      });
-      c.on('error', () => resolve(false));
-    });
-    if (up) return child;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`redis-server did not listen on ${port} within 10 s`);
+  return (await startRedis({ port })).child;
 }
 
 function kill(child: ChildProcess): Promise<void> {
