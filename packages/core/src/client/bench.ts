@@ -6,15 +6,14 @@
  * - peer store / load (the hand-off path between hosts) vs one raw loopback TCP connection (tcpBaseline);
  * - the control channel: one round trip (a 1-key lookup) on the kept-alive HTTP connection, and a 1-page load.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { randomFillSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { HostArena, TierSyncError } from '@tiersync/native';
 import { memcpyBaseline, tcpBaseline } from '@tiersync/native/bench';
+import { startDaemonProcess } from '../server/daemon-process.js';
 import { TierSyncClient } from './client.js';
 
 export interface ClientBenchOptions {
@@ -97,36 +96,6 @@ function figure(bytes: number, path: number[], base: number[]): PathFigure {
   return { medianMs: round(m * 1000, 2), GiBps: round(bytes / 2 ** 30 / m), baselineMs: round(b * 1000, 2), baselineGiBps: round(bytes / 2 ** 30 / b), ratio: round(m / b, 2) };
 }
 
-/** Starts a daemon (compiled CLI, or the TypeScript sources when running from them) and waits for its ports. */
-async function startDaemon(configFile: string): Promise<{ child: ChildProcess; url: string }> {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const fromSource = import.meta.url.endsWith('.ts');
-  const args = fromSource
-    ? ['--conditions=source', path.join(here, '../server/serve.fixture.mjs'), '--config', configFile]
-    : [path.join(here, '../../bin/tiersync.js'), 'serve', '--config', configFile];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new TierSyncError(`daemon did not start within 30 s: ${stderr.slice(-2000)}`, 'ERR_TIMEOUT'));
-    }, 30_000);
-    child.stderr!.on('data', (d) => {
-      stderr += d;
-      const line = stderr.split('\n').find((l) => l.includes('tiersync serve listening'));
-      if (line) {
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { httpPort: number }).httpPort);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new TierSyncError(`daemon exited with ${code}: ${stderr.slice(-2000)}`, 'ERR_IO'));
-    });
-  });
-  return { child, url: `http://127.0.0.1:${port}` };
-}
-
 export async function runClientBench(options: ClientBenchOptions = {}): Promise<ClientBenchReport> {
   const log = options.log ?? (() => undefined);
   const tokensPerPage = options.tokensPerPage ?? 64;
@@ -151,7 +120,7 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
       log: { level: 'info' },
     }),
   );
-  const { child, url } = await startDaemon(configFile);
+  const { child, url } = await startDaemonProcess(configFile, { deadlineMs: 30_000 });
   const src = HostArena.create({ capacity: bytes, prefault: true });
   const dst = HostArena.create({ capacity: bytes, prefault: true });
   const shmClient = await TierSyncClient.connect({ url, transport: 'shm', threads: 2 });

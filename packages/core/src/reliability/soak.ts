@@ -4,14 +4,13 @@
  * time. Reports errors, hangs, corrupt pages, latency percentiles per operation and the daemon's RSS growth after
  * warm-up (read from /proc, so the daemon's memory is measured apart from the load generator's).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { HostArena, TierSyncError } from '@tiersync/native';
 import { TierSyncClient } from '../client/index.js';
+import { startDaemonProcess, type DaemonProcess } from '../server/daemon-process.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { fillPage, pageMatches } from './workload.js';
 
@@ -32,52 +31,6 @@ const PAGE = 8 * 1024;
 const PROMPT_PAGES = 4;
 const SESSION_PAGES = 2 * PROMPT_PAGES;
 const OP_MS = 30_000;
-const fromSource = import.meta.url.endsWith('.ts');
-
-interface DaemonProcess {
-  child: ChildProcess;
-  url: string;
-  stop(): Promise<number | null>;
-}
-
-async function startDaemon(configFile: string): Promise<DaemonProcess> {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  // From sources: the daemon test fixture (transpiles on the fly); from dist: the CLI itself.
-  const argv = fromSource
-    ? ['--conditions=source', path.join(here, '../server/serve.fixture.mjs'), '--config', configFile]
-    : [path.join(here, '../../bin/tiersync.js'), 'serve', '--config', configFile];
-  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon did not start within 60 s: ${stderr.slice(-2000)}`)), 60_000);
-    child.stderr!.on('data', (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-20_000);
-      const line = stderr.split('\n').find((l) => l.includes('tiersync serve listening'));
-      if (line) {
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { httpPort: number }).httpPort);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`daemon exited early (${code}): ${stderr.slice(-2000)}`));
-    });
-  });
-  return {
-    child,
-    url: `http://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
-        const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
-        child.once('exit', (code) => {
-          clearTimeout(kill);
-          resolve(code);
-        });
-        child.kill('SIGTERM');
-      }),
-  };
-}
 
 /** Resident set of a process, bytes (VmRSS), or 0 once it is gone. */
 function rssOf(pid: number): number {
@@ -128,7 +81,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<ScenarioResult
   const clients: TierSyncClient[] = [];
   try {
     for (let s = 0; s < sessions; s++) for (let i = 0; i < SESSION_PAGES; i++) fillPage(src, (s * SESSION_PAGES + i) * PAGE, PAGE, keyOf(s, i));
-    daemon = await startDaemon(path.join(dir, 'daemon.json'));
+    daemon = await startDaemonProcess(path.join(dir, 'daemon.json'));
     const pid = daemon.child.pid!;
     for (let c = 0; c < clientCount; c++) clients.push(await TierSyncClient.connect({ url: daemon.url, timeoutMs: OP_MS }));
     const started = Date.now();

@@ -42,8 +42,11 @@ export function promptTokens(p: number, pages = PROMPT_PAGES): Uint32Array {
   return Uint32Array.from({ length: pages * 16 }, (_, i) => (p * 1_000_003 + i * 7 + 1) % 60_000);
 }
 
-/** Fills `length` bytes at `offset` of `arena` with the page of `key`: an xorshift32 stream seeded by the key. */
-export function fillPage(arena: HostArena, offset: number, length: number, key: PageKey): void {
+/**
+ * Writes (`check` false) or checks (`check` true) the page of `key` at `offset` of `arena`: an xorshift32 stream
+ * (Marsaglia, 2003) seeded by the key. Returns false at the first word that differs.
+ */
+function pageStream(arena: HostArena, offset: number, length: number, key: PageKey, check: boolean): boolean {
   const view = arena.view(offset, length);
   const words = new Uint32Array(view.buffer, view.byteOffset, length >>> 2);
   let x = parseInt(key.slice(0, 8), 16) | 1;
@@ -51,20 +54,18 @@ export function fillPage(arena: HostArena, offset: number, length: number, key: 
     x ^= x << 13;
     x ^= x >>> 17;
     x ^= x << 5;
-    words[i] = x >>> 0;
+    if (!check) words[i] = x >>> 0;
+    else if (words[i] !== x >>> 0) return false;
   }
+  return true;
+}
+
+/** Fills `length` bytes at `offset` of `arena` with the page of `key`. */
+export function fillPage(arena: HostArena, offset: number, length: number, key: PageKey): void {
+  pageStream(arena, offset, length, key, false);
 }
 
 /** True when the bytes at `offset` are exactly the page of `key`. */
 export function pageMatches(arena: HostArena, offset: number, length: number, key: PageKey): boolean {
-  const view = arena.view(offset, length);
-  const words = new Uint32Array(view.buffer, view.byteOffset, length >>> 2);
-  let x = parseInt(key.slice(0, 8), 16) | 1;
-  for (let i = 0; i < words.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    if (words[i] !== x >>> 0) return false;
-  }
-  return true;
+  return pageStream(arena, offset, length, key, true);
 }
