@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { runSoak } from '../packages/core/src/reliability/soak.js';
 
-// 1,000 concurrent sessions for 60 s in CI (the benchmark run: 600 s, `tiersync bench reliability --scenarios soak`);
-// shorter than the issue's 2 CI minutes so that the whole CI run stays under 20 minutes.
-const SECONDS = Number(process.env.TIERSYNC_SOAK_SECONDS ?? 60);
+// 1,000 concurrent sessions for 2 minutes in CI (the benchmark run: 10 minutes,
+// `tiersync bench reliability --scenarios soak`).
+const SECONDS = Number(process.env.TIERSYNC_SOAK_SECONDS ?? 120);
 
 describe('reliability: daemon soak', () => {
   it(`1,000 concurrent sessions store, look up, load and delete for ${SECONDS} s: no errors, no corrupt pages, bounded RSS`, async () => {
