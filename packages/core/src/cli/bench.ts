@@ -68,7 +68,7 @@ function table(r: TransferBenchReport): string {
 }
 
 export const benchCommand: Command = {
-  summary: 'run a benchmark suite (transfer, tiers, index, sim, restore)',
+  summary: 'run a benchmark suite (transfer, tiers, index, restore, sim, client, resp, weights, agent, reliability)',
   usage,
   async run(args) {
     // The agent suite has options of its own (checked in bench/agent.ts) and runs in a child process.
