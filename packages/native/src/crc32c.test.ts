@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { crc32c, TierSyncError } from './index.js';
+import { crc32c, crc32cCombine, TierSyncError } from './index.js';
 
 describe('crc32c', () => {
   it('matches the standard check value for "123456789"', () => {
@@ -11,6 +11,22 @@ describe('crc32c', () => {
     expect(crc32c(new Uint8Array(32).fill(0xff))).toBe(0x62a8ab43);
     expect(crc32c(Uint8Array.from({ length: 32 }, (_, i) => i))).toBe(0x46dd794e);
     expect(crc32c(Uint8Array.from({ length: 32 }, (_, i) => 31 - i))).toBe(0x113fdb5c);
+  });
+
+  it('combines the checksums of two parts into the checksum of the whole, at any split', () => {
+    const data = Uint8Array.from({ length: 70_000 }, (_, i) => (i * 2654435761) >>> 13 & 0xff);
+    const whole = crc32c(data);
+    for (const split of [0, 1, 5, 64, 4096, 65_536, 69_999, 70_000]) {
+      expect(crc32cCombine(crc32c(data.subarray(0, split)), crc32c(data.subarray(split)), data.length - split)).toBe(whole);
+    }
+    // Many equal chunks then a short one, folded left to right (how the fs tier derives a page's checksum).
+    let folded = 0;
+    for (let at = 0; at < data.length; at += 4096) {
+      const part = data.subarray(at, Math.min(at + 4096, data.length));
+      folded = at === 0 ? crc32c(part) : crc32cCombine(folded, crc32c(part), part.length);
+    }
+    expect(folded).toBe(whole);
+    expect(() => crc32cCombine(1, 2, -1)).toThrow(TierSyncError);
   });
 
   it('continues from a seed, at any split and alignment', () => {

@@ -16,6 +16,6 @@ export {
   type TransferEngineOptions,
 } from './engine.js';
 export { PageAllocator, type Slot } from './page-allocator.js';
-export { crc32c } from './crc32c.js';
+export { crc32c, crc32cCombine } from './crc32c.js';
 export { probeMachine, type MachineReport } from './probe.js';
 export { PeerServer, PeerClient, PeerStatus, peerFrames, type PeerServerRequest, type PeerPlan, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';

@@ -25,9 +25,11 @@ export interface TierCapabilities {
   /** Every read is checked against the page's stored CRC32C (tiers that can lose or corrupt data). */
   verifiesOnRead: boolean;
   /**
-   * read() honours `PageRead.range` (a sub-page read, e.g. one layer group of a KV page). Only tiers that need no
-   * checksum on read declare it: a part of a page cannot be checked against the whole page's CRC32C, and unverified
-   * bytes are never delivered. Callers fall back to whole-page reads elsewhere. Default false.
+   * read() honours `PageRead.range` (a sub-page read, e.g. one layer group of a KV page). Declared by tiers that
+   * need no checksum on read, and by tiers that verify on read only when they can verify a range on its own (the
+   * fs tier: per-chunk CRC32Cs; a range's outcome is a `hit` only when every chunk covering it matched, else an
+   * `error` with ERR_CHECKSUM). Unverified bytes are never delivered. Callers fall back to whole-page reads
+   * elsewhere. Default false.
    */
   rangeReads?: boolean;
 }

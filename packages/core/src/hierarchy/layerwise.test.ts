@@ -2,7 +2,7 @@ import { closeSync, openSync, readSync, writeSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type HostArena, crc32c } from '@tiersync/native';
 import type { FsTier } from '@tiersync/tiers';
-import type { LayerEvent, TierSync } from './tier-sync.js';
+import { type LayerEvent, TierSync } from './tier-sync.js';
 import { hierarchyFixture } from './test-fixtures.js';
 
 // A hybrid layout: 4 sliding-window layers and 2 full-attention layers, 2 KV heads of 64, bf16, 16 tokens per page.
@@ -66,7 +66,7 @@ describe('layerwise load', () => {
   });
 
   it('delivers every range of every page in layer order, each exact when its event fires', async () => {
-    // 12 pages over hbm (4), host and fs: ranged reads from memory tiers, whole verified reads from fs.
+    // 12 pages over hbm (4), host and fs: ranged reads from memory tiers, verified ranged reads from fs.
     const ts = await hierarchy({ hbm: 4, host: 4 });
     const n = 12;
     const src = arena(n);
@@ -169,5 +169,127 @@ describe('layerwise load', () => {
     expect(r.loaded).toBe(6);
     expect(events.map((e) => e.pages)).toEqual([6, 6]);
     expect(crc32c(dst.view(0, 6 * PAGE))).toBe(crc32c(src.view(0, 6 * PAGE)));
+  });
+
+  describe('from the fs tier (verified range reads)', () => {
+    function readAt(path: string, at: number): number {
+      const fd = openSync(path, 'r');
+      const b = Buffer.alloc(1);
+      readSync(fd, b, 0, 1, at);
+      closeSync(fd);
+      return b[0]!;
+    }
+    /** A hierarchy of one fs tier whose chunk CRCs are one layer (8 KiB) long. */
+    async function fsOnly(chunk = LAYER) {
+      const dir = fx.tempDir();
+      return fx.opened(new TierSync({ model: 'layerwise-test@1', layout, promoteOnHit: false, tiers: [{ url: `fs://${dir}/fs?capacity=${64 * PAGE}&crcChunk=${chunk}` }] } as ConstructorParameters<typeof TierSync>[0]));
+    }
+    function flip(ts: TierSync, key: string, at: number) {
+      const where = (ts.tierDriver('fs') as FsTier).locate(key)!;
+      const fd = openSync(where.path, 'r+');
+      const b = Buffer.alloc(1);
+      readSync(fd, b, 0, 1, where.dataOffset + at);
+      b[0] = b[0]! ^ 0x5a;
+      writeSync(fd, b, 0, 1, where.dataOffset + at);
+      closeSync(fd);
+    }
+    /** Records every read the fs driver is asked for (its ranges), without changing what it does. */
+    function recordReads(ts: TierSync) {
+      const reads: Array<{ offset: number; length: number } | undefined> = [];
+      const fs = ts.tierDriver('fs');
+      const read = fs.read.bind(fs);
+      fs.read = (pages, o) => {
+        for (const p of pages) reads.push(p.range);
+        return read(pages, o);
+      };
+      return reads;
+    }
+
+    it('emits the first event once only the first range of every page has been read, bytes exact, in layer order', async () => {
+      const ts = await fsOnly();
+      expect(ts.tierDriver('fs').capabilities).toMatchObject({ rangeReads: true, verifiesOnRead: true });
+      const n = 4;
+      const src = arena(n);
+      const dst = arena(n);
+      const t = tokens(6, n);
+      await ts.store(t, fill(src, n, 21));
+      const hit = ts.lookup(t);
+      expect(hit.pages.map((p) => p.tier)).toEqual(Array(n).fill('fs'));
+      const reads = recordReads(ts);
+      const seen: Array<{ index: number; readsSoFar: number; exact: boolean; pages: number }> = [];
+      const r = await ts.load(
+        hit,
+        hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })),
+        {
+          layerwise: true,
+          layersPerEvent: 1,
+          onLayer: (e) => {
+            let exact = true;
+            for (let i = 0; i < n; i++) exact &&= crc32c(dst.view(i * PAGE + e.offset, e.length)) === crc32c(src.view(i * PAGE + e.offset, e.length));
+            seen.push({ index: e.index, readsSoFar: reads.length, exact, pages: e.pages });
+          },
+        },
+      );
+      const ranges = ts.layerRanges({ layersPerEvent: 1 });
+      expect(ranges.length).toBe(6);
+      expect(r).toMatchObject({ loaded: n, missing: [], bytes: n * PAGE });
+      // Every read was a range read: range r of every page, then range r+1.
+      expect(reads).toEqual(ranges.flatMap((g) => Array(n).fill({ offset: g.offset, length: g.length })));
+      // The first event fired after only range 0 of the n pages had been asked for, well before the last range.
+      expect(seen.map((e) => e.index)).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(seen[0]!.readsSoFar).toBe(n);
+      expect(seen.map((e) => e.readsSoFar)).toEqual(ranges.map((_, k) => (k + 1) * n));
+      expect(seen.every((e) => e.exact && e.pages === n)).toBe(true);
+      expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
+    });
+
+    it('never reports a corrupted range: the page stops counting from that range on, and ends up missing', async () => {
+      const ts = await fsOnly();
+      const n = 4;
+      const src = arena(n);
+      const dst = arena(n);
+      const t = tokens(7, n);
+      await ts.store(t, fill(src, n, 23));
+      const hit = ts.lookup(t);
+      flip(ts, hit.pages[1]!.key, 17); // range 0 (layer 0) of page 1
+      flip(ts, hit.pages[2]!.key, 3 * LAYER + 5); // range 3 (layer 4) of page 2
+      const failures: string[] = [];
+      ts.on('integrity:failed', (e) => failures.push(e.key));
+      const events: LayerEvent[] = [];
+      const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, layersPerEvent: 1, onLayer: (e) => events.push(e) });
+      expect(r.missing).toEqual([1, 2]);
+      expect(r.loaded).toBe(n - 2);
+      // Page 1 is never counted; page 2 only for the ranges before its damaged one (those bytes were verified).
+      expect(events.map((e) => e.pages)).toEqual([3, 3, 3, 2, 2, 2]);
+      expect(failures.sort()).toEqual([hit.pages[1]!.key, hit.pages[2]!.key].sort());
+      for (const i of [0, 3]) expect(crc32c(dst.view(i * PAGE, PAGE))).toBe(crc32c(src.view(i * PAGE, PAGE)));
+    });
+
+    it('falls back to another copy when the fs copy of a range is corrupted', async () => {
+      // Two fs tiers: 'near' (ranged, fastest) and 'far', which holds a write-through copy of every page.
+      const dir = fx.tempDir();
+      const url = (sub: string) => `fs://${dir}/${sub}?capacity=${64 * PAGE}&crcChunk=${LAYER}`;
+      const ts = await fx.opened(
+        new TierSync({ model: 'layerwise-test@1', layout, promoteOnHit: false, tiers: [{ name: 'near', url: url('near') }, { name: 'far', url: url('far'), writeThrough: true }] } as ConstructorParameters<typeof TierSync>[0]),
+      );
+      const n = 4;
+      const src = arena(n);
+      const dst = arena(n);
+      const t = tokens(8, n);
+      await ts.store(t, fill(src, n, 29));
+      await ts.flush();
+      const hit = ts.lookup(t);
+      expect(hit.pages.map((p) => [...p.tiers].sort())).toEqual(Array(n).fill(['far', 'near']));
+      const where = (ts.tierDriver('near') as FsTier).locate(hit.pages[2]!.key)!;
+      const fd = openSync(where.path, 'r+');
+      writeSync(fd, Buffer.from([0xee ^ readAt(where.path, where.dataOffset + 4 * LAYER + 3)]), 0, 1, where.dataOffset + 4 * LAYER + 3); // range 1 of page 2
+      closeSync(fd);
+      const events: LayerEvent[] = [];
+      const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, onLayer: (e) => events.push(e) });
+      expect(r).toMatchObject({ loaded: n, missing: [] });
+      expect(r.byTier).toMatchObject({ far: 1 });
+      expect(events.map((e) => e.pages)).toEqual([n, n]);
+      expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
+    });
   });
 });

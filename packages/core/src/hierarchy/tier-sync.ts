@@ -941,11 +941,13 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
   }
 
   /**
-   * A layerwise load: pages whose fastest copy is on a tier with range reads (memory tiers that need no checksum)
-   * arrive range by range, every page's range r before any page's range r+1, and `onLayer` / `load:layer` report
-   * each range once it is in place for every page. Pages on verifying tiers (fs, object, peer) are read whole and
-   * checked first, so the first event waits for them: no event ever covers bytes not yet verified. A page whose
-   * ranged copy fails mid-way is read whole from its next copy before the event of that range.
+   * A layerwise load: pages whose fastest copy is on a tier with range reads arrive range by range, every page's
+   * range r before any page's range r+1, and `onLayer` / `load:layer` report each range once it is in place for
+   * every page. Range reads are memory tiers that need no checksum, and the fs tier, which verifies each range
+   * against per-chunk CRC32Cs before reporting it (a failed chunk is an ERR_CHECKSUM outcome, never a hit). Pages on
+   * other verifying tiers (object, peer, memory tiers with verify=true) are read whole and checked first, so the
+   * first event waits for them: no event ever covers bytes not yet verified. A page whose ranged copy fails
+   * mid-way is read whole from its next copy before the event of that range.
    */
   async #readLayerwise(indices: readonly number[], ctx: LoadContext, ranges: readonly LayerRange[], onLayer: ((e: LayerEvent) => void) | undefined): Promise<number[]> {
     const index = this.#index!;
@@ -977,6 +979,8 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
             tier,
             list.map((i) => ({ key: keys[i]!, into: { arena: into[i]!.arena, offset: into[i]!.offset + range.offset, length: range.length }, range: { offset: range.offset, length: range.length } })),
           );
+          // A range that failed its chunk checksums (tiers that verify ranges, e.g. fs) is reported like a page.
+          this.#reportIntegrity(outcomes, tier.name);
           const broken: PageKey[] = [];
           outcomes.forEach((o, k) => {
             if (o.status === 'hit') return;

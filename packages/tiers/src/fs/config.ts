@@ -13,6 +13,7 @@ const options = z
     direct: z.enum(['auto', 'always', 'never']).optional(),
     verify: z.enum(['headers', 'full']).optional(),
     preallocate: bool.optional(),
+    crcChunk: size('a chunk size').optional(),
   })
   .strict();
 
@@ -40,13 +41,19 @@ export interface FsTierConfig {
   verify: 'headers' | 'full';
   /** Reserve each slab's disk space with posix_fallocate when it is created (URL `preallocate`). Default true. */
   preallocate: boolean;
+  /**
+   * Size of the chunks a page is checksummed in besides its whole-page CRC32C (URL `crcChunk`, a multiple of
+   * 4 KiB; default 64 KiB, 32 chunks for a 2 MiB page). A sub-page range read reads and verifies only the chunks
+   * that cover it. A page with more than 80 chunks uses the smallest multiple of 4 KiB that gives at most 80.
+   */
+  crcChunk: number;
   /** The URL as given (no secrets in fs URLs). */
   redacted: string;
 }
 
 /**
  * Parses `fs:///absolute/folder?capacity=2TiB[&slab=8GiB][&direct=auto|always|never][&verify=headers|full]
- * [&preallocate=true|false]`.
+ * [&preallocate=true|false][&crcChunk=64KiB]`.
  * @throws TierSyncError ERR_CONFIG naming the part or option that is wrong
  */
 export function parseFsUrl(url: string): FsTierConfig {
@@ -65,6 +72,9 @@ function parse(url: string): FsTierConfig {
   const folder = posix.normalize(u.path).replace(/\/+$/, '');
   if (folder === '' || !folder.startsWith('/')) throw configError(u, 'fs:// needs a folder, e.g. fs:///mnt/kv?capacity=2TiB');
   const o = parseOptions(u, options);
+  if (o.crcChunk !== undefined && (o.crcChunk % ALIGN !== 0 || o.crcChunk > 0xffffffff)) {
+    throw configError(u, `option 'crcChunk' must be a multiple of ${ALIGN} bytes below 4GiB, got ${o.crcChunk}`);
+  }
   return {
     path: folder,
     capacity: o.capacity,
@@ -72,6 +82,7 @@ function parse(url: string): FsTierConfig {
     direct: o.direct ?? 'auto',
     verify: o.verify ?? 'headers',
     preallocate: o.preallocate ?? true,
+    crcChunk: o.crcChunk ?? DEFAULT_CRC_CHUNK,
     redacted: u.redacted,
   };
 }
@@ -80,6 +91,8 @@ function parse(url: string): FsTierConfig {
 export const HEADER_BYTES = 512;
 /** O_DIRECT alignment; slot data starts on it. */
 export const ALIGN = 4096;
+/** Default chunk size of the per-chunk CRC32Cs (URL `crcChunk`). */
+export const DEFAULT_CRC_CHUNK = 64 * 1024;
 /** More slab files than this would use too many descriptors (2 per slab, 3 with direct=always). */
 export const MAX_SLABS = 1024;
 const DEFAULT_SLAB_MIN = 2 ** 30;

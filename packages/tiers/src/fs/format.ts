@@ -132,14 +132,19 @@ export function ioError(message: string, cause: unknown): TierSyncError {
 // Slot header: 512 bytes, little-endian, at `slot-in-slab * 512` of its slab file.
 //
 //   0 u32 magic 'TSFS'      4 u16 version     6 u16 key length    8 u32 volume (low)   12 u32 volume (high)
-//  16 u32 global slot      20 u32 length     24 u32 data CRC32C  28 u32 0             32 u32 generation (low)
-//  36 u32 generation (high)  40 f64 written at (ms since 1970)  48..176 key (ASCII hex)  176..508 zero
+//  16 u32 global slot      20 u32 length     24 u32 data CRC32C  28 u32 chunk bytes (0: none)  32 u32 generation (low)
+//  36 u32 generation (high)  40 f64 written at (ms since 1970)  48..176 key (ASCII hex)
+// 176..176+4n u32 CRC32C of each chunk of the page (n = ceil(length / chunk bytes), at most MAX_CHUNKS), rest zero
 // 508 u32 CRC32C of bytes [0, 508): a torn or garbled header never validates.
 //
-// All zeroes = a free slot.
+// All zeroes = a free slot. Chunk CRCs let a sub-page range be verified without reading the whole page; headers
+// written before they existed hold 0 at 28 (and zeroes after the key): such slots are read whole.
 
 export const MAGIC = 0x53465354; // "TSFS" as little-endian bytes
 const KEY_AT = 48;
+const CHUNKS_AT = 176;
+/** Most chunk CRCs a header holds (bytes 176..496). */
+export const MAX_CHUNKS = 80;
 const CRC_AT = HEADER_BYTES - 4;
 
 export type Volume = readonly [low: number, high: number];
@@ -155,6 +160,9 @@ export interface HeaderFields {
   crc32c: number;
   generation: number;
   writtenAt: number;
+  /** Chunk size of `chunkCrcs` (a multiple of 4 KiB), 0 when the page has none. */
+  chunkBytes: number;
+  chunkCrcs: readonly number[];
 }
 
 /** Writes a complete header, self-checksum included, into `bytes` at `at` (512 bytes). */
@@ -171,6 +179,10 @@ export function encodeHeader(bytes: Uint8Array, view: DataView, at: number, volu
   view.setUint32(at + 32, h.generation % 2 ** 32, true);
   view.setUint32(at + 36, Math.floor(h.generation / 2 ** 32), true);
   view.setFloat64(at + 40, h.writtenAt, true);
+  if (h.chunkBytes > 0 && h.chunkCrcs.length === Math.ceil(h.length / h.chunkBytes) && h.chunkCrcs.length <= MAX_CHUNKS) {
+    view.setUint32(at + 28, h.chunkBytes, true);
+    h.chunkCrcs.forEach((c, i) => view.setUint32(at + CHUNKS_AT + 4 * i, c, true));
+  }
   for (let i = 0; i < h.key.length; i++) bytes[at + KEY_AT + i] = h.key.charCodeAt(i);
   view.setUint32(at + CRC_AT, crc32c(bytes.subarray(at, at + CRC_AT)), true);
 }
@@ -181,7 +193,7 @@ export type HeaderState =
   | { kind: 'torn' }
   /** Checksum fine but it does not belong here (another folder, another slot, impossible fields). */
   | { kind: 'invalid'; why: string }
-  | { kind: 'page'; key: PageKey; length: number; crc32c: number; generation: number };
+  | { kind: 'page'; key: PageKey; length: number; crc32c: number; generation: number; chunkBytes: number; chunkCrcs: number[] };
 
 /** Classifies the header at `at` of a slab's header area, read with node:fs. */
 export function decodeHeader(buf: Buffer, view: DataView, at: number, volume: Volume, slot: number, pageBytes: number): HeaderState {
@@ -200,7 +212,13 @@ export function decodeHeader(buf: Buffer, view: DataView, at: number, volume: Vo
   const key = keyLength <= 128 ? buf.toString('latin1', at + KEY_AT, at + KEY_AT + keyLength) : '';
   if (!PAGE_KEY_PATTERN.test(key)) return { kind: 'invalid', why: 'key' };
   const generation = view.getUint32(at + 32, true) + view.getUint32(at + 36, true) * 2 ** 32;
-  return { kind: 'page', key, length, crc32c: view.getUint32(at + 24, true), generation };
+  // Chunk CRCs: absent (0) in headers written before they existed; impossible values read as absent (whole-page reads).
+  let chunkBytes = view.getUint32(at + 28, true);
+  const chunkCrcs: number[] = [];
+  const n = chunkBytes > 0 ? Math.ceil(length / chunkBytes) : 0;
+  if (chunkBytes % 4096 !== 0 || n > MAX_CHUNKS) chunkBytes = 0;
+  else for (let i = 0; i < n; i++) chunkCrcs.push(view.getUint32(at + CHUNKS_AT + 4 * i, true));
+  return { kind: 'page', key, length, crc32c: view.getUint32(at + 24, true), generation, chunkBytes, chunkCrcs };
 }
 
 /** Offset of a slot's header and data inside its slab file. */

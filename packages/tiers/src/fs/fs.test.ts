@@ -52,6 +52,7 @@ function conformance(name: string, extra: string): void {
 
 conformance('fs:// (direct=auto)', '');
 conformance('fs:// (direct=never, buffered)', '&direct=never');
+conformance('fs:// (4 KiB CRC chunks)', '&crcChunk=4KiB');
 
 function flipByte(path: string, offset: number): void {
   const fd = openSync(path, 'r+');
@@ -371,9 +372,14 @@ describe('fs tier', () => {
 
   it('direct=always takes aligned pages and refuses misaligned ones', async () => {
     if (!probeDirect(tmpdir()).supported) return;
-    const t = await open(urlOf(newFolder(), 4, '&direct=always'));
+    const t = await open(urlOf(newFolder(), 4, '&direct=always&crcChunk=4KiB'));
     await t.write([page(0)]);
     expect((await t.read([into(0)]))[0]!.status).toBe('hit');
+    // Ranges whose destination is not 4 KiB aligned go through the aligned staging area.
+    dst.view(0, PAGE).fill(0);
+    const ranged = await t.read([{ key: testKey(0, 7), into: { arena: dst, offset: 200, length: 3 * 4096 }, range: { offset: 100, length: 3 * 4096 } }]);
+    expect(ranged[0]).toMatchObject({ status: 'hit', length: 3 * 4096 });
+    expect(Buffer.compare(src.view(100, 3 * 4096), dst.view(200, 3 * 4096))).toBe(0);
     expect((await codeOf(t.write([page(1, 100)]))).code).toBe('ERR_MISALIGNED');
     await t.write([page(2)]); // the refused write freed its slot
     expect(t.stats().pages).toBe(2);
@@ -397,6 +403,111 @@ describe('fs tier', () => {
     expect(full.recovery).toMatchObject({ pages: 2, corrupt: 1 });
     expect(await keysOf(full)).toEqual([testKey(0, 7), testKey(1, 7)].sort());
     await full.close();
+  });
+
+  describe('verified range reads (per-chunk CRC32Cs)', () => {
+    const CHUNK = 4096;
+    const ranged = (i: number, offset: number, length: number) => ({ key: testKey(i, 7), into: { arena: dst, offset: i * PAGE + offset, length }, range: { offset, length } });
+    const sameRange = (i: number, offset: number, length: number) => Buffer.compare(src.view(i * PAGE + offset, length), dst.view(i * PAGE + offset, length)) === 0;
+    const clear = (i: number) => dst.view(i * PAGE, PAGE).fill(0);
+
+    it('returns the exact bytes of aligned and unaligned ranges, and declares rangeReads', async () => {
+      const t = await open(urlOf(newFolder(), 8, `&crcChunk=${CHUNK}`));
+      expect(t.capabilities).toMatchObject({ rangeReads: true, verifiesOnRead: true });
+      await t.write([page(0), page(1, 5000)]);
+      clear(0);
+      clear(1);
+      const cases: Array<[number, number, number]> = [
+        [0, 0, CHUNK],
+        [0, CHUNK, 3 * CHUNK],
+        [0, 100, 9000],
+        [0, PAGE - 10, 10],
+        [1, 4000, 1000],
+        [1, 0, 5000],
+      ];
+      const r = await t.read(cases.map(([i, o, l]) => ranged(i, o, l)));
+      expect(r.map((o) => (o.status === 'hit' ? o.length : o.status))).toEqual(cases.map((c) => c[2]));
+      for (const [i, o, l] of cases) expect(sameRange(i, o, l)).toBe(true);
+      expect(t.stats().bytesRead).toBe(cases.reduce((a, c) => a + c[2], 0));
+      await t.close();
+    });
+
+    it('a flipped byte inside the range fails it (ERR_CHECKSUM, no hit); one outside the range does not', async () => {
+      const folder = newFolder();
+      const t = await open(urlOf(folder, 8, `&crcChunk=${CHUNK}`));
+      await t.write([page(2)]);
+      const at = t.locate(testKey(2, 7))!;
+      flipByte(at.path, at.dataOffset + 5 * CHUNK + 7); // inside chunk 5
+      const r = await t.read([ranged(2, 5 * CHUNK, 100), ranged(2, 4 * CHUNK + 10, CHUNK + 20), ranged(2, 0, 5 * CHUNK), ranged(2, 6 * CHUNK, 2 * CHUNK)]);
+      expect(r[0]).toMatchObject({ status: 'error', error: { code: 'ERR_CHECKSUM' } });
+      expect(r[1]).toMatchObject({ status: 'error', error: { code: 'ERR_CHECKSUM' } });
+      expect(r[2]).toMatchObject({ status: 'hit', length: 5 * CHUNK });
+      expect(r[3]).toMatchObject({ status: 'hit', length: 2 * CHUNK });
+      expect(sameRange(2, 0, 5 * CHUNK) && sameRange(2, 6 * CHUNK, 2 * CHUNK)).toBe(true);
+      // The whole page is still checked against its CRC32C.
+      expect((await t.read([into(2)]))[0]).toMatchObject({ status: 'error', error: { code: 'ERR_CHECKSUM' } });
+      expect(t.stats().checksumFailures).toBe(3);
+      await t.close();
+      // Chunk CRCs survive a reopen (they live in the slot header).
+      const again = await open(urlOf(folder, 8, `&crcChunk=${CHUNK}`));
+      const r2 = await again.read([ranged(2, 5 * CHUNK + 1, 10), ranged(2, 0, CHUNK)]);
+      expect(r2.map((o) => o.status)).toEqual(['error', 'hit']);
+      await again.close();
+    });
+
+    it('a partly covered chunk is checked whole: a flip in its part outside the range still fails the range', async () => {
+      const t = await open(urlOf(newFolder(), 8, `&crcChunk=${CHUNK}`));
+      await t.write([page(3)]);
+      const at = t.locate(testKey(3, 7))!;
+      flipByte(at.path, at.dataOffset + 2 * CHUNK + 4000); // chunk 2, outside [2*CHUNK, +100)
+      clear(3);
+      const r = await t.read([ranged(3, 2 * CHUNK, 100)]);
+      expect(r[0]).toMatchObject({ status: 'error', error: { code: 'ERR_CHECKSUM' } });
+      // Bytes of a failed staged chunk are never copied to the destination.
+      expect(dst.view(3 * PAGE + 2 * CHUNK, 100).every((b) => b === 0)).toBe(true);
+      await t.close();
+    });
+
+    it('reads old-format slots (no chunk CRCs) whole, verified against the page CRC32C', async () => {
+      const folder = newFolder();
+      const t = await open(urlOf(folder, 8, `&crcChunk=${CHUNK}`));
+      await t.write([page(4), page(5)]);
+      const a4 = t.locate(testKey(4, 7))!;
+      const a5 = t.locate(testKey(5, 7))!;
+      await t.close();
+      // Rewrite both headers as the format before chunk CRCs: word 28 and bytes 176..508 zero, self-checksum redone.
+      for (const at of [a4, a5]) {
+        const h = readAt(at.path, at.headerOffset, HEADER_BYTES);
+        h.fill(0, 28, 32);
+        h.fill(0, 176, 508);
+        h.writeUInt32LE(crc32c(h.subarray(0, 508)), 508);
+        const fd = openSync(at.path, 'r+');
+        writeSync(fd, h, 0, HEADER_BYTES, at.headerOffset);
+        closeSync(fd);
+      }
+      flipByte(a5.path, a5.dataOffset + PAGE - 1); // page 5: damaged far outside the range read below
+      const old = await open(urlOf(folder, 8, `&crcChunk=${CHUNK}`));
+      expect(old.recovery).toMatchObject({ pages: 2, torn: 0, invalid: 0 });
+      clear(4);
+      const r = await old.read([ranged(4, 100, 9000), ranged(5, 0, 100)]);
+      expect(r[0]).toMatchObject({ status: 'hit', length: 9000 });
+      expect(sameRange(4, 100, 9000)).toBe(true);
+      expect(dst.view(4 * PAGE, 100).every((b) => b === 0)).toBe(true);
+      // Whole-page check for an old slot: the damage outside the range fails it.
+      expect(r[1]).toMatchObject({ status: 'error', error: { code: 'ERR_CHECKSUM' } });
+      clear(4);
+      expect((await old.read([into(4)]))[0]).toMatchObject({ status: 'hit', length: PAGE });
+      expect(same(4)).toBe(true);
+      await old.close();
+    });
+
+    it('refuses ranges outside the page and destinations shorter than the range', async () => {
+      const t = await open(urlOf(newFolder(), 8));
+      await t.write([page(6, 5000)]);
+      await expect(t.read([ranged(6, 4500, 1000)])).rejects.toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
+      await expect(t.read([{ ...ranged(6, 0, 1000), into: { arena: dst, offset: 0, length: 999 } }])).rejects.toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
+      await t.close();
+    });
   });
 
   it('checks CRC32C against what the caller said it wrote', async () => {
@@ -426,6 +537,9 @@ describe('fs URLs', () => {
       verify: 'full',
       preallocate: false,
     });
+    expect(parseFsUrl('fs:///kv?capacity=1GiB').crcChunk).toBe(64 * 1024);
+    expect(parseFsUrl('fs:///kv?capacity=1GiB&crcChunk=256KiB').crcChunk).toBe(256 * 1024);
+    expect(() => parseFsUrl('fs:///kv?capacity=1GiB&crcChunk=1000')).toThrow(/crcChunk/);
     expect(parseFsUrl('fs:///a%20b/kv?capacity=1GiB').path).toBe('/a b/kv');
   });
 

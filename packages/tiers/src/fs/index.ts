@@ -5,8 +5,9 @@
  * header (key, length, CRC32C, generation, self-checksum). A write lands in two durable steps: all page data of
  * the call in one native batch, fdatasync; then all headers in a second batch, fdatasync. Only then is a page
  * visible. open() rebuilds the index from the headers alone, so a crash at any point leaves either the old state
- * or the complete new page, never a torn one (README.md has the argument). Every read is checked against the
- * page's CRC32C.
+ * or the complete new page, never a torn one (README.md has the argument). Every read is checked: a whole page
+ * against the page's CRC32C, a range (`PageRead.range`) against the CRC32Cs of the chunks covering it (stored in
+ * the header; pages written without them are read whole into a staging area for a range).
  */
 import { statfsSync, truncateSync } from 'node:fs';
 import { mkdir, open as openFile, readdir, stat, unlink } from 'node:fs/promises';
@@ -17,6 +18,7 @@ import {
   PageAllocator,
   TierSyncError,
   TransferBatch,
+  crc32cCombine,
   probeDirect,
   type ErrorCode,
   type Slot,
@@ -38,9 +40,10 @@ import type {
 import { ioLimits } from '../memory-tier.js';
 import { InFlight, PinTable, TierCounters, listPages } from '../stats.js';
 import { checkKeys, checkReads, checkWrites } from '../validate.js';
-import { ALIGN, HEADER_BYTES, MAX_SLABS, defaultSlabBytes, fullSlabBytes, geometryFor, parseFsUrl, slotsFor, type FsTierConfig, type Geometry } from './config.js';
+import { ALIGN, HEADER_BYTES, MAX_SLABS, alignUp, defaultSlabBytes, fullSlabBytes, geometryFor, parseFsUrl, slotsFor, type FsTierConfig, type Geometry } from './config.js';
 import {
   MANIFEST,
+  MAX_CHUNKS,
   SLAB_PATTERN,
   acquireLock,
   dataOffset,
@@ -83,6 +86,16 @@ interface StoredPage {
   length: number;
   crc32c: number;
   generation: number;
+  /** Chunk size of `chunkCrcs`; 0 for a page written without them (older format): range reads read it whole. */
+  chunkBytes: number;
+  chunkCrcs: readonly number[];
+}
+
+/** One chunk of a page to read and verify: where it is in its slab file, its length and its CRC32C. */
+interface ChunkRead {
+  fileAt: number;
+  length: number;
+  crc32c: number;
 }
 
 interface Slab {
@@ -128,6 +141,9 @@ export class FsTier implements TierDriver {
     // Device arenas cannot reach a file directly (cuda<->file needs GPUDirect Storage): stage through host.
     memoryKinds: ['host'],
     verifiesOnRead: true,
+    // Ranges are verified too: against per-chunk CRC32Cs stored in the slot header (pages of the older format,
+    // without them, are read whole into a staging area and checked against the page's CRC32C).
+    rangeReads: true,
   };
   readonly url: string;
   readonly config: FsTierConfig;
@@ -204,8 +220,10 @@ export class FsTier implements TierDriver {
   }
 
   /**
-   * Loads pages, each checked against its CRC32C: a mismatch is an 'error' outcome (ERR_CHECKSUM), as is every
-   * page of a batch that hit an I/O error (ERR_IO). Default priority 'demand'.
+   * Loads pages (or ranges of pages), each checked against its CRC32C (a range: the CRC32Cs of every chunk covering
+   * it): a mismatch is an 'error' outcome (ERR_CHECKSUM), as is every page of a batch that hit an I/O error
+   * (ERR_IO). Chunks wholly inside a range land in place; the at most two that stick out are read into a staging
+   * area and only their part inside the range is copied over, once verified. Default priority 'demand'.
    * @throws TierSyncError ERR_OUT_OF_RANGE (a destination shorter than its page), ERR_ABORTED, ERR_TIMEOUT, ERR_CLOSED
    */
   read(pages: readonly PageRead[], options: IoOptions = {}): Promise<ReadOutcome[]> {
@@ -484,7 +502,7 @@ export class FsTier implements TierDriver {
             const h = decodeHeader(buf, view, k * HEADER_BYTES, this.#volume, slot, g.pageBytes);
             if (h.kind === 'empty') continue;
             if (h.kind === 'page' && s < slotsHere) {
-              const page = { slot, length: h.length, crc32c: h.crc32c, generation: h.generation };
+              const page = { slot, length: h.length, crc32c: h.crc32c, generation: h.generation, chunkBytes: h.chunkBytes, chunkCrcs: h.chunkCrcs };
               const prev = pages.get(h.key);
               if (!prev) {
                 pages.set(h.key, page);
@@ -634,14 +652,33 @@ export class FsTier implements TierDriver {
     let stage: 'data' | 'headers' = 'data';
     let cells: Cells | undefined;
     try {
+      // One descriptor per chunk of each page: the engine's per-descriptor CRC32Cs, computed while it writes, are
+      // the chunk checksums that range reads verify, and they combine into the page's checksum (no second pass).
       const data = new TransferBatch();
+      const firstDescriptor: number[] = [];
       for (let i = 0; i < fresh.length; i++) {
         const p = fresh[i]!;
         const slot = slots[i]!;
-        data.add(p.source.arena, p.source.offset, this.#slabFor(slot).data, dataOffset(g, slot % g.slotsPerSlab), p.source.length);
+        const slab = this.#slabFor(slot).data;
+        const base = dataOffset(g, slot % g.slotsPerSlab);
+        const chunk = this.#chunkSize(p.source.length);
+        firstDescriptor.push(data.length);
+        for (let at = 0; at < p.source.length; at += chunk) data.add(p.source.arena, p.source.offset + at, slab, base + at, Math.min(chunk, p.source.length - at));
       }
       const r = await engine.submit(data, { durable: true, checksums: true, priority, ...limits });
-      const crcs = r.checksums!;
+      const sums = r.checksums!;
+      const chunks = fresh.map((p, i) => {
+        const chunkBytes = this.#chunkSize(p.source.length);
+        const chunkCrcs: number[] = [];
+        let whole = 0;
+        for (let k = 0, at = 0; at < p.source.length; k++, at += chunkBytes) {
+          const c = sums[firstDescriptor[i]! + k]!;
+          whole = k === 0 ? c : crc32cCombine(whole, c, Math.min(chunkBytes, p.source.length - at));
+          chunkCrcs.push(c);
+        }
+        return { whole, chunkBytes, chunkCrcs };
+      });
+      const crcs = chunks.map((c) => c.whole);
       stage = 'headers';
       cells = this.#headerCells(fresh.length);
       const headers = new TransferBatch();
@@ -658,6 +695,8 @@ export class FsTier implements TierDriver {
           crc32c: crcs[i]!,
           generation: generation + i,
           writtenAt,
+          chunkBytes: chunks[i]!.chunkBytes,
+          chunkCrcs: chunks[i]!.chunkCrcs,
         });
         headers.add(cells.arena, at, this.#slabFor(slot).meta, headerOffset(slot % g.slotsPerSlab), HEADER_BYTES);
       }
@@ -668,7 +707,7 @@ export class FsTier implements TierDriver {
         const crc = crcs[i]!;
         // The caller's bytes changed between hashing and writing: store what was written, say so.
         if (p.crc32c !== undefined && p.crc32c !== crc) this.#counters.checksumFailures++;
-        this.#table.set(p.key, { slot: slots[i]!, length: p.source.length, crc32c: crc, generation: generation + i });
+        this.#table.set(p.key, { slot: slots[i]!, length: p.source.length, crc32c: crc, generation: generation + i, chunkBytes: chunks[i]!.chunkBytes, chunkCrcs: chunks[i]!.chunkCrcs });
         this.#usedBytes += p.source.length;
         this.#counters.bytesWritten += p.source.length;
         out.set(p.key, crc);
@@ -687,6 +726,11 @@ export class FsTier implements TierDriver {
       for (const p of fresh) if (this.#pending.get(p.key) === landed) this.#pending.delete(p.key);
       settle();
     }
+  }
+
+  #chunkSize(length: number): number {
+    const chunk = this.config.crcChunk;
+    return Math.ceil(length / chunk) <= MAX_CHUNKS ? chunk : alignUp(Math.ceil(length / MAX_CHUNKS));
   }
 
   #headerCells(count: number): Cells {
@@ -731,7 +775,12 @@ export class FsTier implements TierDriver {
     const g = this.#geometry!;
     const outcomes: ReadOutcome[] = new Array(pages.length);
     const batch = new TransferBatch();
-    const found: Array<{ index: number; key: PageKey; page: StoredPage }> = [];
+    const expected: number[] = [];
+    /** Per found page: its descriptors in `batch`, and the bytes it delivers. */
+    const found: Array<{ index: number; key: PageKey; page: StoredPage; first: number; count: number; length: number }> = [];
+    /** Chunks that only partly overlap a range: read into `staged`, verified, then their part copied over. */
+    const staged: Array<{ fileAt: number; slot: number; length: number; crc32c: number; at: number; from: number; to: PageRead['into']; part: number; page: number }> = [];
+    let stagedBytes = 0;
     let misses = 0;
     pages.forEach((p, index) => {
       const page = this.#table.get(p.key);
@@ -740,48 +789,111 @@ export class FsTier implements TierDriver {
         misses++;
         return;
       }
-      if (p.range !== undefined) throw this.#error(`pages[${index}].range: sub-page reads are not offered here (every read is checked against the whole page's CRC32C)`, 'ERR_UNSUPPORTED');
-      if (p.into.length < page.length) {
-        throw this.#error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE');
+      const base = dataOffset(g, page.slot % g.slotsPerSlab);
+      const first = expected.length;
+      const range = p.range;
+      if (range === undefined) {
+        if (p.into.length < page.length) {
+          throw this.#error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE');
+        }
+        batch.add(this.#slabFor(page.slot).data, base, p.into.arena, p.into.offset, page.length);
+        expected.push(page.crc32c);
+        found.push({ index, key: p.key, page, first, count: 1, length: page.length });
+        return;
       }
-      batch.add(this.#slabFor(page.slot).data, dataOffset(g, page.slot % g.slotsPerSlab), p.into.arena, p.into.offset, page.length);
-      found.push({ index, key: p.key, page });
+      if (typeof range !== 'object' || range === null || !Number.isSafeInteger(range.offset) || !Number.isSafeInteger(range.length) || range.offset < 0 || range.length < 1 || range.offset + range.length > page.length) {
+        throw this.#error(`pages[${index}].range [${String(range?.offset)}, +${String(range?.length)}) is not inside the page's ${page.length} bytes`, 'ERR_OUT_OF_RANGE');
+      }
+      if (p.into.length < range.length) throw this.#error(`pages[${index}].into holds ${p.into.length} bytes, the range has ${range.length}`, 'ERR_OUT_OF_RANGE');
+      // Every chunk covering the range is read whole and checked against its own CRC32C; a page without chunk
+      // CRCs is one chunk (the whole page, its CRC32C). Chunks inside the range land in place; the (at most two)
+      // that stick out land in a staging area, and only their part inside the range is copied over once verified.
+      const chunk = page.chunkBytes > 0 ? page.chunkBytes : page.length;
+      const crcs = page.chunkBytes > 0 ? page.chunkCrcs : [page.crc32c];
+      const end = range.offset + range.length;
+      for (let k = Math.floor(range.offset / chunk); k * chunk < end; k++) {
+        const cs = k * chunk;
+        const ce = Math.min(cs + chunk, page.length);
+        const c: ChunkRead = { fileAt: base + cs, length: ce - cs, crc32c: crcs[k]! };
+        // direct=always refuses misaligned memory: such a chunk goes through the (aligned) staging area instead.
+        const aligned = this.config.direct !== 'always' || (p.into.offset + (cs - range.offset)) % ALIGN === 0;
+        if (cs >= range.offset && ce <= end && aligned) {
+          batch.add(this.#slabFor(page.slot).data, c.fileAt, p.into.arena, p.into.offset + (cs - range.offset), c.length);
+          expected.push(c.crc32c);
+        } else {
+          const lo = Math.max(cs, range.offset);
+          const hi = Math.min(ce, end);
+          staged.push({ ...c, slot: page.slot, at: stagedBytes, from: lo - cs, to: { arena: p.into.arena, offset: p.into.offset + (lo - range.offset), length: hi - lo }, part: hi - lo, page: found.length });
+          stagedBytes += alignUp(c.length);
+        }
+      }
+      found.push({ index, key: p.key, page, first, count: expected.length - first, length: range.length });
     });
     this.#counters.misses += misses;
     if (found.length === 0) return outcomes;
     // Pinned while bytes move, so a concurrent delete cannot free and reuse the slot under the copy.
     const keys = found.map((f) => f.key);
     this.#pins.pin(keys, () => true);
+    const staging = stagedBytes > 0 ? HostArena.create({ capacity: stagedBytes }) : undefined;
     try {
-      let r: TransferResult;
-      try {
-        r = await this.#context.engine.submit(batch, {
-          expected: Uint32Array.from(found, (f) => f.page.crc32c),
-          priority: options.priority ?? 'demand',
-          ...ioLimits(options),
-        });
-      } catch (e) {
+      const firstStaged = expected.length;
+      for (const s of staged) {
+        batch.add(this.#slabFor(s.slot).data, s.fileAt, staging!, s.at, s.length);
+        expected.push(s.crc32c);
+      }
+      const limits = { priority: options.priority ?? 'demand', ...ioLimits(options) } as const;
+      const failed = (e: unknown): ReadOutcome[] => {
         if (!(e instanceof TierSyncError) || e.code !== 'ERR_IO') throw e;
         // The batch failed as a whole (a disk or NFS error): none of its pages can be trusted.
         this.#counters.errors += found.length;
         for (const f of found) outcomes[f.index] = { key: f.key, status: 'error', error: this.#error(`page ${f.key} could not be read: ${e.message}`, 'ERR_IO', e) };
         return outcomes;
+      };
+      let r: TransferResult;
+      try {
+        r = await this.#context.engine.submit(batch, { expected: Uint32Array.from(expected), ...limits });
+      } catch (e) {
+        return failed(e);
       }
-      const bad = new Set(r.mismatches ?? []);
-      found.forEach((f, i) => {
-        if (bad.has(i)) {
+      const badDescriptors = new Set(r.mismatches ?? []);
+      const bad = new Set<number>();
+      found.forEach((f, n) => {
+        for (let d = f.first; d < f.first + f.count; d++) if (badDescriptors.has(d)) bad.add(n);
+      });
+      staged.forEach((s, i) => {
+        if (badDescriptors.has(firstStaged + i)) bad.add(s.page);
+      });
+      // Verified parts of staged chunks move to their destinations; nothing of a page with a bad chunk does.
+      const copies = new TransferBatch();
+      let copying = 0;
+      for (const s of staged) {
+        if (bad.has(s.page)) continue;
+        copies.add(staging!, s.at + s.from, s.to.arena, s.to.offset, s.part);
+        copying++;
+      }
+      if (copying > 0) {
+        try {
+          await this.#context.engine.submit(copies, limits);
+        } catch (e) {
+          return failed(e);
+        }
+      }
+      found.forEach((f, n) => {
+        if (bad.has(n)) {
           this.#counters.checksumFailures++;
           this.#counters.errors++;
-          outcomes[f.index] = { key: f.key, status: 'error', error: this.#error(`page ${f.key} failed its CRC32C check (slot ${f.page.slot})`, 'ERR_CHECKSUM') };
+          const what = f.length === f.page.length && pages[f.index]!.range === undefined ? 'page' : `range of page`;
+          outcomes[f.index] = { key: f.key, status: 'error', error: this.#error(`${what} ${f.key} failed its CRC32C check (slot ${f.page.slot})`, 'ERR_CHECKSUM') };
         } else {
-          outcomes[f.index] = { key: f.key, status: 'hit', length: f.page.length, crc32c: f.page.crc32c };
+          outcomes[f.index] = { key: f.key, status: 'hit', length: f.length, crc32c: f.page.crc32c };
           this.#counters.hits++;
           this.#counters.reads++;
-          this.#counters.bytesRead += f.page.length;
+          this.#counters.bytesRead += f.length;
         }
       });
       return outcomes;
     } finally {
+      staging?.close();
       this.#pins.unpin(keys);
     }
   }
