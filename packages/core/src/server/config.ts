@@ -4,7 +4,7 @@
  * embedded default runs on this host (host RAM + an fs tier and the SQLite index under the user's data folder).
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statfsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TierSyncError } from '@tiersync/native/errors';
@@ -245,6 +245,19 @@ export function defaultDataDir(): string {
   return path.join(base, 'tiersync');
 }
 
+const DEFAULT_HOST_BYTES = 2 * 1024 ** 3;
+
+/** Whether /dev/shm can hold `bytes` more (or already holds our file from an earlier run). */
+function shmHas(bytes: number, file: string): boolean {
+  try {
+    if (existsSync(file)) return true;
+    const s = statfsSync('/dev/shm');
+    return s.bavail * s.bsize >= bytes;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The embedded default: host RAM (2 GiB, in a /dev/shm file named after `dataDir`, so same-host clients map it and
  * move pages without a socket, and a restarted daemon reattaches it) over an fs tier (64 GiB) in `dataDir`, the
@@ -257,7 +270,8 @@ export function defaultServerConfig(dataDir: string = defaultDataDir()): ServerC
     model: 'tiersync-default',
     layout: 'llama-3-8b',
     tiers: [
-      { url: `host://?capacity=2GiB&shm=${shm}`, name: 'host' },
+      // Containers often mount a small /dev/shm (64 MiB in Docker): then plain anonymous memory.
+      { url: shmHas(DEFAULT_HOST_BYTES, shm) ? `host://?capacity=2GiB&shm=${shm}` : 'host://?capacity=2GiB', name: 'host' },
       { url: `fs://${path.join(dataDir, 'pages')}?capacity=64GiB`, name: 'fs' },
     ],
     index: { path: path.join(dataDir, 'index.sqlite') },
