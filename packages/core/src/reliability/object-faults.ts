@@ -12,7 +12,7 @@ import { TierSync } from '../hierarchy/tier-sync.js';
 import { startS3rver } from '../bench/services.js';
 import { config, durableNow, reopenAndCheck, traffic, type DiskFaultOptions } from './disk-faults.js';
 import { scenario, type ScenarioResult } from './report.js';
-import { S3FaultProxy } from './s3-fault-proxy.js';
+import { S3FaultProxy } from '@tiersync/tiers';
 
 const BUCKET = 'tiersync-reliability';
 

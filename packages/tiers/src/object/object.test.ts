@@ -3,8 +3,7 @@
  * fault-injecting HTTP proxy in front of it for the retry, breaker and timeout tests. Never a mock.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
@@ -13,6 +12,7 @@ import { DeviceArena, HostArena, TierSyncError, TransferBatch, TransferEngine, c
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TierContext } from '../driver.js';
+import { S3FaultProxy } from '../fault/s3-proxy.js';
 import { testKey, tierConformance } from '../testing.js';
 import { createS3Client } from './bucket.js';
 import { GCS_ENDPOINT, ObjectTier, parseObjectUrl } from './index.js';
@@ -23,96 +23,13 @@ const BUCKET = 'tiersync-test';
 const CREDS = 'accessKeyId=S3RVER&secretAccessKey=S3RVER';
 
 // ---------------------------------------------------------------------------------------------------------------
-// A real s3rver on a random loopback port, and a proxy that can fail, reset or stall requests on the way.
-
-type Fault = '503' | 'reset' | 'stall';
-
-interface Logged {
-  method: string;
-  url: string;
-  range: string | undefined;
-  /** x-amz-content-sha256: the payload hash, or UNSIGNED-PAYLOAD. */
-  sha: string | undefined;
-  status: number;
-  /** Response body bytes sent to the client. */
-  bytes: number;
-}
-
-class FaultProxy {
-  readonly log: Logged[] = [];
-  /** Faults for the next requests, in order. */
-  readonly next: Fault[] = [];
-  /** A fault for every request (until cleared). */
-  always: Fault | undefined;
-  readonly #stalled = new Set<Socket>();
-  #server: Server | undefined;
-  port = 0;
-
-  constructor(readonly target: number) {}
-
-  async start(): Promise<void> {
-    this.#server = createServer((req, res) => this.#handle(req, res));
-    await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
-    this.port = (this.#server.address() as AddressInfo).port;
-  }
-
-  get endpoint(): string {
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  heal(): void {
-    this.always = undefined;
-    this.next.length = 0;
-    for (const s of this.#stalled) s.destroy();
-    this.#stalled.clear();
-  }
-
-  #handle(req: IncomingMessage, res: ServerResponse): void {
-    const fault = this.always ?? this.next.shift();
-    const entry: Logged = { method: req.method ?? '', url: req.url ?? '', range: req.headers.range, sha: req.headers['x-amz-content-sha256'] as string | undefined, status: 0, bytes: 0 };
-    this.log.push(entry);
-    if (fault === '503') {
-      req.resume();
-      req.on('end', () => {
-        entry.status = 503;
-        res.writeHead(503, { 'content-type': 'application/xml' });
-        res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code><Message>injected by the test proxy</Message></Error>');
-      });
-      return;
-    }
-    if (fault === 'reset') {
-      entry.status = -1;
-      req.socket.destroy();
-      return;
-    }
-    if (fault === 'stall') {
-      entry.status = -2;
-      this.#stalled.add(req.socket);
-      req.resume();
-      return;
-    }
-    const up = request({ host: '127.0.0.1', port: this.target, method: req.method, path: req.url, headers: req.headers }, (r) => {
-      entry.status = r.statusCode ?? 0;
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.on('data', (c: Buffer) => (entry.bytes += c.length));
-      r.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    req.pipe(up);
-  }
-
-  async close(): Promise<void> {
-    this.heal();
-    this.#server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server?.close(() => resolve()) ?? resolve());
-  }
-}
+// A real s3rver on a random loopback port, and S3FaultProxy in front of it to fail, reset or stall requests.
 
 interface Env {
   server: { close(): Promise<void> };
   dir: string;
   s3Port: number;
-  proxy: FaultProxy;
+  proxy: S3FaultProxy;
   direct: string;
 }
 
@@ -122,7 +39,7 @@ function env(): Promise<Env> {
     const dir = mkdtempSync(join(tmpdir(), 'tiersync-s3rver-'));
     const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
     const addr = (await server.run()) as AddressInfo;
-    const proxy = new FaultProxy(addr.port);
+    const proxy = new S3FaultProxy(addr.port);
     await proxy.start();
     return { server, dir, s3Port: addr.port, proxy, direct: `http://127.0.0.1:${addr.port}` };
   })();
