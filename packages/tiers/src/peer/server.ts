@@ -3,24 +3,12 @@
  * plane. The host tier's page table answers each request batch (where bytes go, where they are); bytes move
  * socket <-> arena on native threads.
  */
-import { PeerServer, PeerStatus, TierSyncError, type PeerPlan, type PeerServerRequest } from '@tiersync/native';
-import { HostArena } from '@tiersync/native';
+import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
 import type { PageKey } from '../driver.js';
 import type { HostTier } from '../host/index.js';
 
-export interface PeerServeOptions {
-  /** Listen address. Default 127.0.0.1 (without a secret only loopback is allowed). */
-  host?: string;
-  /** Default 0: any free port (read `port`). */
-  port?: number;
-  /** Shared secret of the HMAC handshake. */
-  secret?: string;
-  /** Deadline of every socket read/write inside a request, ms. Default 30000. */
-  timeoutMs?: number;
-  /** Largest payload one frame may declare, bytes. Default: the native default (1 GiB). */
-  maxPayload?: number;
-  /** Connections served at once; more are closed on accept. Default 256. */
-  maxConnections?: number;
+/** The native server's options (listen address, secret, deadlines, limits), plus the tier owner's hooks. */
+export interface PeerServeOptions extends PeerServerOptions {
   /**
    * Called after a put's pages became visible in the tier (their bytes arrived intact), so the owner of the tier
    * (the daemon's hierarchy) can record them in its block index.
@@ -96,12 +84,6 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
         return;
     }
   };
-  return new PeerServer(arena, plan, {
-    ...(options.host !== undefined ? { host: options.host } : {}),
-    ...(options.port !== undefined ? { port: options.port } : {}),
-    ...(options.secret ? { secret: options.secret } : {}),
-    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
-    ...(options.maxPayload !== undefined ? { maxPayload: options.maxPayload } : {}),
-    ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
-  });
+  const { onCommitted: _committed, onDeleted: _deleted, secret, ...server } = options;
+  return new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) });
 }
