@@ -220,9 +220,24 @@ export async function runRestoreBench(options: RestoreBenchOptions = {}): Promis
     return [ms, lookupMs];
   };
 
+  const storeMs = { host: 0, fs: 0 };
+  /** Stores the whole context through `ts` (timed into storeMs[tier]); `alsoWith` sees the source before it is freed. */
+  const storeAll = async (ts: TierSync, tier: 'host' | 'fs', alsoWith?: (src: HostArena) => void): Promise<void> => {
+    const src = sourceArena();
+    try {
+      const t = process.hrtime.bigint();
+      const s = await ts.store(tokens, slots(src));
+      storeMs[tier] = round(elapsedMs(t), 1);
+      if (s.stored !== pages) throw new Error(`restore bench: stored ${s.stored} of ${pages} pages on ${tier} (${s.dropped} dropped)`);
+      alsoWith?.(src);
+    } finally {
+      src.close();
+    }
+    log(`  stored on ${tier} in ${storeMs[tier]} ms`);
+  };
+
   let verified = true;
   let cacheDrop = drop ? '' : 'none (dropCaches: false)';
-  const storeMs = { host: 0, fs: 0 };
   let fromHost: RestoreFigure;
   let fromFs: RestoreFigure;
   try {
@@ -235,16 +250,7 @@ export async function runRestoreBench(options: RestoreBenchOptions = {}): Promis
       await ts.open();
       let device: DeviceArena | undefined;
       try {
-        const src = sourceArena();
-        try {
-          const t = process.hrtime.bigint();
-          const s = await ts.store(tokens, slots(src));
-          storeMs.host = round(elapsedMs(t), 1);
-          if (s.stored !== pages) throw new Error(`restore bench: stored ${s.stored} of ${pages} pages on host (${s.dropped} dropped)`);
-        } finally {
-          src.close();
-        }
-        log(`  stored on host in ${storeMs.host} ms`);
+        await storeAll(ts, 'host');
         const hostArena = (ts.tierDriver('host') as HostTier).arena!;
         device = DeviceArena.create({ backend: 'sim', capacity: bytes });
         const into = slots(device);
@@ -281,19 +287,11 @@ export async function runRestoreBench(options: RestoreBenchOptions = {}): Promis
       await ts.open();
       let device: DeviceArena | undefined;
       try {
-        const src = sourceArena();
-        try {
-          const t = process.hrtime.bigint();
-          const s = await ts.store(tokens, slots(src));
-          storeMs.fs = round(elapsedMs(t), 1);
-          if (s.stored !== pages) throw new Error(`restore bench: stored ${s.stored} of ${pages} pages on fs (${s.dropped} dropped)`);
-          // The baseline's file: the same bytes, in page order.
+        // The baseline's file: the same bytes, in page order.
+        await storeAll(ts, 'fs', (src) => {
           rmSync(basePath, { force: true });
           fileLoopBaseline(basePath, 'write', src, bytes, pageBytes);
-        } finally {
-          src.close();
-        }
-        log(`  stored on fs in ${storeMs.fs} ms`);
+        });
         const files = () => [basePath, ...readdirSync(tierDir).filter((f) => f.endsWith('.tsd')).map((f) => path.join(tierDir, f))];
         const flush = () => {
           if (drop) cacheDrop = dropCaches(files());
