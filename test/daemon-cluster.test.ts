@@ -11,7 +11,8 @@ import { HostArena } from '@tiersync/native';
 import { TierSyncClient } from '@tiersync/core/client';
 import { rendezvousOwner } from '../packages/core/src/server/rendezvous.js';
 import { Tenants } from '../packages/core/src/server/tenants.js';
-import { freePort, hasRedis, kill, startDaemon, startRedis, type Daemon } from './daemon-helpers.js';
+import { freePort, kill, startDaemon, startRedis, type Daemon } from './daemon-helpers.js';
+import { requireTools } from '../scripts/system-packages.mjs';
 
 const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
 const PAGE = 8 * 1024;
@@ -23,7 +24,8 @@ async function post(url: string, route: string, body: unknown): Promise<any> {
   return r.json();
 }
 
-describe.skipIf(!hasRedis)('daemons in a cluster (redis-server, rendezvous placement)', () => {
+describe('daemons in a cluster (redis-server, rendezvous placement)', () => {
+  beforeAll(() => requireTools(['redis-server']));
   let dir: string;
   let redis: ChildProcess;
   let redisPort: number;

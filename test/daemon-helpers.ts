@@ -10,8 +10,6 @@ export { freePort } from '../packages/core/src/bench/services.js';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FIXTURE = path.join(here, '../packages/core/src/server/serve.fixture.mjs');
 
-export const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
-
 export interface Daemon {
   child: ChildProcess;
   url: string;

@@ -1,7 +1,7 @@
-import { spawnSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { runS3Faults } from '../packages/core/src/reliability/object-faults.js';
 import { runRedisRestarts } from '../packages/core/src/reliability/redis-faults.js';
+import { requireTools } from '../scripts/system-packages.mjs';
 
 describe('reliability: remote services failing', () => {
   it('S3 answering 503, resetting and stalling: every call settles, acknowledged pages survive', async () => {
@@ -13,7 +13,8 @@ describe('reliability: remote services failing', () => {
   }, 300_000);
 });
 
-describe.skipIf(spawnSync('redis-server', ['--version']).status !== 0)('reliability: Redis under the daemons', () => {
+describe('reliability: Redis under the daemons', () => {
+  beforeAll(() => requireTools(['redis-server']));
   it('Redis killed and restarted: lookups keep answering, the registry re-registers every time', async () => {
     const r = await runRedisRestarts({ cycles: Number(process.env.TIERSYNC_REDIS_CYCLES ?? 3) });
     console.log(JSON.stringify(r));

@@ -20,6 +20,7 @@ import { PAGE_KEY_PATTERN, createTier, type PageKey, type PageLocation, type Pag
 import { BlockIndex, type CopyRecord, type IndexStats, type PageHit, type StorePage } from '../index-store/index.js';
 import { createNamespace, kvLayout, kvLayoutPreset, pageKeys, type KvLayoutInput, type KvPresetName, type Namespace, type TokenArray } from '../keys/index.js';
 import { parseConfig, type ResolvedConfig, type TierSyncConfig } from './config.js';
+import { reconcileTiers } from './reconcile.js';
 
 export interface TierSyncEvents {
   'block:stored': (e: { keys: PageKey[]; tier: string }) => void;
@@ -247,7 +248,7 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
       tiers: this.#tiers.map((t) => ({ name: t.name, kind: t.driver.capabilities.kind, persistent: t.driver.capabilities.persistent })),
     });
     this.#index.registerNamespace({ id: this.namespace.id, model: this.namespace.model, layoutFingerprint: this.namespace.layoutFingerprint, tenant: this.namespace.tenant, tokensPerPage: this.tokensPerPage });
-    await this.#reconcile();
+    await reconcileTiers(this.#index, this.#tiers);
     this.#staging = HostArena.create({ capacity: this.config.stagingPages * this.pageBytes });
   }
 
@@ -278,24 +279,6 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
 
   get #defaultTenant(): string {
     return this.config.tenant || 'default';
-  }
-
-  /** Persistent tiers: forget index copies the tier no longer holds; let policies know what each tier holds. */
-  async #reconcile(): Promise<void> {
-    const index = this.#index!;
-    for (const t of this.#tiers) {
-      if (!t.driver.capabilities.persistent) continue;
-      const held = new Set<string>();
-      for await (const p of t.driver.list()) held.add(p.key);
-      for (const key of held) if (t.policy.canAdmit(key, 1)) t.policy.insert(key, 1);
-      const known = index.copiesOf([...held]);
-      const stale = [...held].filter((_, i) => !known[i]!.some((c) => c.tier === t.name));
-      // Pages on the tier that the index does not know (e.g. index lost): not reachable by lookup; free them.
-      if (stale.length) {
-        await t.driver.delete(stale);
-        for (const k of stale) t.policy.remove(k);
-      }
-    }
   }
 
   #ready(): BlockIndex {

@@ -1,4 +1,4 @@
-import { spawnSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,10 +8,10 @@ import { HostArena } from '@tiersync/native';
 import { freePort, startRedis } from '../bench/services.js';
 import { parseServerConfig, type ServerConfig } from './config.js';
 import { TierSyncServer } from './server.js';
+import { requireTools } from '../../../../scripts/system-packages.mjs';
 
 const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
 const PAGE = 8 * 1024;
-const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
 
 /** redis-server on a fixed loopback port (so a restart comes back where the daemons look for it). */
 async function redisOn(port: number): Promise<ChildProcess> {
@@ -55,7 +55,8 @@ async function lookup(server: TierSyncServer, toks: number[]): Promise<any> {
   return r.json();
 }
 
-describe.skipIf(!hasRedis)('cluster registry on Redis', () => {
+describe('cluster registry on Redis', () => {
+  beforeAll(() => requireTools(['redis-server']));
   let redisPort: number;
   let redis: ChildProcess;
   let dir: string;

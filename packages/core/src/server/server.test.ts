@@ -10,6 +10,7 @@ import { PeerTier } from '@tiersync/tiers';
 import { stringify } from 'yaml';
 import { loadServerConfig, parseServerConfig, type ServerConfig } from './config.js';
 import { TierSyncServer } from './server.js';
+import { requireTools } from '../../../../scripts/system-packages.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 // 1 layer x 2 KV heads x 64 dims, bf16, 16 tokens per page = 8 KiB pages.
@@ -192,10 +193,7 @@ describe('TierSyncServer', () => {
   });
 
   it('draws the dashboard charts in headless Chromium', async (ctx) => {
-    if (!existsSync(CHROMIUM)) {
-      ctx.skip(`${CHROMIUM} is not installed: the dashboard is not checked in a browser`);
-      return;
-    }
+    requireTools(['chromium']);
     expect((await (await fetch(`${server.url}/`)).text())).toContain('<svg id="occupancy"');
     // Keep traffic flowing so the hit-rate chart has deltas to draw.
     const traffic = setInterval(() => void post(`${server.url}/v1/lookup`, { tokens: tokens(1, 8) }).catch(() => undefined), 100);

@@ -9,6 +9,7 @@ import { parseServerConfig, type ServerConfig } from '../config.js';
 import { TierSyncServer } from '../server.js';
 import { encodeCommand } from './encoder.js';
 import { RESP_WAIT, RespParser, type RespValue } from './parser.js';
+import { requireTools } from '../../../../../scripts/system-packages.mjs';
 
 const run = promisify(execFile);
 // 1 layer x 2 KV heads x 64 dims, bf16, 16 tokens per page = 8 KiB pages: values above 8 KiB span pages.
@@ -232,6 +233,7 @@ describe('RESP door (no AUTH, loopback)', () => {
   });
 
   it('works with the real redis-cli', async () => {
+    requireTools(['redis-cli']);
     const cli = (...args: string[]) => run('redis-cli', ['-p', String(server.respPort), ...args], { timeout: 10_000 }).then((r) => r.stdout.trim());
     expect(await cli('SET', 'cli:one', 'hello world')).toBe('OK');
     expect(await cli('SET', 'cli:two', 'second')).toBe('OK');
@@ -250,6 +252,7 @@ describe('RESP door (no AUTH, loopback)', () => {
   });
 
   it('serves a short redis-benchmark run with no errors', async () => {
+    requireTools(['redis-benchmark']);
     const r = await run('redis-benchmark', ['-p', String(server.respPort), '-t', 'set,get,mset', '-n', '600', '-c', '8', '-d', String(2 * PAGE + 100), '-r', '50', '--csv'], { timeout: 120_000 });
     const rows = r.stdout.trim().split('\n');
     expect(rows[0]).toMatch(/^"test","rps"/);
@@ -310,6 +313,7 @@ describe('RESP door with tenants', () => {
   });
 
   it('works with redis-cli and redis-benchmark given the password', async () => {
+    requireTools(['redis-cli', 'redis-benchmark']);
     const r = await run('redis-cli', ['-p', String(server.respPort), '--user', 'alice', '--pass', 'alice-secret', '--no-auth-warning', 'GET', 'session:42'], { timeout: 10_000 });
     expect(r.stdout.trim()).toBe('alice-kv');
     const b = await run('redis-benchmark', ['-p', String(server.respPort), '-a', 'main-secret', '-t', 'set,get', '-n', '500', '-c', '4', '-d', '300', '--csv'], { timeout: 60_000 });

@@ -10,6 +10,7 @@ import { generateMultiRoundQa } from '../trace/multi-round-qa.js';
 import { exactCsv, tieredCsv } from './csv.js';
 import { renderHtml } from './html.js';
 import { renderLineChart } from './svg.js';
+import { requireTools } from '../../../../../scripts/system-packages.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
 const qa = generateMultiRoundQa({ users: 6, rounds: 4, historyTokens: 4096 });
@@ -41,7 +42,8 @@ describe('reports', () => {
     expect(tieredCsv(tiered).split('\n')[0]).toContain('host.capacityBytes');
   });
 
-  it.skipIf(!fs.existsSync(CHROMIUM))('headless Chromium renders the charts (skipped when /usr/bin/chromium is absent)', () => {
+  it('headless Chromium renders the charts', () => {
+    requireTools(['chromium']);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-report-'));
     const file = path.join(dir, 'report.html');
     fs.writeFileSync(file, html);

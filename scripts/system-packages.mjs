@@ -1,0 +1,49 @@
+// The system packages tiersync's native core and its tests use, each with the command that proves it is present.
+// scripts/setup.mjs installs the missing ones; tests call requireTools() so that a missing tool fails with the
+// tool's name and the setup line instead of a bare ENOENT.
+import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+
+/** @typedef {{ apt: string, why: string, present: () => boolean }} SystemPackage */
+
+const onPath = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+
+/** @type {SystemPackage[]} */
+export const SYSTEM_PACKAGES = [
+  { apt: 'liburing-dev', why: 'io_uring file I/O in the native core', present: () => existsSync('/usr/include/liburing.h') },
+  { apt: 'redis-server', why: 'cluster registry tests and bench resp', present: () => onPath('redis-server') },
+  { apt: 'redis-tools', why: 'redis-cli and redis-benchmark against the RESP door', present: () => onPath('redis-cli') && onPath('redis-benchmark') },
+  { apt: 'chromium', why: 'the simulator report rendered headless', present: () => onPath('chromium') },
+  { apt: 'iproute2', why: 'peer tests across network namespaces (ip, tc)', present: () => onPath('ip') && onPath('tc') },
+];
+
+/** The packages not present on this machine. */
+export function missingSystemPackages() {
+  return SYSTEM_PACKAGES.filter((p) => !p.present());
+}
+
+/** Which apt package provides each tool a test may need. */
+const TOOL_PACKAGE = {
+  'redis-server': 'redis-server',
+  'redis-cli': 'redis-tools',
+  'redis-benchmark': 'redis-tools',
+  chromium: 'chromium',
+  ip: 'iproute2',
+  tc: 'iproute2',
+};
+
+/**
+ * Throws one error naming every tool in `tools` that is not on PATH, its apt package and the setup line. Call it
+ * from a `beforeAll` so the tests that need the tools fail (never skip silently) on a machine without them.
+ * @param {string[]} tools
+ */
+export function requireTools(tools) {
+  const missing = tools.filter((t) => !onPath(t));
+  if (missing.length === 0) return;
+  const pkgs = [...new Set(missing.map((t) => TOOL_PACKAGE[t] ?? t))];
+  throw new Error(
+    `missing tool(s): ${missing.join(', ')} (apt package ${pkgs.join(', ')}). ` +
+      `Install them with the README's first Quickstart line (node scripts/setup.mjs installs them as root) ` +
+      `or: apt-get install -y ${pkgs.join(' ')}`,
+  );
+}
