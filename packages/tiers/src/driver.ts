@@ -45,12 +45,36 @@ export interface PageLocation {
   length: number;
 }
 
+/**
+ * What the block index needs, beyond key, length and CRC32C, to find a page again after it lost its record of it
+ * (a `:memory:` index, a deleted or stale index file): persistent tiers store it with the page and `list()` yields
+ * it, so opening a hierarchy adopts the pages its tiers hold instead of forgetting them.
+ */
+export interface PageMeta {
+  /** The page's namespace id (lower-case hex, 1..64 characters; createNamespace() gives 64). */
+  namespace: string;
+  /** Key of the previous page of its context; null for the first page (and for pages stored by key alone). */
+  parent: PageKey | null;
+  /** 0-based page position in its context (0 for pages stored by key alone), below 2^32. */
+  position: number;
+}
+
+/** PageMeta.namespace: lower-case hex, 1..64 characters. */
+export const NAMESPACE_ID_PATTERN = /^[0-9a-f]{1,64}$/;
+
 export interface PageWrite {
   key: PageKey;
   /** The page's bytes, read by the driver's native transfer. */
   source: PageLocation;
   /** CRC32C of the bytes when the caller already knows it; the driver computes it otherwise. */
   crc32c?: number;
+  /**
+   * Namespace, parent and position, recorded with the page by persistent tiers (fs, object, host with `shm`) and
+   * yielded by `list()`; volatile tiers ignore it. Optional: a page written without it is listed without it (the
+   * index can then adopt it only as a keyed page). A parent longer than 64 hex characters, or a key longer than
+   * 64 on the host tier, does not fit the tier's record: the page is stored, its meta is not (see each README).
+   */
+  meta?: PageMeta;
 }
 
 export interface PageRead {
@@ -92,6 +116,8 @@ export interface PageInfo {
   key: PageKey;
   length: number;
   crc32c: number;
+  /** What the page was written with (`PageWrite.meta`); absent for pages written without it or in an older format. */
+  meta?: PageMeta;
 }
 
 export interface TierStats {
@@ -138,7 +164,7 @@ export interface TierDriver {
   has(keys: readonly PageKey[]): Promise<boolean[]>;
   /** Removes pages and frees their space; pinned pages are kept and returned in `pinned`. */
   delete(keys: readonly PageKey[]): Promise<{ deleted: PageKey[]; pinned: PageKey[] }>;
-  /** Every stored page (persistent tiers: what survived a restart). */
+  /** Every stored page (persistent tiers: what survived a restart, with the `meta` each was written with). */
   list(): AsyncIterable<PageInfo>;
   /** Pins count: a page pinned n times needs n unpins before it can be deleted. Unknown keys are ignored. */
   pin(keys: readonly PageKey[]): void;

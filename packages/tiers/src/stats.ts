@@ -1,4 +1,4 @@
-import type { PageInfo, PageKey, TierKind, TierStats } from './driver.js';
+import type { PageInfo, PageKey, PageMeta, TierKind, TierStats } from './driver.js';
 import { checkKeys } from './validate.js';
 
 /** Mutable counters behind `TierDriver.stats()`. */
@@ -93,6 +93,6 @@ export class InFlight {
 }
 
 /** TierDriver.list over a key table: a snapshot, so pages written or deleted meanwhile do not disturb it. */
-export async function* listPages(table: ReadonlyMap<PageKey, { length: number; crc32c: number }>): AsyncIterable<PageInfo> {
-  for (const [key, p] of [...table]) yield { key, length: p.length, crc32c: p.crc32c };
+export async function* listPages(table: ReadonlyMap<PageKey, { length: number; crc32c: number; meta?: PageMeta | undefined }>): AsyncIterable<PageInfo> {
+  for (const [key, p] of [...table]) yield p.meta ? { key, length: p.length, crc32c: p.crc32c, meta: p.meta } : { key, length: p.length, crc32c: p.crc32c };
 }

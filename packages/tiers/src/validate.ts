@@ -1,6 +1,7 @@
 /** Argument checks shared by every driver: a bad key or range is refused before anything moves. */
 import { DeviceArena, HostArena, TierSyncError, describeValue } from '@tiersync/native';
 import { PAGE_KEY_PATTERN, type PageKey, type PageLocation, type PageRead, type PageWrite } from './driver.js';
+import { checkMeta } from './page-meta.js';
 
 const invalid = (message: string, tier: string) => new TierSyncError(message, 'ERR_INVALID_ARGUMENT', { tier });
 
@@ -40,6 +41,7 @@ export function checkWrites(pages: readonly PageWrite[], pageBytes: number, tier
     if (p.crc32c !== undefined && (!Number.isInteger(p.crc32c) || p.crc32c < 0 || p.crc32c > 0xffffffff)) {
       throw invalid(`pages[${i}].crc32c must be a 32-bit unsigned integer`, tier);
     }
+    checkMeta(p.meta, `pages[${i}]`, tier);
     if (seen.has(p.key)) throw invalid(`pages[${i}].key ${p.key} appears twice in one write`, tier);
     seen.add(p.key);
   });
