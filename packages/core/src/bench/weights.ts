@@ -225,9 +225,11 @@ class ReceiverProcess {
   readonly #waiters: Array<() => void> = [];
   #exited = false;
 
-  constructor(args: string[], prefix: string[]) {
+  /** `secret` reaches the receiver through TIERSYNC_SECRET: never on a command line, where ps shows it. */
+  constructor(args: string[], prefix: string[], secret?: string) {
     const [cmd, ...rest] = [...prefix, process.execPath, BIN, 'weights', 'pull', ...args];
-    this.child = spawn(cmd!, rest, { stdio: ['pipe', 'pipe', 'inherit'] });
+    const env = secret ? { ...process.env, TIERSYNC_SECRET: secret } : process.env;
+    this.child = spawn(cmd!, rest, { stdio: ['pipe', 'pipe', 'inherit'], env });
     createInterface({ input: this.child.stdout! }).on('line', (l) => {
       try {
         this.#lines.push(JSON.parse(l) as Line);
@@ -310,8 +312,7 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
       for (let i = 0; i < n; i++) {
         // Two streams: a link is full with them, and each hop of the chain lags its upstream by the requests in flight.
         const args = ['--from', upstream, '--streams', '2', '--commands', '--json', '--serve-host', lab.serveHost(), '--serve-port', '0', '--prefault', '--reserve', String(total + 40 * 4096), '--wait-ms', String(timeoutMs), '--capacity', String(storeBytes(!delta))];
-        if (lab.secret) args.push('--secret', lab.secret);
-        const r = new ReceiverProcess(args, lab.prefixFor(i));
+        const r = new ReceiverProcess(args, lab.prefixFor(i), lab.secret);
         children.push(r);
         const serving = await r.next('serving', 30_000);
         await r.next('ready', 30_000);

@@ -1,13 +1,30 @@
 import { parseArgs } from 'node:util';
+import { accessSync, constants, existsSync, statfsSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
 import { probeMachine, type MachineReport } from '@tiersync/native';
+import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl } from '@tiersync/tiers';
 import { formatBytes } from '../bench/stats.js';
+import { loadServerConfig, type ResolvedServerConfig } from '../server/config.js';
 import type { Command } from './main.js';
 
-const usage = `Usage: tiersync doctor [--path DIR] [--json]
+const usage = `Usage: tiersync doctor [--path DIR] [--config FILE] [--json]
 
 Prints what this machine offers tiersync: cores, memory, io_uring, O_DIRECT on DIR (default: the OS temp
-folder), the CUDA backend (or why not), huge pages and the mlock limit.`;
+folder), the CUDA backend (or why not), huge pages and the mlock limit.
+
+  --config FILE  also check what a daemon/hierarchy config asks for: each tier's folder or /dev/shm file has room
+                 and is writable, a cuda HBM tier has a device, peers and the cluster's Redis answer on TCP.
+                 Exit code 1 when something it asks for is missing.
+  --json         one JSON object: { machine, checks: [{ check, ok, detail }], ok }`;
+
+/** One thing a config asks of this machine, and whether the machine has it. */
+export interface DoctorCheck {
+  check: string;
+  ok: boolean;
+  detail: string;
+}
 
 export function formatReport(m: MachineReport): string {
   const yes = (ok: boolean, detail?: string) => (ok ? 'yes' : `no${detail ? ` (${detail})` : ''}`);
@@ -23,13 +40,83 @@ export function formatReport(m: MachineReport): string {
   ].join('\n');
 }
 
+/** The nearest folder that exists at or above `p` (where a tier's folder would be created). */
+function existingAncestor(p: string): string {
+  let dir = path.resolve(p);
+  while (!existsSync(dir) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return dir;
+}
+
+/** A folder the tier writes under: writable, with `need` bytes free (0: only writable). */
+function folderCheck(check: string, folder: string, need: number): DoctorCheck {
+  const at = existingAncestor(folder);
+  try {
+    accessSync(at, constants.W_OK);
+  } catch {
+    return { check, ok: false, detail: `${at} is not writable by this user` };
+  }
+  const s = statfsSync(at);
+  const free = s.bavail * s.bsize;
+  if (need > 0 && free < need) return { check, ok: false, detail: `${formatBytes(free)} free under ${at}, the tier's capacity is ${formatBytes(need)}` };
+  return { check, ok: true, detail: `${formatBytes(free)} free under ${at}` };
+}
+
+function tcpCheck(check: string, host: string, port: number, timeoutMs = 2000): Promise<DoctorCheck> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok: boolean, detail: string) => {
+      socket.destroy();
+      resolve({ check, ok, detail });
+    };
+    socket.setTimeout(timeoutMs, () => done(false, `no answer from ${host}:${port} within ${timeoutMs} ms`));
+    socket.once('connect', () => done(true, `${host}:${port} accepts connections`));
+    socket.once('error', (e) => done(false, `${host}:${port}: ${e.message}`));
+  });
+}
+
+/** Checks what `config` asks of this machine. */
+export async function checkConfig(config: ResolvedServerConfig, machine: MachineReport): Promise<DoctorCheck[]> {
+  const checks: Array<DoctorCheck | Promise<DoctorCheck>> = [];
+  for (const [i, t] of config.hierarchy.tiers.entries()) {
+    const scheme = t.url.slice(0, t.url.indexOf(':'));
+    const name = `tiers.${i} (${t.name ?? scheme})`;
+    if (scheme === 'fs') {
+      const fs = parseFsUrl(t.url);
+      // A tier already there has its slab files: only a new one needs its capacity free.
+      checks.push(folderCheck(`${name}: folder ${fs.path}`, fs.path, existsSync(fs.path) ? 0 : fs.capacity));
+    } else if (scheme === 'host') {
+      const host = parseHostUrl(t.url);
+      if (host.shm) checks.push(folderCheck(`${name}: shared memory file ${host.shm}`, path.dirname(host.shm), existsSync(host.shm) ? 0 : host.capacity));
+      else if (host.capacity > machine.memoryBytes) checks.push({ check: `${name}: host RAM`, ok: false, detail: `capacity ${formatBytes(host.capacity)} exceeds this machine's ${formatBytes(machine.memoryBytes)}` });
+    } else if (scheme === 'hbm') {
+      const hbm = parseHbmUrl(t.url);
+      if (hbm.backend === 'cuda') checks.push({ check: `${name}: CUDA device`, ok: machine.cuda.available, detail: machine.cuda.available ? `${machine.cuda.devices} device(s)` : (machine.cuda.reason ?? 'unavailable') });
+    } else if (scheme === 'peer') {
+      const peer = parsePeerUrl(t.url);
+      checks.push(tcpCheck(`${name}: peer ${peer.host}:${peer.port}`, peer.host, peer.port));
+    }
+  }
+  if (config.hierarchy.index.path !== ':memory:') checks.push(folderCheck(`index: folder of ${config.hierarchy.index.path}`, path.dirname(config.hierarchy.index.path), 0));
+  if (config.cluster) {
+    const u = new URL(config.cluster.redis);
+    checks.push(tcpCheck(`cluster: Redis ${u.hostname}:${u.port || 6379}`, u.hostname, Number(u.port || 6379)));
+  }
+  return Promise.all(checks);
+}
+
 export const doctorCommand: Command = {
-  summary: 'print what this machine offers (cores, memory, io_uring, O_DIRECT, CUDA, huge pages)',
+  summary: 'print what this machine offers (cores, memory, io_uring, O_DIRECT, CUDA, huge pages); check a config',
   usage,
   async run(args) {
-    const { values } = parseArgs({ args, options: { path: { type: 'string' }, json: { type: 'boolean' } } });
-    const report = probeMachine(values.path ?? os.tmpdir());
-    console.log(values.json ? JSON.stringify(report) : formatReport(report));
-    return 0;
+    const { values } = parseArgs({ args, options: { path: { type: 'string' }, config: { type: 'string' }, json: { type: 'boolean' } } });
+    const machine = probeMachine(values.path ?? os.tmpdir());
+    const checks = values.config ? await checkConfig(loadServerConfig(values.config), machine) : [];
+    const ok = checks.every((c) => c.ok);
+    if (values.json) console.log(JSON.stringify({ machine, checks, ok }));
+    else {
+      console.log(formatReport(machine));
+      if (checks.length) console.log(['', `config ${values.config}:`, ...checks.map((c) => `  ${c.ok ? 'ok     ' : 'MISSING'} ${c.check}: ${c.detail}`)].join('\n'));
+    }
+    return ok ? 0 : 1;
   },
 };

@@ -1,6 +1,7 @@
 /**
- * The `tiersync` command line. Each command lives in its own module; this file only dispatches and turns
- * TierSyncErrors into one-line messages with a non-zero exit code.
+ * The `tiersync` command line. Each command lives in its own module; this file only dispatches and turns errors
+ * into one line (or, under `--json`, one `{"error":{"code","message"}}` object on stdout) with a non-zero exit code.
+ * `--verbose` (any command) prints the stack of an unexpected error.
  */
 import { TierSyncError } from '@tiersync/native';
 import { benchCommand } from './bench.js';
@@ -27,6 +28,9 @@ const commands: Record<string, Command> = {
   weights: weightsCommand,
 };
 
+/** @internal The command table, for white-box tests of the error conventions. */
+export const commandTable = commands;
+
 function help(): string {
   const lines = ['Usage: tiersync <command> [options]', '', 'Commands:'];
   for (const [name, c] of Object.entries(commands)) lines.push(`  ${name.padEnd(10)} ${c.summary}`);
@@ -34,8 +38,35 @@ function help(): string {
   return lines.join('\n');
 }
 
+/** One error as the CLI reports it: a code from the TierSyncError table (or ERR_INTERNAL) and a message. */
+function describe(e: unknown, command: Command | undefined): { code: string; message: string; exit: number; usage?: string } {
+  if (e instanceof TierSyncError) return { code: e.code, message: e.message, exit: 1 };
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  if (e instanceof TypeError && typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
+    return { code: 'ERR_INVALID_ARGUMENT', message: e.message, exit: 2, ...(command ? { usage: command.usage } : {}) };
+  }
+  const message = e instanceof Error ? e.message.split('\n')[0]! : String(e);
+  return { code: 'ERR_INTERNAL', message, exit: 1 };
+}
+
+/**
+ * Runs one CLI invocation and returns its exit code. Global flags: `--json` (errors as one JSON object on stdout;
+ * each command also prints its result as JSON) and `--verbose` (stack traces of unexpected errors).
+ */
 export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  const verbose = argv.includes('--verbose');
+  const args = argv.filter((a) => a !== '--verbose');
+  const [name, ...rest] = args;
+  const json = rest.includes('--json');
+  const fail = (e: unknown, command: Command | undefined): number => {
+    const d = describe(e, command);
+    if (json) console.log(JSON.stringify({ error: { code: d.code, message: d.message } }));
+    else if (d.code === 'ERR_INTERNAL') {
+      console.error(`tiersync ${name}: ${d.message}`);
+      console.error(verbose && e instanceof Error ? e.stack : `(unexpected error; rerun with --verbose for the stack)`);
+    } else console.error(`tiersync ${name}: ${d.message} (${d.code})${d.usage ? `\n\n${d.usage}` : ''}`);
+    return d.exit;
+  };
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     console.log(help());
     return 0;
@@ -43,6 +74,7 @@ export async function main(argv: string[]): Promise<number> {
   if (name === '--version' || name === '-v') return versionCommand.run([]);
   const command = commands[name];
   if (!command) {
+    if (json) return fail(new TierSyncError(`unknown command '${name}' (commands: ${Object.keys(commands).join(', ')})`, 'ERR_INVALID_ARGUMENT'), undefined);
     console.error(`tiersync: unknown command '${name}'\n\n${help()}`);
     return 2;
   }
@@ -53,14 +85,6 @@ export async function main(argv: string[]): Promise<number> {
   try {
     return await command.run(rest);
   } catch (e) {
-    if (e instanceof TierSyncError) {
-      console.error(`tiersync ${name}: ${e.message} (${e.code})`);
-      return 1;
-    }
-    if (e instanceof TypeError && (e as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
-      console.error(`tiersync ${name}: ${e.message}\n\n${command.usage}`);
-      return 2;
-    }
-    throw e;
+    return fail(e, command);
   }
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { TierSyncError, TransferEngine } from '@tiersync/native';
@@ -21,7 +22,7 @@ publish   serve versions of a tensor set to receivers until interrupted
   --change F           fraction changed per step (default 0.1)  --interval-ms MS  (default 1000)
   --stage URL          also stage every version on an fs:// or s3:// tier (a checkpoint for new workers)
   --push H:P[,H:P]     also push every version to these receivers (started with pull --accept-push)
-  --host H --port P    listen address (default 127.0.0.1, any port)   --secret S   HMAC secret for peers
+  --host H --port P    listen address (default 127.0.0.1, any port)
   --chunk BYTES        chunk size (default 4MiB)                --exit-after-ms MS  stop after MS (default: on SIGINT/SIGTERM)
 
 pull      fetch a version, switch to it, report
@@ -33,12 +34,30 @@ pull      fetch a version, switch to it, report
   --prefault           fault the chunk store in at start        --reserve BYTES   allocate the first device slot at start
   --capacity BYTES     host memory for chunks (default 8GiB, reserved lazily)   --memory sim|cuda|host (default sim)
   --wait-ms MS         keep asking for a version the source does not hold yet (default 0)
-  --streams N          TCP streams (default 4)                  --secret S
+  --streams N          TCP streams (default 4)
 
 status    the latest version a node or a staging tier holds, with its tensors
   --from HOST:PORT | --stage URL
 
-Common: --json (one JSON object per line), --chunk BYTES (page size of a staging tier; default 4MiB)`;
+Common: --json (one JSON object per line), --chunk BYTES (page size of a staging tier; default 4MiB)
+  --secret-file FILE   HMAC secret shared with peers, read from FILE (or set TIERSYNC_SECRET); never on the
+                       command line, where ps would show it`;
+
+/** The peers' HMAC secret: --secret-file, else TIERSYNC_SECRET, else none (loopback only). */
+function readSecret(file: string | undefined): string | undefined {
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new TierSyncError(`--secret-file ${file}: ${(e as Error).message}`, 'ERR_INVALID_ARGUMENT', { cause: e });
+    }
+    const secret = text.replace(/\r?\n$/, '');
+    if (!secret) throw new TierSyncError(`--secret-file ${file} is empty`, 'ERR_INVALID_ARGUMENT');
+    return secret;
+  }
+  return process.env['TIERSYNC_SECRET'] || undefined;
+}
 
 function parseAddress(text: string, secret: string | undefined, streams?: number): PeerAddress {
   const m = /^(.+):(\d{1,5})$/.exec(text);
@@ -68,7 +87,7 @@ const options = {
   stage: { type: 'string' },
   host: { type: 'string' },
   port: { type: 'string' },
-  secret: { type: 'string' },
+  'secret-file': { type: 'string' },
   chunk: { type: 'string' },
   'exit-after-ms': { type: 'string' },
   from: { type: 'string' },
@@ -93,7 +112,7 @@ function int(text: string | undefined, name: string, fallback: number): number {
   return n;
 }
 
-type Values = ReturnType<typeof parseArgs<{ args: string[]; options: typeof options; allowPositionals: true }>>['values'];
+type Values = ReturnType<typeof parseArgs<{ args: string[]; options: typeof options; allowPositionals: true }>>['values'] & { secret: string | undefined };
 
 async function publish(v: Values): Promise<number> {
   const json = v.json ?? false;
@@ -263,13 +282,14 @@ export const weightsCommand: Command = {
   usage,
   async run(args) {
     const { values, positionals } = parseArgs({ args, allowPositionals: true, options });
+    const v = { ...values, secret: readSecret(values['secret-file']) };
     switch (positionals[0]) {
       case 'publish':
-        return publish(values);
+        return publish(v);
       case 'pull':
-        return pull(values);
+        return pull(v);
       case 'status':
-        return status(values);
+        return status(v);
       default:
         console.error(usage);
         return 2;

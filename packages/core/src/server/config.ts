@@ -181,9 +181,9 @@ export function checkRespConfig(resp: ResolvedRespConfig): void {
 export function parseServerConfig(config: unknown): ResolvedServerConfig {
   const r = serverConfigSchema.safeParse(config);
   if (!r.success) {
-    const issue = r.error.issues[0]!;
-    const where = issue.path.length ? issue.path.join('.') : '(config)';
-    throw new TierSyncError(`config ${where}: ${issue.message}`, 'ERR_CONFIG');
+    // Every problem at once, so a user fixes the file in one pass.
+    const problems = r.error.issues.map((issue) => `config ${issue.path.length ? issue.path.join('.') : '(config)'}: ${issue.message}`);
+    throw new TierSyncError(problems.length === 1 ? problems[0]! : `${problems.length} problems in the config:\n  ${problems.join('\n  ')}`, 'ERR_CONFIG');
   }
   const { http, peer, cluster, log, tenants, client, resp, ...rest } = r.data;
   const hierarchy = parseConfig(rest);

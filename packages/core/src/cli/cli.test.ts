@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { commandTable, main } from './main.js';
+
+/** Runs the CLI in this process; returns its exit code and what it printed. */
+async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+  const error = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.join(' ')));
+  try {
+    const code = await main(argv);
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  } finally {
+    log.mockRestore();
+    error.mockRestore();
+  }
+}
+
+describe('tiersync CLI conventions', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-cli-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  afterEach(() => vi.restoreAllMocks());
+
+  it('under --json an error is one JSON object on stdout and the exit code is non-zero', async () => {
+    const r = await cli('doctor', '--config', path.join(dir, 'absent.yaml'), '--json');
+    expect(r.code).toBe(1);
+    expect(r.err).toBe('');
+    expect(JSON.parse(r.out)).toEqual({ error: { code: 'ERR_CONFIG', message: expect.stringContaining('absent.yaml') } });
+    const bad = await cli('doctor', '--no-such-flag', '--json');
+    expect(bad.code).toBe(2);
+    expect(JSON.parse(bad.out).error.code).toBe('ERR_INVALID_ARGUMENT');
+    const unknown = await cli('frobnicate', '--json');
+    expect(unknown.code).not.toBe(0);
+    expect(JSON.parse(unknown.out).error.message).toContain("unknown command 'frobnicate'");
+  });
+
+  it('a config with several mistakes reports all of them at once', async () => {
+    const file = path.join(dir, 'bad.json');
+    writeFileSync(file, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tiers: [{ url: 'host://?capacity=1GiB' }], http: { port: 'x' }, peer: { port: -1 } }));
+    const r = await cli('doctor', '--config', file, '--json');
+    expect(r.code).toBe(1);
+    const { error } = JSON.parse(r.out);
+    expect(error.code).toBe('ERR_CONFIG');
+    expect(error.message).toContain('http.port');
+    expect(error.message).toContain('peer.port');
+  });
+
+  it('doctor --config exits non-zero when the config asks for something missing, and says what', async () => {
+    const file = path.join(dir, 'cuda.json');
+    const fsDir = path.join(dir, 'fs');
+    writeFileSync(file, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: 'hbm://cuda/0?capacity=1GiB' }, { url: `fs://${fsDir}?capacity=64MiB` }], index: { path: ':memory:' } }));
+    const r = await cli('doctor', '--config', file, '--json');
+    const report = JSON.parse(r.out);
+    const cuda = report.checks.find((c: { check: string }) => c.check.includes('CUDA'));
+    const folder = report.checks.find((c: { check: string }) => c.check.includes(fsDir));
+    expect(folder.ok).toBe(true);
+    // Either way the exit code follows the checks: 1 exactly when one failed.
+    expect(r.code).toBe(cuda.ok ? 0 : 1);
+    expect(report.ok).toBe(cuda.ok);
+    const fine = path.join(dir, 'fine.json');
+    writeFileSync(fine, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: `fs://${fsDir}?capacity=64MiB` }], index: { path: ':memory:' } }));
+    expect((await cli('doctor', '--config', fine)).code).toBe(0);
+  });
+
+  it('version --json is machine-readable', async () => {
+    const r = await cli('version', '--json');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toMatchObject({ version: expect.stringMatching(/^\d+\.\d+\.\d+/), node: process.versions.node, native: expect.any(String) });
+  });
+
+  it('an unexpected error prints one line and a hint to rerun with --verbose; --verbose prints the stack', async () => {
+    commandTable['boom'] = { summary: 'fails', usage: 'boom', run: async () => Promise.reject(new RangeError('index 7 out of range\nsecond line')) };
+    try {
+      const r = await cli('boom');
+      expect(r.code).toBe(1);
+      expect(r.err.split('\n')).toEqual(['tiersync boom: index 7 out of range', expect.stringContaining('--verbose')]);
+      const v = await cli('boom', '--verbose');
+      expect(v.err).toMatch(/RangeError: index 7 out of range[\s\S]*\n\s+at /);
+      const j = await cli('boom', '--json');
+      expect(JSON.parse(j.out)).toEqual({ error: { code: 'ERR_INTERNAL', message: 'index 7 out of range' } });
+    } finally {
+      delete commandTable['boom'];
+    }
+  });
+
+  it('weights takes its secret from a file or TIERSYNC_SECRET, never from argv', async () => {
+    const r = await cli('weights', 'status', '--secret', 'hunter2', '--json');
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.message).toContain("'--secret'");
+    expect((await cli('weights', '--help')).out).toContain('--secret-file');
+  });
+});
