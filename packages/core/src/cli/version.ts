@@ -1,12 +1,6 @@
 import { parseArgs } from 'node:util';
-import { readFileSync } from 'node:fs';
-import { nativeBuild } from './native-info.js';
+import { nativeBuild, packageVersion } from '../build-info.js';
 import type { Command } from './main.js';
-
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
 
 export const versionCommand: Command = {
   summary: 'print the version of tiersync and of its native core',

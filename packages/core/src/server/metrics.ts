@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { TierSync } from '../hierarchy/tier-sync.js';
+import { nativeBuild, packageVersion } from '../build-info.js';
 
 /** Latency buckets, seconds: 50 us .. ~100 s (a page from host RAM up to a large batch from a bucket). */
 const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 100];
@@ -34,7 +35,10 @@ export class ServerMetrics {
     const r = this.registry;
     const tenant = src.ts.config.tenant;
     if (tenant) r.setDefaultLabels({ tenant });
-    collectDefaultMetrics({ register: r, prefix: 'tiersync_' });
+    // Node's default metrics keep their standard names (process_*, nodejs_*): stock dashboards and alerts use them.
+    collectDefaultMetrics({ register: r });
+    const build = new Gauge({ name: 'tiersync_build_info', help: 'Always 1; labels say which tiersync and native core run.', labelNames: ['version', 'native', 'node'], registers: [r] });
+    build.set({ version: packageVersion(), native: nativeBuild(), node: process.versions.node }, 1);
     const stats = () => src.ts.stats();
 
     const tierGauge = (name: string, help: string, pick: (t: ReturnType<typeof stats>['tiers'][number]) => number) =>

@@ -166,7 +166,12 @@ describe('TierSyncServer', () => {
       'tiersync_lookup_pages_total',
       'tiersync_http_requests_total',
       'tiersync_peer_connections',
-      'tiersync_process_cpu_seconds_total',
+      'tiersync_build_info',
+      // Node's default metrics under their standard names, as stock dashboards expect them.
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'nodejs_eventloop_lag_seconds',
+      'nodejs_heap_size_used_bytes',
     ]) {
       expect(text, name).toMatch(new RegExp(`^${name}(\\{| )`, 'm'));
     }
@@ -174,6 +179,36 @@ describe('TierSyncServer', () => {
     expect(text).toMatch(/^tiersync_transfer_bytes_total\{op="store",tier="host"\} 65536$/m);
     expect(text).toMatch(/^tiersync_integrity_failures_total\{tier="fs"\} 0$/m);
     expect(text).toMatch(/^tiersync_transfer_duration_seconds_count\{op="store",tier="host"\} 1$/m);
+    expect(text).toMatch(/^tiersync_build_info\{version="\d+\.\d+\.\d+[^"]*",native="[^"]+",node="[^"]+"\} 1$/m);
+    expect(text).not.toMatch(/^tiersync_(process|nodejs)_/m);
+  });
+
+  // Prometheus naming rules (prometheus.io/docs/practices/naming, and the exposition format): a valid name; counters
+  // end in _total; a unit suffix in base units (seconds, bytes), never ms/kb; _info gauges; one TYPE per family.
+  it('names every metric by the Prometheus naming rules', async () => {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const types = new Map<string, string>();
+    for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+      expect(types.has(m[1]!), `${m[1]} typed twice`).toBe(false);
+      types.set(m[1]!, m[2]!);
+    }
+    expect(types.size).toBeGreaterThan(30);
+    expect([...types.keys()].filter((n) => !/^(tiersync_|process_|nodejs_)/.test(n))).toEqual([]);
+    for (const [name, type] of types) {
+      expect(name, name).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
+      // Node's standard families keep prom-client's names as they are (nodejs_active_resources_total is a gauge).
+      if (!name.startsWith('tiersync_')) continue;
+      expect(name, name).not.toMatch(/__|_(ms|milliseconds|us|kb|mb|kib|mib|percent)(_|$)/);
+      if (type === 'counter') expect(name, `${name} is a counter`).toMatch(/_total$/);
+      else expect(name, `${name} is a ${type}`).not.toMatch(/_total$/);
+      if (/_info$/.test(name)) expect(type, name).toBe('gauge');
+      if (type === 'histogram') expect(name, name).toMatch(/_(seconds|bytes)$/);
+    }
+    // Every sample belongs to a typed family.
+    for (const m of text.matchAll(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )/gm)) {
+      const family = m[1]!.replace(/_(bucket|sum|count|created)$/, '');
+      expect(types.has(m[1]!) || types.has(family), m[1]).toBe(true);
+    }
   });
 
   it('serves the host tier to peers over the native peer protocol', async () => {

@@ -353,6 +353,7 @@ function ttl(c: RespConnection, key: Uint8Array, unit: number): number {
 export async function executeCommand(c: RespConnection, args: Uint8Array[]): Promise<void> {
   const name = upper(args[0]);
   const s = COMMANDS.get(name);
+  const start = process.hrtime.bigint();
   let failed = false;
   try {
     if (!s) {
@@ -370,5 +371,5 @@ export async function executeCommand(c: RespConnection, args: Uint8Array[]): Pro
     if (!(e instanceof ReplyError) && !(e instanceof TierSyncError)) c.door.log?.error({ err: e, command: name }, 'RESP command failed');
     c.send([encodeError(errorOf(e))]);
   }
-  c.door.countCommand(s ? name.toLowerCase() : 'other', failed);
+  c.door.countCommand(s ? name.toLowerCase() : 'other', failed, Number(process.hrtime.bigint() - start) / 1e9);
 }

@@ -17,12 +17,15 @@
  * (maxOutputBytes, then a deadline); the catalog is bounded in keys and key bytes; clients in number.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { TierSyncError } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { packageVersion } from '../../build-info.js';
+
+/** RESP command latency buckets, seconds: 20 us (a GET of a small value) .. 10 s (a very large value from a bucket). */
+const RESP_LATENCY_BUCKETS = [0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
 import type { ResolvedRespConfig } from './config.js';
 import { RespConnection } from './connection.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
@@ -61,15 +64,6 @@ export interface RespDoorStats {
   orphanedPages: number;
 }
 
-/** @tiersync/core's version (the same relative path from src/ and dist/). */
-function packageVersion(): string {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
-  }
-}
-
 const DISCARD_RETRIES = 5;
 const DISCARD_RETRY_MS = 1000;
 
@@ -100,7 +94,7 @@ export class RespDoor {
   #sweep: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0 };
-  readonly #metrics: { commands: Counter<'command'>; errors: Counter<'command'> } | undefined;
+  readonly #metrics: { commands: Counter<'command'>; errors: Counter<'command'>; seconds: Histogram<'command'> } | undefined;
 
   private constructor(options: RespDoorOptions, server: net.Server) {
     this.config = options.config;
@@ -462,7 +456,7 @@ export class RespDoor {
     return null;
   }
 
-  #registerMetrics(r: Registry): { commands: Counter<'command'>; errors: Counter<'command'> } {
+  #registerMetrics(r: Registry): { commands: Counter<'command'>; errors: Counter<'command'>; seconds: Histogram<'command'> } {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const door = this;
     new Gauge({
@@ -507,13 +501,16 @@ export class RespDoor {
     return {
       commands: new Counter({ name: 'tiersync_resp_commands_total', help: 'RESP commands executed, by command.', labelNames: ['command'], registers: [r] }),
       errors: new Counter({ name: 'tiersync_resp_command_errors_total', help: 'RESP commands answered with an error, by command.', labelNames: ['command'], registers: [r] }),
+      // From the parsed command to its reply queued (a store's or load's bytes included), as Redis's latency stats.
+      seconds: new Histogram({ name: 'tiersync_resp_command_duration_seconds', help: 'RESP command latency, seconds, by command.', labelNames: ['command'], buckets: RESP_LATENCY_BUCKETS, registers: [r] }),
     };
   }
 
-  /** Counts a command for metrics (names outside the known set are counted as `other`). */
-  countCommand(name: string, failed: boolean): void {
+  /** Counts a command and its latency for metrics (names outside the known set are counted as `other`). */
+  countCommand(name: string, failed: boolean, seconds: number): void {
     this.counters.commandsTotal++;
     this.#metrics?.commands.inc({ command: name });
+    this.#metrics?.seconds.observe({ command: name }, seconds);
     if (failed) this.#metrics?.errors.inc({ command: name });
   }
 
