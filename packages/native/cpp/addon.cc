@@ -95,6 +95,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitEngine(env, exports);
   InitUtil(env, exports);
   InitPeer(env, exports);
+  InitLock(env, exports);
   return exports;
 }
 

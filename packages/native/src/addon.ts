@@ -27,6 +27,7 @@ export interface NativeAddon {
   connectPeer(options: object): Promise<NativePeerClient>;
   decodePeerFrame(bytes: Uint8Array): NativePeerFrame;
   encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
+  tryLockFile(fd: number, shared?: boolean): boolean;
 }
 export interface NativePeerServer {
   port(): number;

@@ -19,3 +19,4 @@ export { PageAllocator, type Slot } from './page-allocator.js';
 export { crc32c, crc32cCombine } from './crc32c.js';
 export { probeMachine, type MachineReport } from './probe.js';
 export { PeerServer, PeerClient, PeerStatus, peerFrames, type PeerServerRequest, type PeerPlan, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
+export { FileLock } from './file-lock.js';

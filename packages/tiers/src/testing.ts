@@ -254,5 +254,26 @@ export function tierConformance(name: string, makeHarness: () => ConformanceHarn
       expect(r.map((o) => o.status)).toEqual(['hit', 'hit', 'hit']);
       expect(same(0) && same(1, 5000) && same(2, 1)).toBe(true);
     });
+
+    it('reopen lists the namespace, parent and position each page was written with (persistent drivers)', async (ctx) => {
+      const d = await h.create(context);
+      if (!d.capabilities.persistent || !h.reopen) {
+        await d.close();
+        return ctx.skip();
+      }
+      const ns = 'ab'.repeat(32);
+      const metas = [{ namespace: ns, parent: null, position: 0 }, { namespace: ns, parent: testKey(0), position: 1 }, { namespace: 'c0ffee', parent: testKey(9), position: 2 ** 32 - 1 }, undefined];
+      const pages = metas.map((meta, i) => (meta ? { ...page(i, 100 + i), meta } : page(i, 100 + i)));
+      await expectCode(() => d.write([{ ...page(5), meta: { namespace: 'NOT-HEX', parent: null, position: 0 } }]), 'ERR_INVALID_ARGUMENT');
+      await expectCode(() => d.write([{ ...page(5), meta: { namespace: ns, parent: null, position: -1 } }]), 'ERR_INVALID_ARGUMENT');
+      await d.write(pages);
+      await d.close();
+      const again = await h.reopen(context);
+      open.push(again);
+      const listed = new Map<string, unknown>();
+      for await (const p of again.list()) listed.set(p.key, p.meta);
+      expect(listed.size).toBe(pages.length);
+      metas.forEach((meta, i) => expect(listed.get(testKey(i))).toEqual(meta));
+    });
   });
 }

@@ -2,7 +2,7 @@
  * fs tier: a folder on local SSD or a Filestore/NFS mount, `fs:///mnt/filestore/kv?capacity=2TiB`.
  *
  * Pages live in fixed slots of preallocated slab files (`slab-000000.tsd`, ...), each slot with a 512-byte
- * header (key, length, CRC32C, generation, self-checksum). A write lands in two durable steps: all page data of
+ * header (key, length, CRC32C, generation, the page's namespace, parent and position, self-checksum). A write lands in two durable steps: all page data of
  * the call in one native batch, fdatasync; then all headers in a second batch, fdatasync. Only then is a page
  * visible. open() rebuilds the index from the headers alone, so a crash at any point leaves either the old state
  * or the complete new page, never a torn one (README.md has the argument). Every read is checked: a whole page
@@ -28,6 +28,7 @@ import type {
   IoOptions,
   PageInfo,
   PageKey,
+  PageMeta,
   PageRead,
   PageWrite,
   ReadOutcome,
@@ -52,6 +53,7 @@ import {
   headerOffset,
   ioError,
   newManifest,
+  VERSION,
   readManifest,
   releaseLock,
   slabName,
@@ -89,6 +91,8 @@ interface StoredPage {
   /** Chunk size of `chunkCrcs`; 0 for a page written without them (older format): range reads read it whole. */
   chunkBytes: number;
   chunkCrcs: readonly number[];
+  /** Namespace, parent and position the page was written with (header version 2); absent otherwise. */
+  meta?: PageMeta | undefined;
 }
 
 /** One chunk of a page to read and verify: where it is in its slab file, its length and its CRC32C. */
@@ -128,7 +132,8 @@ const SCAN_HEADERS = 16384;
  * The fs tier driver. Create with a URL and the hierarchy's context, then `await open()`.
  *
  * Errors: ERR_CONFIG (URL, page size vs direct=always), ERR_GEOMETRY_MISMATCH (the folder was written with another
- * page size, fingerprint or slab size; the message names the field), ERR_UNAVAILABLE (folder open elsewhere),
+ * page size, fingerprint or slab size; the message names the field), ERR_UNAVAILABLE (folder held by another
+ * process's kernel lock, or already open in this one),
  * ERR_UNSUPPORTED (direct=always without O_DIRECT), ERR_TIER_FULL (capacity or disk full), ERR_IO, ERR_CLOSED,
  * plus the argument errors of every driver. Timeouts: none unless the caller passes `timeoutMs`.
  */
@@ -300,8 +305,8 @@ export class FsTier implements TierDriver {
   }
 
   /**
-   * @internal Tests: stop as a killed process would. Nothing is flushed or waited for, and the lock file stays
-   * behind (a later open in this process takes it over as stale).
+   * @internal Tests: stop as a killed process would. Nothing is flushed or waited for; the kernel lock is dropped
+   * (as the kernel drops a killed holder's) and the lock file stays behind.
    */
   simulateCrash(): void {
     this.#state = 'closed';
@@ -414,6 +419,13 @@ export class FsTier implements TierDriver {
           'ERR_GEOMETRY_MISMATCH',
         );
       }
+      if (manifest.version !== VERSION) {
+        // Before any version-2 slot header lands: from now on a build that reads only version 1 refuses the folder
+        // rather than clearing headers it cannot read. Slot headers of version 1 stay as they are (read, no meta).
+        manifest = { ...manifest, version: VERSION };
+        await writeManifest(c.path, manifest);
+        notes.push('folder format upgraded to version 2');
+      }
     }
     const g: Geometry = { pageBytes, slotStride: manifest.slotStride, slotsPerSlab: manifest.slotsPerSlab, dataOffset: manifest.dataOffset };
     this.#geometry = g;
@@ -502,7 +514,7 @@ export class FsTier implements TierDriver {
             const h = decodeHeader(buf, view, k * HEADER_BYTES, this.#volume, slot, g.pageBytes);
             if (h.kind === 'empty') continue;
             if (h.kind === 'page' && s < slotsHere) {
-              const page = { slot, length: h.length, crc32c: h.crc32c, generation: h.generation, chunkBytes: h.chunkBytes, chunkCrcs: h.chunkCrcs };
+              const page: StoredPage = { slot, length: h.length, crc32c: h.crc32c, generation: h.generation, chunkBytes: h.chunkBytes, chunkCrcs: h.chunkCrcs, meta: h.meta };
               const prev = pages.get(h.key);
               if (!prev) {
                 pages.set(h.key, page);
@@ -697,6 +709,7 @@ export class FsTier implements TierDriver {
           writtenAt,
           chunkBytes: chunks[i]!.chunkBytes,
           chunkCrcs: chunks[i]!.chunkCrcs,
+          meta: fresh[i]!.meta,
         });
         headers.add(cells.arena, at, this.#slabFor(slot).meta, headerOffset(slot % g.slotsPerSlab), HEADER_BYTES);
       }
@@ -707,7 +720,7 @@ export class FsTier implements TierDriver {
         const crc = crcs[i]!;
         // The caller's bytes changed between hashing and writing: store what was written, say so.
         if (p.crc32c !== undefined && p.crc32c !== crc) this.#counters.checksumFailures++;
-        this.#table.set(p.key, { slot: slots[i]!, length: p.source.length, crc32c: crc, generation: generation + i, chunkBytes: chunks[i]!.chunkBytes, chunkCrcs: chunks[i]!.chunkCrcs });
+        this.#table.set(p.key, { slot: slots[i]!, length: p.source.length, crc32c: crc, generation: generation + i, chunkBytes: chunks[i]!.chunkBytes, chunkCrcs: chunks[i]!.chunkCrcs, meta: p.meta });
         this.#usedBytes += p.source.length;
         this.#counters.bytesWritten += p.source.length;
         out.set(p.key, crc);
