@@ -38,3 +38,26 @@ export { TtlPins, type HoldId } from './ttl-pins.js';
 export { PriorityPolicy, type PriorityOptions } from './priority.js';
 export { TenantQuotaPolicy, type OverQuotaMode, type TenantQuotaOptions } from './tenant-quota.js';
 export type { PartitionFactory, PartitionState } from './internal/partitioned.js';
+export {
+  Planner,
+  PinTable,
+  resolvePlannerConfig,
+  type CopyReason,
+  type EvictReason,
+  type LoadPinId,
+  type Move,
+  type MoveId,
+  type MoveOutcome,
+  type PlannerConfig,
+  type PlannerHit,
+  type PlannerLookup,
+  type PlannerQuotas,
+  type PlannerStoreOptions,
+  type PlannerTierConfig,
+  type PlannerTierView,
+  type RefuseReason,
+  type ReportedMove,
+  type ResolvedPlannerConfig,
+  type ResolvedTier,
+  type TtlPin,
+} from './planner/index.js';

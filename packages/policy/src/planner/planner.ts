@@ -1,0 +1,619 @@
+/**
+ * The planner: every placement decision of a tiersync hierarchy, in one pure, deterministic object. Given a
+ * request (store, lookup, load, pressure, promote, expire, ...) and what it knows of the tiers, it answers the
+ * moves to make; an executor carries them out (the live hierarchy with bytes, the simulator by counting) and
+ * reports each move's outcome through {@link Planner.completed}, so the planner's picture follows reality.
+ *
+ * What it holds in memory: which tier holds which key (one eviction policy per tier, the tier's configured
+ * algorithm inside priority levels and tenant quotas when those are on), slots reserved by moves in flight, keys
+ * on their way to a tier, victims being freed, pins (load pins and TTL pins: the one owner of pins), each page's
+ * priority, tenant and hit count, and the admission filter's lookup counts.
+ *
+ * Rules, in one place:
+ * - room: a tier whose use plus the incoming pages passes its high watermark frees victims down to its low one
+ *   (the policy's order; pinned pages are never chosen, they are pinned in the policy itself);
+ * - demotion: a victim with no copy lower down is copied to the next tier first when that tier's write mode says
+ *   so (`decideWrite(mode, 'evicting')`), then freed;
+ * - write-through / selective: after a store lands, each lower tier whose mode copies stored pages gets a
+ *   background copy; after a load, pages reaching a selective tier's `minHits` get one;
+ * - promotion: a page served by a lower tier is copied up by the promotion rule, in the background;
+ * - admission: new pages pass the admission filter (lookups recorded by lookup()).
+ *
+ * Same config and same calls, same moves: nothing here reads a clock or a random source (time is passed in).
+ * Keys are trusted: executors validate them once at their public boundary.
+ */
+import { createAdmissionFilter, type AdmissionFilter } from '../admission.js';
+import { PriorityPolicy } from '../priority.js';
+import { promotionTarget } from '../promotion.js';
+import { createPolicy } from '../registry.js';
+import { TenantQuotaPolicy } from '../tenant-quota.js';
+import { checkInteger, checkNumber, describe } from '../internal/validate.js';
+import type { EvictionPolicy, PolicyKey, PolicyOptions } from '../types.js';
+import { decideWrite } from '../write-mode.js';
+import { resolvePlannerConfig, type ResolvedPlannerConfig, type ResolvedTier } from './config.js';
+import { PinTable, type LoadPinId, type TtlPin } from './pins.js';
+import type {
+  CopyReason,
+  EvictReason,
+  Move,
+  MoveId,
+  MoveOutcome,
+  PlannerConfig,
+  PlannerHit,
+  PlannerLookup,
+  PlannerStoreOptions,
+  PlannerTierView,
+  ReportedMove,
+} from './types.js';
+
+interface TierRuntime<K extends PolicyKey> {
+  readonly config: ResolvedTier;
+  readonly index: number;
+  readonly policy: EvictionPolicy<K>;
+  /** Slots promised to places and copies in flight (not yet in the policy). */
+  reserved: number;
+  /** Keys on their way here (a place, a copy, or a queued copy), with how many moves bring them. */
+  readonly incoming: Map<K, number>;
+  /** Victims taken out of the policy whose evict has not been reported: still readable here until then. */
+  readonly leaving: Set<K>;
+}
+
+interface Pending<K extends PolicyKey> {
+  readonly move: ReportedMove<K>;
+  /** A demote copy: the victims freed once it is reported (whether or not their copy landed). */
+  readonly thenEvict?: { readonly tier: number; readonly keys: readonly K[]; readonly why: EvictReason };
+}
+
+/** Placement, eviction, admission, write modes, promotion, pins, priorities and quotas for one hierarchy. */
+export class Planner<K extends PolicyKey = string> {
+  /** The config with every default applied. */
+  readonly config: ResolvedPlannerConfig;
+  readonly #tiers: TierRuntime<K>[];
+  readonly #admission: AdmissionFilter<K>;
+  readonly #pins = new PinTable<K>();
+  readonly #pending = new Map<MoveId, Pending<K>>();
+  /** Priority of pages stored with a non-zero one. */
+  readonly #priority = new Map<K, number>();
+  /** Tenant of pages stored while quotas are on (absent: the default tenant). */
+  readonly #tenantOf = new Map<K, string>();
+  /** Load hits per page, kept while some rule reads them (selective write modes, promotion after n hits). */
+  readonly #hits = new Map<K, number>();
+  readonly #countHits: boolean;
+  #nextId = 1;
+
+  /** @throws TypeError / RangeError naming a bad config field */
+  constructor(config: PlannerConfig) {
+    this.config = resolvePlannerConfig(config);
+    this.#admission = createAdmissionFilter<K>(this.config.admission);
+    this.#tiers = this.config.tiers.map((t, index) => ({ config: t, index, policy: this.#policyFor(t), reserved: 0, incoming: new Map(), leaving: new Set() }));
+    const rule = this.config.promotion;
+    this.#countHits = this.config.tiers.some((t) => t.writeMode.kind === 'selective') || (rule.kind !== 'never' && (rule.minHits ?? 1) > 1);
+  }
+
+  /** Number of tiers. */
+  get tierCount(): number {
+    return this.#tiers.length;
+  }
+
+  /** Occupancy of tier `tier`. */
+  view(tier: number): PlannerTierView {
+    const t = this.#tier(tier);
+    return {
+      name: t.config.name,
+      capacityPages: t.config.capacityPages,
+      usedPages: t.policy.count,
+      reservedPages: t.reserved,
+      pinnedPages: t.policy.pinnedCount,
+      leavingPages: t.leaving.size,
+    };
+  }
+
+  /** Whether tier `tier` holds `key` (landed, or chosen as a victim and not yet freed). */
+  holds(tier: number, key: K): boolean {
+    const t = this.#tier(tier);
+    return t.policy.has(key) || t.leaving.has(key);
+  }
+
+  /** Resident keys of tier `tier` (landed and not leaving), in no particular order. */
+  keysOn(tier: number): IterableIterator<K> {
+    return this.#tier(tier).policy.keys();
+  }
+
+  // ---- requests ------------------------------------------------------------------------------------------------
+
+  /**
+   * Records one lookup of each key (the admission filter counts them) and answers where each key is.
+   */
+  lookup(keys: readonly K[]): PlannerLookup {
+    const tiers: number[] = new Array(keys.length);
+    let prefix = -1;
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      this.#admission.recordLookup(k);
+      tiers[i] = this.#fastest(k);
+      if (tiers[i] === -1 && prefix === -1) prefix = i;
+    }
+    return { tiers, prefix: prefix === -1 ? keys.length : prefix };
+  }
+
+  /**
+   * New pages for tier 0, in `keys` order. Answers, in order: `refuse` of keys already known (`present`) and of
+   * keys the admission filter turns away (`not-admitted`); the moves that free room (evicts, demote copies); one
+   * `place` of the keys that fit (their slots reserved); `refuse` (`no-room`) of the rest. With `waitForRoom`,
+   * a single `wait` when writes in flight hold the missing slots (nothing changed).
+   * @throws RangeError for a priority without config.priorities, TypeError for a bad tenant
+   */
+  store(keys: readonly K[], options: PlannerStoreOptions = {}): Move<K>[] {
+    const priority = options.priority ?? 0;
+    checkInteger(priority, 'options.priority', Number.MIN_SAFE_INTEGER);
+    if (priority !== 0 && !this.config.priorities) throw new RangeError('options.priority needs config.priorities: true');
+    const tenant = options.tenant ?? this.config.defaultTenant;
+    if (typeof tenant !== 'string' || tenant === '') throw new TypeError(`options.tenant must be a non-empty string, got ${describe(tenant)}`);
+    const present: K[] = [];
+    const refused: K[] = [];
+    const admitted: K[] = [];
+    const seen = new Set<K>();
+    for (const k of keys) {
+      if (seen.has(k) || this.#known(k)) present.push(k);
+      else if (!this.#admission.admit(k, 1)) refused.push(k);
+      else admitted.push(k);
+      seen.add(k);
+    }
+    const room = admitted.length ? this.#makeRoom(0, admitted.length, options.waitForRoom === true, 'room') : { fit: 0, moves: [] };
+    if (room === 'wait') return [{ kind: 'wait', tier: 0, keys: admitted }];
+    const moves: Move<K>[] = [];
+    if (present.length) moves.push({ kind: 'refuse', tier: 0, keys: present, reason: 'present' });
+    if (refused.length) moves.push({ kind: 'refuse', tier: 0, keys: refused, reason: 'not-admitted' });
+    moves.push(...room.moves);
+    const placing = admitted.slice(0, room.fit);
+    const dropped = admitted.slice(room.fit);
+    if (placing.length) {
+      for (const k of placing) {
+        if (priority !== 0) this.#priority.set(k, priority);
+        if (this.config.tenantQuotas && tenant !== this.config.defaultTenant) this.#tenantOf.set(k, tenant);
+      }
+      moves.push(this.#reserve({ kind: 'place', id: this.#id(), tier: 0, keys: placing }, 0, placing));
+    }
+    if (dropped.length) moves.push({ kind: 'refuse', tier: 0, keys: dropped, reason: 'no-room' });
+    return moves;
+  }
+
+  /**
+   * Pages a load served (each with the tier that served it), in the load's order: each counts as an access on
+   * its tier (and a hit); answers `queue` moves for promotion (the promotion rule) and for selective tiers whose
+   * `minHits` the page now reaches.
+   */
+  load(hits: readonly PlannerHit<K>[]): Move<K>[] {
+    const promote = new Map<number, K[]>();
+    const served: K[] = [];
+    for (const { key, tier } of hits) {
+      const t = this.#tier(tier);
+      t.policy.access(key);
+      served.push(key);
+      let n = 1;
+      if (this.#countHits) {
+        n = (this.#hits.get(key) ?? 0) + 1;
+        this.#hits.set(key, n);
+      }
+      const to = tier > 0 ? promotionTarget(this.config.promotion, tier, n) : undefined;
+      if (to !== undefined && !this.#on(to, key)) {
+        let list = promote.get(to);
+        if (!list) promote.set(to, (list = []));
+        list.push(key);
+      }
+    }
+    const moves: Move<K>[] = [];
+    for (const [to, keys] of [...promote].sort((a, b) => a[0] - b[0])) moves.push(this.#queue(to, keys, 'promote'));
+    if (!this.#countHits) return moves;
+    for (const t of this.#tiers) {
+      if (t.index === 0 || t.config.writeMode.kind !== 'selective') continue;
+      const hot = served.filter((k) => {
+        const copiedBelow = this.#copiedFrom(t.index, k);
+        return decideWrite(t.config.writeMode, 'hit', { hits: this.#hits.get(k) ?? 0, copiedBelow }) === 'copy-down';
+      });
+      if (hot.length) moves.push(this.#queue(t.index, [...new Set(hot)], 'selective'));
+    }
+    return moves;
+  }
+
+  /** Prefetch: a `queue` move bringing every key held only below tier 0 up into it. */
+  promote(keys: readonly K[]): Move<K>[] {
+    const up = [...new Set(keys)].filter((k) => !this.#on(0, k) && this.#fastest(k) > 0);
+    return up.length ? [this.#queue(0, up, 'promote')] : [];
+  }
+
+  /** Tier `tier` over its high watermark frees victims (demoted per the write mode) down to its low one. */
+  pressure(tier: number): Move<K>[] {
+    this.#tier(tier);
+    return (this.#makeRoom(tier, 0, false, 'pressure') as { moves: Move<K>[] }).moves;
+  }
+
+  /**
+   * Frees room on tier `tier` so `need` more pages fit under its high watermark, before bytes are written into it
+   * from outside the planner (a peer, a same-host client); `fit` of them fit. Nothing is reserved: follow with
+   * adopt() once they are there.
+   */
+  room(tier: number, need: number): { fit: number; moves: Move<K>[] } {
+    this.#tier(tier);
+    checkInteger(need, 'need', 0);
+    return this.#makeRoom(tier, need, false, 'room') as { fit: number; moves: Move<K>[] };
+  }
+
+  /**
+   * Pages whose bytes reached tier `tier` from outside (a peer put, a same-host client): they become resident
+   * there. Answers evicts of pages the tier's policy refuses and of the victims they push out, background copies to
+   * lower tiers whose write mode copies stored pages, and the pressure moves if the tier is over its watermark.
+   */
+  adopt(tier: number, keys: readonly K[]): Move<K>[] {
+    const t = this.#tier(tier);
+    const fresh = [...new Set(keys)].filter((k) => !t.policy.has(k) && !t.incoming.has(k));
+    const moves = this.#land(tier, fresh, true);
+    moves.push(...(this.#makeRoom(tier, 0, false, 'pressure') as { moves: Move<K>[] }).moves);
+    return moves;
+  }
+
+  /** A queued copy is about to run: answers its room-making and one `copy` per source tier (fastest first). */
+  dequeue(move: Extract<Move<K>, { kind: 'queue' }>): Move<K>[] {
+    const rec = this.#pending.get(move.id);
+    if (!rec || rec.move.kind !== 'queue') throw new RangeError(`move ${describe(move.id)} is not a queued copy waiting to run`);
+    this.#pending.delete(move.id);
+    const to = this.#tiers[move.to]!;
+    this.#unreserveIncoming(to, move.keys, 0);
+    const bySource = new Map<number, K[]>();
+    for (const k of move.keys) {
+      if (this.#on(to.index, k)) continue;
+      let from = -1;
+      for (const t of this.#tiers) {
+        if (t.index !== to.index && t.policy.has(k)) {
+          from = t.index;
+          break;
+        }
+      }
+      if (from < 0) continue;
+      let list = bySource.get(from);
+      if (!list) bySource.set(from, (list = []));
+      list.push(k);
+    }
+    const moves: Move<K>[] = [];
+    for (const [from, keys] of [...bySource].sort((a, b) => a[0] - b[0])) {
+      const room = this.#makeRoom(to.index, keys.length, false, 'room') as { fit: number; moves: Move<K>[] };
+      moves.push(...room.moves);
+      const moving = keys.slice(0, room.fit);
+      if (moving.length) moves.push(this.#reserve({ kind: 'copy', id: this.#id(), from, to: to.index, keys: moving, why: move.why }, to.index, moving));
+      if (keys.length > moving.length) moves.push({ kind: 'refuse', tier: to.index, keys: keys.slice(room.fit), reason: 'no-room' });
+    }
+    for (const k of move.keys) this.#forgetIfGone(k);
+    return moves;
+  }
+
+  /**
+   * The outcome of a move this planner answered. Answers the follow-up moves, to run before the rest of the
+   * list: after a `place` or a `copy`, evicts of pages the target's policy refuses and of the victims the new
+   * pages push out, and (after a `place`) background write-through copies; after a `demote` copy, the evict of its
+   * victims; after an `evict`, the moves that re-admitting kept pages needs.
+   * @throws RangeError for a move that is not waiting for its outcome (unknown, or reported twice)
+   */
+  completed(move: ReportedMove<K>, outcome: MoveOutcome<K>): Move<K>[] {
+    const rec = this.#pending.get(move.id);
+    if (!rec) throw new RangeError(`move ${describe(move.id)} is not waiting for its outcome (unknown, or reported twice)`);
+    this.#pending.delete(move.id);
+    const done = new Set(outcome.done);
+    const m = rec.move;
+    switch (m.kind) {
+      case 'place':
+      case 'copy': {
+        const to = m.kind === 'place' ? m.tier : m.to;
+        const t = this.#tiers[to]!;
+        this.#unreserveIncoming(t, m.keys, m.keys.length);
+        const landed = m.keys.filter((k) => done.has(k));
+        const moves = this.#land(to, landed, m.kind === 'place');
+        if (rec.thenEvict) moves.push(this.#evictMove(rec.thenEvict.tier, rec.thenEvict.keys, rec.thenEvict.why));
+        for (const k of m.keys) if (!done.has(k)) this.#forgetIfGone(k);
+        return moves;
+      }
+      case 'queue': {
+        // Dropped by the executor (a full queue): the keys are no longer on their way.
+        this.#unreserveIncoming(this.#tiers[m.to]!, m.keys, 0);
+        for (const k of m.keys) this.#forgetIfGone(k);
+        return [];
+      }
+      case 'evict': {
+        const t = this.#tiers[m.tier]!;
+        const kept: K[] = [];
+        for (const k of m.keys) {
+          t.leaving.delete(k);
+          if (!done.has(k)) kept.push(k);
+        }
+        const moves: Move<K>[] = [];
+        const victims: K[] = [];
+        for (const k of kept) {
+          if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
+          victims.push(...t.policy.insert(k, 1));
+          if (this.#pins.isHeld(k)) t.policy.pin(k);
+        }
+        if (victims.length) moves.push(...this.#evictVictims(m.tier, victims, m.why === 'refused' ? 'room' : m.why));
+        for (const k of m.keys) if (done.has(k)) this.#forgetIfGone(k);
+        return moves;
+      }
+    }
+  }
+
+  /**
+   * Copies of `keys` on tier `tier` are gone without a move (deleted by the caller, found missing or damaged,
+   * removed by a peer): the planner forgets them there.
+   */
+  forget(tier: number, keys: readonly K[]): void {
+    const t = this.#tier(tier);
+    for (const k of keys) {
+      t.policy.remove(k);
+      t.leaving.delete(k);
+      this.#forgetIfGone(k);
+    }
+  }
+
+  /** Pages found on tier `tier` when a hierarchy opens (a persistent tier's listing): resident, no moves. */
+  restore(tier: number, keys: readonly K[]): void {
+    const t = this.#tier(tier);
+    for (const k of keys) {
+      if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
+      // At open the tier holds at most its capacity, so nothing is pushed out; a policy that still names victims
+      // (a capacity lowered since) loses them from its picture only, the bytes stay for the next pressure.
+      for (const v of t.policy.insert(k, 1)) this.#forgetIfGone(v);
+      if (this.#pins.isHeld(k)) t.policy.pin(k);
+    }
+  }
+
+  // ---- pins ----------------------------------------------------------------------------------------------------
+
+  /** Holds `keys` (never victims, on any tier) while a load reads them. End with endLoad(). */
+  beginLoad(keys: readonly K[]): LoadPinId {
+    const { id, held } = this.#pins.beginLoad(keys);
+    this.#pinInPolicies(held, true);
+    return id;
+  }
+
+  /** Ends a load's pins. */
+  endLoad(id: LoadPinId): void {
+    this.#pinInPolicies(this.#pins.endLoad(id), false);
+  }
+
+  /**
+   * Holds `keys` for `owner` until `now + ttl` (the same owner pinning a key again sets its new deadline). Keys need
+   * not be stored yet: a page that arrives while held is held on arrival.
+   * @throws TypeError / RangeError naming a bad argument
+   */
+  pin(keys: readonly K[], options: { owner: string; now: number; ttl: number }): void {
+    checkNumber(options.ttl, 'options.ttl', Number.MIN_VALUE, Number.MAX_VALUE);
+    checkNumber(options.now, 'options.now', -Number.MAX_VALUE, Number.MAX_VALUE);
+    this.#pinInPolicies(this.#pins.hold(keys, options.owner, options.now + options.ttl), true);
+  }
+
+  /** Removes `owner`'s TTL pins on `keys`. Returns how many pins were removed. */
+  unpin(keys: readonly K[], owner: string): number {
+    const { removed, released } = this.#pins.release(keys, owner);
+    this.#pinInPolicies(released, false);
+    return removed;
+  }
+
+  /** Whether a pin (a load, or an unexpired TTL pin as of the last expire()) holds `key`. */
+  isPinned(key: K): boolean {
+    return this.#pins.isHeld(key);
+  }
+
+  /** Live TTL pins, in pin order. */
+  ttlPins(): TtlPin<K>[] {
+    return this.#pins.ttlPins();
+  }
+
+  /** The earliest TTL deadline, `undefined` when none. */
+  nextExpiry(): number | undefined {
+    return this.#pins.nextExpiry();
+  }
+
+  /**
+   * Ends TTL pins whose deadline is at or before `now`; answers the pressure moves of tiers that pins had kept
+   * over their high watermark.
+   */
+  expire(now: number): Move<K>[] {
+    const released = this.#pins.expire(now);
+    if (!released.length) return [];
+    this.#pinInPolicies(released, false);
+    const moves: Move<K>[] = [];
+    for (const t of this.#tiers) moves.push(...(this.#makeRoom(t.index, 0, false, 'pressure') as { moves: Move<K>[] }).moves);
+    return moves;
+  }
+
+  // ---- internals -----------------------------------------------------------------------------------------------
+
+  #tier(tier: number): TierRuntime<K> {
+    const t = this.#tiers[tier];
+    if (!Number.isInteger(tier) || t === undefined) throw new RangeError(`tier must be an integer in [0, ${this.#tiers.length - 1}], got ${describe(tier)}`);
+    return t;
+  }
+
+  #id(): MoveId {
+    return this.#nextId++ as MoveId;
+  }
+
+  /** The tier's policy: its algorithm, inside priority levels and tenant quotas when those are on. */
+  #policyFor(t: ResolvedTier): EvictionPolicy<K> {
+    const base = (o: PolicyOptions) => createPolicy<K>(t.policy, o);
+    const levels = this.config.priorities
+      ? (o: PolicyOptions) => new PriorityPolicy<K>({ ...o, priorityOf: (k) => this.#priority.get(k) ?? 0, create: base as never }) as EvictionPolicy<K>
+      : base;
+    const q = this.config.tenantQuotas;
+    if (!q) return levels({ capacity: t.capacityPages, unit: 'objects' });
+    const quotas: Record<string, number> = {};
+    for (const [tenant, share] of Object.entries(q.shares)) quotas[tenant] = Math.floor(share * t.capacityPages);
+    return new TenantQuotaPolicy<K>({
+      capacity: t.capacityPages,
+      unit: 'objects',
+      tenantOf: (k) => this.#tenantOf.get(k) ?? this.config.defaultTenant,
+      quotas,
+      defaultQuota: Math.floor(q.defaultShare * t.capacityPages),
+      overQuota: q.overQuota,
+      create: levels as never,
+    });
+  }
+
+  /** Whether tier `tier` holds `key` or it is on its way there. */
+  #on(tier: number, key: K): boolean {
+    const t = this.#tiers[tier]!;
+    return t.policy.has(key) || t.incoming.has(key) || t.leaving.has(key);
+  }
+
+  /** Whether any tier holds `key` or it is on its way to one. */
+  #known(key: K): boolean {
+    for (let i = 0; i < this.#tiers.length; i++) if (this.#on(i, key)) return true;
+    return false;
+  }
+
+  /** The fastest tier holding `key` (landed or leaving), -1 when none. */
+  #fastest(key: K): number {
+    for (const t of this.#tiers) if (t.policy.has(key) || t.leaving.has(key)) return t.index;
+    return -1;
+  }
+
+  /** Whether tier `from` or a lower one holds (or will hold) a copy of `key` that is not leaving. */
+  #copiedFrom(from: number, key: K): boolean {
+    for (let i = from; i < this.#tiers.length; i++) {
+      const t = this.#tiers[i]!;
+      if (t.policy.has(key) || t.incoming.has(key)) return true;
+    }
+    return false;
+  }
+
+  #reserve<M extends ReportedMove<K>>(move: M, tier: number, keys: readonly K[]): M {
+    const t = this.#tiers[tier]!;
+    if (move.kind !== 'queue') t.reserved += keys.length;
+    for (const k of keys) t.incoming.set(k, (t.incoming.get(k) ?? 0) + 1);
+    this.#pending.set(move.id, { move });
+    return move;
+  }
+
+  #unreserveIncoming(t: TierRuntime<K>, keys: readonly K[], slots: number): void {
+    t.reserved -= slots;
+    for (const k of keys) {
+      const n = t.incoming.get(k);
+      if (n === undefined) continue;
+      if (n > 1) t.incoming.set(k, n - 1);
+      else t.incoming.delete(k);
+    }
+  }
+
+  #queue(to: number, keys: readonly K[], why: Exclude<CopyReason, 'demote'>): Move<K> {
+    return this.#reserve({ kind: 'queue', id: this.#id(), to, keys: [...keys], why }, to, keys);
+  }
+
+  #evictMove(tier: number, keys: readonly K[], why: EvictReason): Move<K> {
+    const move: ReportedMove<K> = { kind: 'evict', id: this.#id(), tier, keys: [...keys], why };
+    this.#pending.set(move.id, { move });
+    return move;
+  }
+
+  /**
+   * Pages that landed on tier `tier` enter its policy. Answers the evicts of pages it refuses and of the victims
+   * they push out, then (`stored`: a store or an adoption) the background copies the lower tiers' write modes ask
+   * for.
+   */
+  #land(tier: number, keys: readonly K[], stored: boolean): Move<K>[] {
+    const t = this.#tiers[tier]!;
+    const refused: K[] = [];
+    const victims: K[] = [];
+    const kept: K[] = [];
+    for (const k of keys) {
+      if (t.policy.has(k)) continue;
+      if (!t.policy.canAdmit(k, 1)) {
+        refused.push(k);
+        t.leaving.add(k);
+        continue;
+      }
+      for (const v of t.policy.insert(k, 1)) victims.push(v);
+      if (this.#pins.isHeld(k)) t.policy.pin(k);
+      kept.push(k);
+    }
+    const moves: Move<K>[] = [];
+    if (refused.length) moves.push(this.#evictMove(tier, refused, 'refused'));
+    if (victims.length) moves.push(...this.#evictVictims(tier, victims, 'room'));
+    if (stored && kept.length) {
+      for (const below of this.#tiers) {
+        if (below.index <= tier) continue;
+        const copy = kept.filter((k) => decideWrite(below.config.writeMode, 'stored', { hits: 0, copiedBelow: this.#on(below.index, k) }) === 'copy-down');
+        if (copy.length) moves.push(this.#queue(below.index, copy, 'write-through'));
+      }
+    }
+    return moves;
+  }
+
+  /**
+   * Frees room on tier `tier` for `need` more pages under its high watermark: victims in the policy's order down
+   * to the low watermark. Answers how many of `need` fit once the moves ran; 'wait' (nothing changed) when
+   * `waitable` and slots reserved by moves in flight are what is missing.
+   */
+  #makeRoom(tier: number, need: number, waitable: boolean, why: EvictReason): { fit: number; moves: Move<K>[] } | 'wait' {
+    const t = this.#tiers[tier]!;
+    const { capacityPages: cap, highWatermark, lowWatermark } = t.config;
+    const count = t.policy.count;
+    const used = count + t.reserved;
+    if (used + need <= Math.floor(highWatermark * cap)) return { fit: need, moves: [] };
+    const target = Math.max(0, Math.min(Math.floor(lowWatermark * cap), cap - need));
+    const want = Math.max(0, used - target);
+    if (waitable && t.reserved > 0) {
+      // Would the victims free enough? Pinned pages are not victims, so ask the policy without changing it.
+      const could = Math.min(want, t.policy.peekVictims(Math.min(want, count)).length);
+      if (Math.min(need, cap - (count - could) - t.reserved) < need) return 'wait';
+    }
+    const victims: K[] = [];
+    for (let i = 0; i < want; i++) {
+      const v = t.policy.evict();
+      if (v === undefined) break;
+      victims.push(v);
+    }
+    const fit = Math.max(0, Math.min(need, cap - t.policy.count - t.reserved));
+    return { fit, moves: victims.length ? this.#evictVictims(tier, victims, why) : [] };
+  }
+
+  /**
+   * Victims already out of tier `tier`'s policy: those with no copy lower down go to the next tier first when its
+   * write mode says so (a `demote` copy, after the room it needs there), and every victim is freed by an evict
+   * (after the copy, as its follow-up, so a page always has a readable copy somewhere).
+   */
+  #evictVictims(tier: number, victims: readonly K[], why: EvictReason): Move<K>[] {
+    const t = this.#tiers[tier]!;
+    for (const v of victims) t.leaving.add(v);
+    const next = this.#tiers[tier + 1];
+    const demote = next
+      ? victims.filter(
+          (k) => !this.#copiedFrom(tier + 1, k) && decideWrite(next.config.writeMode, 'evicting', { hits: this.#hits.get(k) ?? 0, copiedBelow: false }) === 'copy-down',
+        )
+      : [];
+    if (!next || !demote.length) return [this.#evictMove(tier, victims, why)];
+    const room = this.#makeRoom(next.index, demote.length, false, 'room') as { fit: number; moves: Move<K>[] };
+    const moving = demote.slice(0, room.fit);
+    if (!moving.length) return [...room.moves, this.#evictMove(tier, victims, why)];
+    const copy: ReportedMove<K> = { kind: 'copy', id: this.#id(), from: tier, to: next.index, keys: moving, why: 'demote' };
+    this.#reserve(copy, next.index, moving);
+    this.#pending.set(copy.id, { move: copy, thenEvict: { tier, keys: [...victims], why } });
+    return [...room.moves, copy];
+  }
+
+  #pinInPolicies(keys: readonly K[], pin: boolean): void {
+    if (!keys.length) return;
+    for (const t of this.#tiers) {
+      for (const k of keys) {
+        if (!t.policy.has(k)) continue;
+        if (pin) t.policy.pin(k);
+        else t.policy.unpin(k);
+      }
+    }
+  }
+
+  /** Drops the per-page bookkeeping of a key no tier holds and none is receiving. */
+  #forgetIfGone(key: K): void {
+    if (!this.#priority.size && !this.#tenantOf.size && !this.#hits.size) return;
+    if (this.#known(key)) return;
+    this.#priority.delete(key);
+    this.#tenantOf.delete(key);
+    this.#hits.delete(key);
+  }
+}
