@@ -8,6 +8,7 @@ import { benchCommand } from './bench.js';
 import { demoCommand } from './demo.js';
 import { doctorCommand } from './doctor.js';
 import { serveCommand } from './serve.js';
+import { schemaCommand } from './schema.js';
 import { simCommand } from './sim.js';
 import { versionCommand } from './version.js';
 import { weightsCommand } from './weights.js';
@@ -24,6 +25,7 @@ const commands: Record<string, Command> = {
   bench: benchCommand,
   sim: simCommand,
   serve: serveCommand,
+  schema: schemaCommand,
   version: versionCommand,
   weights: weightsCommand,
 };

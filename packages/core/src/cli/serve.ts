@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
-import { defaultServerConfig, loadServerConfig, parseServerConfig, type ResolvedServerConfig } from '../server/config.js';
+import { applyEnvOverrides, defaultServerConfig, ENV_OVERRIDES, loadServerConfig, parseServerConfig, type ResolvedServerConfig } from '../server/config.js';
 import { TierSyncServer } from '../server/server.js';
 import type { Command } from './main.js';
 
@@ -19,6 +19,9 @@ an HTTP control plane (/healthz, /metrics, /v1/stats, POST /v1/lookup, a live da
                      free one); off unless given here or in the config (docs/SERVE.md, RESP front door)
   --log-level LEVEL  fatal, error, warn, info, debug, trace or silent (logs are JSON lines on stderr)
 
+Environment: ${Object.entries(ENV_OVERRIDES).map(([name, o]) => `${name} (${o.field})`).join(', ')} override the
+config file; the flags above override them. The config's JSON Schema: \`tiersync schema config\`.
+
 Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, the index is flushed, exit code 0.`;
 
 function port(value: string | undefined, flag: string): number | undefined {
@@ -33,7 +36,7 @@ export const serveCommand: Command = {
   usage,
   async run(args) {
     const { values } = parseArgs({ args, options: { config: { type: 'string' }, http: { type: 'string' }, peer: { type: 'string' }, resp: { type: 'string' }, 'log-level': { type: 'string' } } });
-    const base: ResolvedServerConfig = values.config ? loadServerConfig(values.config) : parseServerConfig(defaultServerConfig());
+    const base: ResolvedServerConfig = values.config ? loadServerConfig(values.config) : parseServerConfig(applyEnvOverrides(defaultServerConfig()));
     const httpPort = port(values.http, '--http');
     const peerPort = port(values.peer, '--peer');
     const respPort = port(values.resp, '--resp');

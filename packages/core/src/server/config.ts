@@ -236,7 +236,56 @@ export function loadServerConfig(file: string): ResolvedServerConfig {
   } catch (e) {
     throw new TierSyncError(`config file ${file} is not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(e as Error).message}`, 'ERR_CONFIG', { cause: e });
   }
-  return parseServerConfig(data);
+  return parseServerConfig(applyEnvOverrides(data));
+}
+
+/**
+ * The daemon's common settings that `TIERSYNC_*` environment variables override (containers and service managers
+ * configure through the environment). Precedence: command-line flags, then these, then the config file.
+ */
+export const ENV_OVERRIDES = {
+  TIERSYNC_HTTP_HOST: { field: 'http.host', kind: 'string' },
+  TIERSYNC_HTTP_PORT: { field: 'http.port', kind: 'port' },
+  TIERSYNC_HTTP_TOKEN: { field: 'http.token', kind: 'string' },
+  TIERSYNC_PEER_HOST: { field: 'peer.host', kind: 'string' },
+  TIERSYNC_PEER_PORT: { field: 'peer.port', kind: 'port' },
+  TIERSYNC_PEER_SECRET: { field: 'peer.secret', kind: 'string' },
+  TIERSYNC_RESP_PORT: { field: 'resp.port', kind: 'port' },
+  TIERSYNC_CLUSTER_REDIS: { field: 'cluster.redis', kind: 'string' },
+  TIERSYNC_INDEX_PATH: { field: 'index.path', kind: 'string' },
+  TIERSYNC_LOG_LEVEL: { field: 'log.level', kind: 'string' },
+} as const satisfies Record<string, { field: string; kind: 'string' | 'port' }>;
+
+/**
+ * `config` (raw, before validation) with the TIERSYNC_* variables set in `env` applied.
+ * @throws TierSyncError ERR_CONFIG naming the variable when a port is not a number
+ */
+export function applyEnvOverrides(config: unknown, env: NodeJS.ProcessEnv = process.env): unknown {
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) return config;
+  const out = structuredClone(config) as Record<string, unknown>;
+  for (const [name, { field, kind }] of Object.entries(ENV_OVERRIDES)) {
+    const text = env[name];
+    if (text === undefined || text === '') continue;
+    let value: string | number = text;
+    if (kind === 'port') {
+      value = Number(text);
+      if (!/^\d+$/.test(text) || value > 65535) throw new TierSyncError(`${name} must be a port number 0..65535, got '${text}'`, 'ERR_CONFIG');
+    }
+    const [section, key] = field.split('.') as [string, string];
+    const current = out[section];
+    out[section] = { ...(current !== null && typeof current === 'object' ? current : {}), [key]: value };
+  }
+  return out;
+}
+
+/**
+ * The JSON Schema (draft 2020-12) of the daemon's config file, generated from the zod schema the daemon validates
+ * with, so editors validate YAML and JSON configs as the daemon will. `packages/core/schema/config.schema.json` holds
+ * it (`tiersync schema config` prints it; a test keeps the file current).
+ */
+export function configJsonSchema(): Record<string, unknown> {
+  const generated = z.toJSONSchema(serverConfigSchema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
+  return { ...generated, title: 'tiersync daemon and hierarchy config', description: 'The config of `tiersync serve --config FILE` and of a TierSync hierarchy (docs/SERVE.md). Secrets may be written as env:NAME.' };
 }
 
 /** The user's data folder for tiersync: $XDG_DATA_HOME/tiersync, else ~/.local/share/tiersync. */

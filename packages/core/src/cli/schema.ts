@@ -1,0 +1,24 @@
+import { parseArgs } from 'node:util';
+import { TierSyncError } from '@tiersync/native';
+import { configJsonSchema } from '../server/config.js';
+import type { Command } from './main.js';
+
+/** The machine-readable descriptions tiersync publishes, each generated from the zod schemas it validates with. */
+const documents: Record<string, () => unknown> = {
+  config: configJsonSchema,
+};
+
+export const schemaCommand: Command = {
+  summary: 'print a JSON Schema of what tiersync validates (config)',
+  usage: `Usage: tiersync schema <${Object.keys(documents).join('|')}>
+
+  config   JSON Schema (draft 2020-12) of the daemon and hierarchy config file, for editors and CI; the same file
+           ships as packages/core/schema/config.schema.json`,
+  async run(args) {
+    const { positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' } } });
+    const make = documents[positionals[0] ?? ''];
+    if (!make) throw new TierSyncError(`schema: name one of ${Object.keys(documents).join(', ')}, got '${positionals[0] ?? ''}'`, 'ERR_INVALID_ARGUMENT');
+    console.log(JSON.stringify(make(), null, 2));
+    return 0;
+  },
+};

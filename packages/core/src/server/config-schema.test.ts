@@ -1,0 +1,74 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { parse as parseYaml } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { applyEnvOverrides, configJsonSchema, defaultServerConfig, loadServerConfig, parseServerConfig } from './config.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
+const SCHEMA_FILE = path.join(root, 'packages/core/schema/config.schema.json');
+
+describe('the config JSON Schema', () => {
+  const schema = configJsonSchema();
+  const validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema);
+
+  it('the shipped file is the one generated from the zod schema the daemon validates with', () => {
+    const shipped = JSON.parse(readFileSync(SCHEMA_FILE, 'utf8'));
+    expect(shipped, 'regenerate: pnpm tiersync schema config > packages/core/schema/config.schema.json').toEqual(schema);
+  });
+
+  it('accepts every shipped example config and the default config, as the daemon does', () => {
+    const dir = path.join(root, 'examples/configs');
+    const files = readdirSync(dir).filter((f) => /\.(ya?ml|json)$/.test(f));
+    expect(files.length).toBeGreaterThan(0);
+    for (const f of files) {
+      const text = readFileSync(path.join(dir, f), 'utf8');
+      const data = f.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+      expect(validate(data), `${f}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      expect(() => parseServerConfig(data), f).not.toThrow();
+    }
+    const d = defaultServerConfig('/tmp/tiersync-schema-test');
+    expect(validate(d), JSON.stringify(validate.errors)).toBe(true);
+  });
+
+  it('refuses what the daemon refuses, naming the field', () => {
+    const good = defaultServerConfig('/tmp/tiersync-schema-test');
+    for (const [bad, field] of [
+      [{ ...good, http: { port: 'eighty' } }, 'http.port'],
+      [{ ...good, tiers: [] }, 'tiers'],
+      [{ ...good, tiers: [{ url: 'host://?capacity=1GiB', highWatermark: 2 }] }, 'tiers.0.highWatermark'],
+      [{ ...good, surprise: true }, 'surprise'],
+    ] as const) {
+      expect(validate(bad), field).toBe(false);
+      expect(() => parseServerConfig(bad), field).toThrow(field);
+    }
+  });
+});
+
+describe('TIERSYNC_* environment overrides', () => {
+  it('override the config file and name the variable when wrong', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-env-'));
+    try {
+      const file = path.join(dir, 'c.yaml');
+      writeFileSync(file, 'model: m@1\nlayout: llama-3-8b\ntiers:\n  - url: host://?capacity=1GiB\nhttp:\n  port: 7000\nlog:\n  level: info\n');
+      const env = { TIERSYNC_HTTP_PORT: '7123', TIERSYNC_LOG_LEVEL: 'warn', TIERSYNC_INDEX_PATH: path.join(dir, 'i.sqlite') };
+      const c = parseServerConfig(applyEnvOverrides(parseYaml(readFileSync(file, 'utf8')), env));
+      expect(c.http.port).toBe(7123);
+      expect(c.log.level).toBe('warn');
+      expect(c.hierarchy.index.path).toBe(env.TIERSYNC_INDEX_PATH);
+      expect(() => applyEnvOverrides({}, { TIERSYNC_PEER_PORT: 'x' })).toThrow('TIERSYNC_PEER_PORT');
+      // loadServerConfig applies the process environment.
+      process.env.TIERSYNC_HTTP_PORT = '7124';
+      try {
+        expect(loadServerConfig(file).http.port).toBe(7124);
+      } finally {
+        delete process.env.TIERSYNC_HTTP_PORT;
+      }
+      expect(loadServerConfig(file).http.port).toBe(7000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
