@@ -19,6 +19,7 @@ import type {
   IoOptions,
   PageInfo,
   PageKey,
+  PageMeta,
   PageRead,
   PageWrite,
   ReadOutcome,
@@ -44,6 +45,7 @@ import {
   encodeTombstone,
   footerBound,
   isObjectId,
+  MANIFEST_FORMAT,
   newObjectId,
   type ManifestPage,
 } from './layout.js';
@@ -88,6 +90,8 @@ interface StoredPage {
   offset: number;
   length: number;
   crc32c: number;
+  /** Namespace, parent and position from the object's manifest (version 2); carried along by compaction. */
+  meta?: PageMeta | undefined;
 }
 
 /** Driver counters beyond TierStats: objects, wire bytes, requests, breaker. */
@@ -305,7 +309,7 @@ export class ObjectTier implements TierDriver {
 
   /** Makes `key` visible, stored in `obj`. */
   #index(obj: StoredObject, key: PageKey, page: Omit<StoredPage, 'object'>): StoredPage {
-    const stored: StoredPage = { object: obj, offset: page.offset, length: page.length, crc32c: page.crc32c };
+    const stored: StoredPage = { object: obj, offset: page.offset, length: page.length, crc32c: page.crc32c, meta: page.meta };
     this.#table.set(key, stored);
     obj.live.add(key);
     obj.liveBytes += page.length;
@@ -421,7 +425,7 @@ export class ObjectTier implements TierDriver {
       group.forEach((p, i) => batch.add(p.source.arena, p.source.offset, staged.arena, offsets[i]!, p.source.length));
       const r = await this.#context.engine.submit(batch, { checksums: true, priority: options.priority ?? 'writeBack', ...engineLimits(scope) });
       const crcs = r.checksums ?? new Uint32Array(0);
-      const pages: ManifestPage[] = group.map((p, i) => ({ key: p.key, offset: offsets[i]!, length: p.source.length, crc32c: crcs[i]! }));
+      const pages: ManifestPage[] = group.map((p, i) => ({ key: p.key, offset: offsets[i]!, length: p.source.length, crc32c: crcs[i]!, meta: p.meta }));
       return await this.#putObject(bucket, staged.arena, dataBytes, pages, scope);
     } finally {
       staged.release();
@@ -433,7 +437,7 @@ export class ObjectTier implements TierDriver {
     const id = newObjectId();
     const name = dataName(this.config.prefix, id);
     const footer = encodeFooter(
-      { format: FORMAT, fingerprint: this.#context.fingerprint, pageBytes: this.#context.pageBytes, pages },
+      { format: MANIFEST_FORMAT, fingerprint: this.#context.fingerprint, pageBytes: this.#context.pageBytes, pages },
       dataBytes,
       staged.view(dataBytes, staged.capacity - dataBytes),
     );
@@ -752,7 +756,7 @@ export class ObjectTier implements TierDriver {
         );
         const pages: ManifestPage[] = [];
         moving.forEach((m, i) => {
-          if (crc32c(staged.arena.view(offsets[i]!, m.page.length)) === m.page.crc32c) pages.push({ key: m.key, offset: offsets[i]!, length: m.page.length, crc32c: m.page.crc32c });
+          if (crc32c(staged.arena.view(offsets[i]!, m.page.length)) === m.page.crc32c) pages.push({ key: m.key, offset: offsets[i]!, length: m.page.length, crc32c: m.page.crc32c, meta: m.page.meta });
           else corrupt.push(m);
         });
         upload = await this.#putObject(bucket, staged.arena, dataBytes, pages);

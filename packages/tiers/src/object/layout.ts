@@ -12,11 +12,17 @@
 import { randomBytes } from 'node:crypto';
 import { crc32c } from '@tiersync/native';
 import { z } from 'zod';
-import { PAGE_KEY_PATTERN, type PageKey } from '../driver.js';
+import { NAMESPACE_ID_PATTERN, PAGE_KEY_PATTERN, type PageKey, type PageMeta } from '../driver.js';
 import type { Bucket } from './bucket.js';
 
-/** Layout version written in manifests, tombstones and the descriptor. */
+/** Layout version written in tombstones and the descriptor. */
 export const FORMAT = 1;
+/**
+ * Version of data-object manifests written now. 2: a page entry may carry its namespace, parent and position
+ * (`[key, offset, length, crc, namespace, parent, position]`). Manifests of version 1 (4-field entries) are read
+ * too. A build that reads only version 1 skips a version-2 object at open (never deletes it).
+ */
+export const MANIFEST_FORMAT = 2;
 /** Fixed size of the trailer at the end of every data object. */
 export const TRAILER_BYTES = 24;
 const MAGIC = 'TSOBJv01';
@@ -46,6 +52,8 @@ export interface ManifestPage {
   offset: number;
   length: number;
   crc32c: number;
+  /** Namespace, parent and position the page was written with (manifest version 2); absent otherwise. */
+  meta?: PageMeta | undefined;
 }
 
 export interface Manifest {
@@ -57,8 +65,9 @@ export interface Manifest {
 
 /** Upper bound of the encoded footer (manifest + trailer) for `pages` pages, so staging can be sized first. */
 export function footerBound(pages: number, fingerprint: string): number {
-  // Per page: ["<=128 hex>",<=16 digits,<=16 digits,<=10 digits], ~180 bytes; the fingerprint JSON-escaped.
-  return 256 + fingerprint.length * 6 + pages * 200 + TRAILER_BYTES;
+  // Per page: ["<=128 hex>",<=16 digits,<=16 digits,<=10 digits,"<=64 hex>","<=128 hex>"|null,<=10 digits],
+  // at most ~390 bytes; the fingerprint JSON-escaped.
+  return 256 + fingerprint.length * 6 + pages * 400 + TRAILER_BYTES;
 }
 
 /**
@@ -70,7 +79,7 @@ export function encodeFooter(manifest: Manifest, dataBytes: number, into: Uint8A
     format: manifest.format,
     fingerprint: manifest.fingerprint,
     pageBytes: manifest.pageBytes,
-    pages: manifest.pages.map((p) => [p.key, p.offset, p.length, p.crc32c]),
+    pages: manifest.pages.map((p) => (p.meta ? [p.key, p.offset, p.length, p.crc32c, p.meta.namespace, p.meta.parent, p.meta.position] : [p.key, p.offset, p.length, p.crc32c])),
   });
   const { written } = new TextEncoder().encodeInto(json, into);
   if (written === undefined || written + TRAILER_BYTES > into.length) throw new RangeError('footer does not fit its staging space');
@@ -92,12 +101,17 @@ export function decodeTrailer(bytes: Uint8Array): { manifestBytes: number; manif
   return { manifestBytes: t.getUint32(8, true), manifestCrc: t.getUint32(12, true), dataBytes: Number(dataBytes) };
 }
 
-const manifestSchema = z.object({
-  format: z.literal(FORMAT),
-  fingerprint: z.string(),
-  pageBytes: z.number().int().positive(),
-  pages: z.array(z.tuple([z.string().regex(PAGE_KEY_PATTERN), z.number().int().nonnegative(), z.number().int().positive(), z.number().int().min(0).max(0xffffffff)])),
-});
+const pageEntry = [z.string().regex(PAGE_KEY_PATTERN), z.number().int().nonnegative(), z.number().int().positive(), z.number().int().min(0).max(0xffffffff)] as const;
+const metaFields = [z.string().regex(NAMESPACE_ID_PATTERN), z.string().regex(PAGE_KEY_PATTERN).nullable(), z.number().int().min(0).max(0xffffffff)] as const;
+const manifestSchema = z.union([
+  z.object({ format: z.literal(1), fingerprint: z.string(), pageBytes: z.number().int().positive(), pages: z.array(z.tuple(pageEntry)) }),
+  z.object({
+    format: z.literal(MANIFEST_FORMAT),
+    fingerprint: z.string(),
+    pageBytes: z.number().int().positive(),
+    pages: z.array(z.union([z.tuple(pageEntry), z.tuple([...pageEntry, ...metaFields])])),
+  }),
+]);
 
 /**
  * Checks and decodes a manifest read back from a bucket. Everything in it is untrusted: the CRC must match, every
@@ -116,10 +130,11 @@ export function decodeManifest(bytes: Uint8Array, trailer: { manifestCrc: number
   if (!parsed.success) return `manifest is malformed (${parsed.error.issues[0]?.message ?? 'invalid'})`;
   const m = parsed.data;
   const pages: ManifestPage[] = [];
-  for (const [key, offset, length, crc] of m.pages) {
+  for (const entry of m.pages) {
+    const [key, offset, length, crc] = entry;
     if (offset + length > trailer.dataBytes) return `page ${key} lies outside the object's data`;
     if (length > m.pageBytes) return `page ${key} is longer than the page size ${m.pageBytes}`;
-    pages.push({ key, offset, length, crc32c: crc });
+    pages.push(entry.length === 7 ? { key, offset, length, crc32c: crc, meta: { namespace: entry[4], parent: entry[5], position: entry[6] } } : { key, offset, length, crc32c: crc });
   }
   return { format: m.format, fingerprint: m.fingerprint, pageBytes: m.pageBytes, pages };
 }
@@ -129,7 +144,7 @@ const TAIL_MIN_BYTES = 16 * 1024;
 
 /**
  * Reads and checks the footer of one data object: one ranged GET of its tail, sized for the manifest an object
- * of this size usually has (~100 bytes a page), and a second GET only when the manifest is larger.
+ * of this size usually has (up to ~300 bytes a page with meta), and a second GET only when the manifest is larger.
  * @returns the pages, or why the object is not usable (it is then skipped, never deleted).
  * @throws TierSyncError when the GETs fail (open cannot guess what the object holds).
  */
@@ -140,7 +155,7 @@ export async function fetchFooter(
   expect: { fingerprint: string; pageBytes: number },
 ): Promise<{ dataBytes: number; pages: ManifestPage[] } | string> {
   if (size < TRAILER_BYTES) return 'too small to be a tiersync object';
-  const tail = Math.min(size, TAIL_MIN_BYTES + expect.fingerprint.length * 6 + Math.ceil(size / expect.pageBytes) * 100);
+  const tail = Math.min(size, TAIL_MIN_BYTES + expect.fingerprint.length * 6 + Math.ceil(size / expect.pageBytes) * 300);
   const bytes = await bucket.getBytes(name, size - tail, tail);
   const trailer = decodeTrailer(bytes.subarray(tail - TRAILER_BYTES));
   if (!trailer) return 'no tiersync trailer';
