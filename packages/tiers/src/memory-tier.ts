@@ -8,6 +8,7 @@ import type {
   IoOptions,
   PageInfo,
   PageKey,
+  PageMeta,
   PageRead,
   PageWrite,
   ReadOutcome,
@@ -24,6 +25,8 @@ export interface StoredPage {
   slot: Slot;
   length: number;
   crc32c: number;
+  /** Kept (and listed) only by stores that persist slot records: PageWrite.meta. */
+  meta?: PageMeta | undefined;
 }
 
 /** Hooks a memory tier gives the shared core: where slots live and how to persist slot metadata. */
@@ -32,7 +35,7 @@ export interface SlotStore {
   arena: HostArena | DeviceArena;
   dataOffset: number;
   /** Records a slot as holding a page (after its bytes landed) or as free. Volatile tiers do nothing. */
-  commit?(slot: Slot, page: { key: PageKey; length: number; crc32c: number } | undefined): void;
+  commit?(slot: Slot, page: { key: PageKey; length: number; crc32c: number; meta?: PageMeta | undefined } | undefined): void;
 }
 
 export abstract class MemoryTier implements TierDriver {
@@ -121,8 +124,8 @@ export abstract class MemoryTier implements TierDriver {
           // The caller's bytes changed between hashing and writing: store what was written, say so.
           this.counters.checksumFailures++;
         }
-        store.commit?.(page.slot, { key: p.key, length: page.length, crc32c: page.crc32c });
-        this.table.set(p.key, page);
+        store.commit?.(page.slot, { key: p.key, length: page.length, crc32c: page.crc32c, meta: p.meta });
+        this.table.set(p.key, store.commit && p.meta ? { ...page, meta: p.meta } : page);
         this.#usedBytes += page.length;
         this.counters.bytesWritten += page.length;
         byKey.set(p.key, page.crc32c);

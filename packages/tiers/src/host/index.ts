@@ -2,15 +2,17 @@
  * host tier: host RAM. `host://?capacity=64GiB` (anonymous memory, starts empty) or
  * `host://?capacity=64GiB&shm=/dev/shm/tiersync-a` (a /dev/shm file that a restarted process reattaches).
  *
- * Shared layout: the arena starts with a slot table (one 160-byte record per slot: state, length, CRC32C, key),
+ * Shared layout: the arena starts with a slot table (one 160-byte record per slot: state, length, CRC32C, key, and
+ * the page's namespace, parent and position when the key has at most 64 hex digits),
  * then the page slots. A record is marked valid only after its page's bytes have landed, and cleared before its
  * slot is reused, so a process killed mid-write leaves the slot free, never a torn page. Reattached pages are
  * verified against their CRC32C on every read.
  */
-import { HostArena, type Slot } from '@tiersync/native';
+import { HostArena, crc32c, type Slot } from '@tiersync/native';
 import { z } from 'zod';
-import type { PageKey, TierCapabilities, TierContext } from '../driver.js';
-import { PAGE_KEY_PATTERN } from '../driver.js';
+import type { PageKey, PageMeta, TierCapabilities, TierContext } from '../driver.js';
+import { NAMESPACE_ID_PATTERN, PAGE_KEY_PATTERN } from '../driver.js';
+import { packHex, unpackHex } from '../page-meta.js';
 import { MemoryTier, type SlotStore } from '../memory-tier.js';
 import { bool, configError, parseOptions, size, splitUrlOf } from '../url.js';
 
@@ -58,9 +60,21 @@ export function parseHostUrl(url: string): HostTierConfig {
   };
 }
 
-// Slot record: u32 state, u32 length, u32 crc32c, u32 key length, 128 bytes of key (ASCII hex), 16 spare.
+// Slot record (160 bytes): 0 u32 state, 4 u32 length, 8 u32 crc32c, 12 u32 key length, 16.. key (ASCII hex).
+// When the key has at most 64 hex digits, bytes 80..160 may hold the page's meta:
+//   80 u32 'META'   84 u8 namespace length (hex digits, 1..64)   86 u16 parent length (0: none, at most 64)
+//   88 u32 position   92..124 parent, 124..156 namespace (hex packed two digits a byte)
+//  156 u32 CRC32C of bytes [4, 156): meta is trusted only with the record it was written with.
+// Records written before meta existed hold no 'META' at 80 (or a checksum that does not match): listed without it.
 const RECORD = 160;
 const VALID = 0x50414745; // "PAGE"
+const META = 0x4154454d; // "META"
+const META_AT = 80;
+const PARENT_AT = 92;
+const NAMESPACE_AT = 124;
+const META_CRC_AT = 156;
+/** Longest key (and parent) whose record has room for meta. */
+const META_KEY_DIGITS = 64;
 const ALIGN = 4096;
 
 export class HostTier extends MemoryTier {
@@ -96,6 +110,7 @@ export class HostTier extends MemoryTier {
     const table = new DataView(arena.view(0, tableBytes).buffer, arena.view(0, tableBytes).byteOffset, tableBytes);
     if (arena.attached) this.#recover(table, slots, pageBytes);
     const keyBytes = new TextEncoder();
+    const bytes = arena.view(0, tableBytes);
     return {
       arena,
       dataOffset: tableBytes,
@@ -110,7 +125,18 @@ export class HostTier extends MemoryTier {
         table.setUint32(at + 8, page.crc32c, true);
         const key = keyBytes.encode(page.key);
         table.setUint32(at + 12, key.length, true);
-        new Uint8Array(table.buffer, table.byteOffset + at + 16, 128).set(key);
+        bytes.fill(0, at + 16, at + RECORD);
+        bytes.set(key, at + 16);
+        const m = page.meta;
+        if (m && page.key.length <= META_KEY_DIGITS && (m.parent?.length ?? 0) <= META_KEY_DIGITS) {
+          table.setUint32(at + META_AT, META, true);
+          bytes[at + META_AT + 4] = m.namespace.length;
+          table.setUint16(at + META_AT + 6, m.parent?.length ?? 0, true);
+          table.setUint32(at + META_AT + 8, m.position, true);
+          if (m.parent !== null) packHex(bytes, at + PARENT_AT, m.parent);
+          packHex(bytes, at + NAMESPACE_AT, m.namespace);
+          table.setUint32(at + META_CRC_AT, crc32c(bytes.subarray(at + 4, at + META_CRC_AT)), true);
+        }
         table.setUint32(at, VALID, true); // last: the page is visible only now
       },
     };
@@ -132,9 +158,23 @@ export class HostTier extends MemoryTier {
         dropped++;
         continue;
       }
-      this.table.set(key, { slot: s as Slot, length, crc32c });
+      this.table.set(key, { slot: s as Slot, length, crc32c, meta: this.#metaOf(table, at, key) });
     }
     this.attachNote = `${this.attachNote}: ${this.table.size} page(s) recovered${dropped ? `, ${dropped} malformed record(s) dropped` : ''}`;
+  }
+
+  /** The meta of the record at `at` when it has some and it checks out; undefined otherwise (older records). */
+  #metaOf(table: DataView, at: number, key: PageKey): PageMeta | undefined {
+    if (key.length > META_KEY_DIGITS || table.getUint32(at + META_AT, true) !== META) return undefined;
+    const bytes = new Uint8Array(table.buffer, table.byteOffset, table.byteLength);
+    if (crc32c(bytes.subarray(at + 4, at + META_CRC_AT)) !== table.getUint32(at + META_CRC_AT, true)) return undefined;
+    const nsDigits = bytes[at + META_AT + 4]!;
+    const parentDigits = table.getUint16(at + META_AT + 6, true);
+    if (nsDigits < 1 || nsDigits > 64 || parentDigits > META_KEY_DIGITS) return undefined;
+    const namespace = unpackHex(bytes, at + NAMESPACE_AT, nsDigits);
+    const parent = parentDigits === 0 ? null : unpackHex(bytes, at + PARENT_AT, parentDigits);
+    if (!NAMESPACE_ID_PATTERN.test(namespace) || (parent !== null && !PAGE_KEY_PATTERN.test(parent))) return undefined;
+    return { namespace, parent, position: table.getUint32(at + META_AT + 8, true) };
   }
 
   protected closeStore(): void {
