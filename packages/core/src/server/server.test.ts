@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -333,6 +333,28 @@ describe('graceful shutdown', () => {
       // The index was closed cleanly: SQLite checkpointed and removed its WAL.
       expect(existsSync(path.join(dir, 'index.sqlite-wal'))).toBe(false);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the shipped Grafana dashboard', () => {
+  it('queries only metrics a daemon (with its RESP door on) exports', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-grafana-'));
+    const server = await TierSyncServer.start(parseServerConfig(config(dir, { resp: { port: 0 } })));
+    try {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const families = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
+      const dashboard = JSON.parse(readFileSync(path.join(here, '../../../../docs/grafana/tiersync-dashboard.json'), 'utf8'));
+      const exprs: string[] = dashboard.panels.flatMap((p: { targets: Array<{ expr: string }> }) => p.targets.map((t) => t.expr));
+      expect(exprs.length).toBeGreaterThan(10);
+      const used = new Set(exprs.flatMap((e) => [...e.matchAll(/\b((?:tiersync|process|nodejs)_[a-z0-9_]+)/g)].map((m) => m[1]!)));
+      for (const name of used) {
+        const family = families.has(name) ? name : name.replace(/_(bucket|sum|count)$/, '');
+        expect(families.has(family), `${name} is not exported`).toBe(true);
+      }
+    } finally {
+      await server.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
