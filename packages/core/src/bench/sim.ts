@@ -8,13 +8,13 @@
  * checks, default policies) and the memory per resident page.
  */
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { replay, type EvictionPolicy, type TraceRequest } from '@tiersync/policy';
 import { denseKeyBound, replayObjects } from '../sim/exact.js';
 import { makePolicy } from '../sim/policies.js';
 import { readMooncake } from '../sim/trace/mooncake.js';
+import { bundledTrace } from '../sim/trace/bundled.js';
 import type { ObjectTrace } from '../sim/trace/types.js';
 import { median, round } from './stats.js';
 
@@ -61,11 +61,7 @@ export interface SimBenchReport {
   bytesPerDistinctPage: number;
 }
 
-/** The bundled conversation trace (packages/core/traces). */
-export function bundledTrace(name = 'conversation_trace.jsonl.gz'): string {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  return path.resolve(here, '../../traces', name);
-}
+export { bundledTrace };
 
 function gc(): void {
   v8.setFlagsFromString('--expose-gc');

@@ -1,6 +1,7 @@
 /**
  * The offline capacity simulator (`tiersync sim`) as a library: trace readers and the multi-round QA generator,
- * exact-mode replay, the tiered TTFT model with its presets, sweeps on worker threads, and the CSV/HTML reports.
+ * exact-mode replay, replay of a hierarchy config through the planner by counting (the live hierarchy's decisions),
+ * the tiered TTFT model with its presets, sweeps on worker threads, and the CSV/HTML reports.
  * Intended as the `@tiersync/core/sim` subpath export.
  */
 export { loadTrace, guessFormat, checkFormat, type TraceSource } from './trace/index.js';
@@ -19,4 +20,8 @@ export { progressBar, type Progress } from './progress.js';
 export { renderHtml, type ReportInput } from './report/html.js';
 export { exactCsv, tieredCsv } from './report/csv.js';
 export { parseSize, parseCount, formatSize } from './units.js';
-export { bundledTrace } from '../bench/sim.js';
+export { bundledTrace } from './trace/bundled.js';
+export { emptyCounters, countersLine, counterDifferences, type ReplayCounters, type TierCounters } from './counters.js';
+export { simHierarchy, configLayout, UNLIMITED_PAGES, type SimHierarchy, type SimTier } from './hierarchy.js';
+export { CountingHierarchy, replayPlanned, type PlannedReplayOptions, type PlannedReplayResult, type PageId } from './planned.js';
+export { workloadPages, requestTokens, pagesPerBlock, type Workload } from './workload.js';

@@ -1,0 +1,27 @@
+/**
+ * The hierarchy config `tiersync demo` and `tiersync sim --config` read: the very file TierSync and `tiersync serve`
+ * accept (YAML or JSON, one schema: server/config.ts over hierarchy/config.ts; the daemon's own sections are
+ * allowed and ignored here). `{tmp}` in a tier URL or the index path stands for a scratch folder the caller names.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TierSyncError } from '@tiersync/native/errors';
+import type { ResolvedConfig } from '../hierarchy/config.js';
+import { loadServerConfig } from '../server/config.js';
+
+/** The demo's own config, examples/configs/demo.yaml of the repository (from src/cli or dist/cli). */
+export function demoConfigPath(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../examples/configs/demo.yaml');
+}
+
+/**
+ * Reads and validates a hierarchy config file, replacing `{tmp}` with `scratch`.
+ * @throws TierSyncError ERR_CONFIG naming the file or the field that is wrong
+ */
+export function loadReplayConfig(file: string, scratch: string): ResolvedConfig {
+  if (!existsSync(file)) throw new TierSyncError(`config file ${file} does not exist`, 'ERR_CONFIG');
+  const config = loadServerConfig(file).hierarchy;
+  const fill = (s: string): string => s.replaceAll('{tmp}', scratch);
+  return { ...config, tiers: config.tiers.map((t) => ({ ...t, url: fill(t.url) })), index: { ...config.index, path: fill(config.index.path) } };
+}

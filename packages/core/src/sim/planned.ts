@@ -1,0 +1,160 @@
+/**
+ * The simulator's executor of the planner (`@tiersync/policy` Planner): the live hierarchy carries the planner's
+ * moves out with bytes, this carries them out by counting, so every placement decision the simulator reports is
+ * the one the live hierarchy would make. Nothing here decides where a page goes.
+ *
+ * Execution follows the planner's contract (planner/types.ts) as the live executor does: the moves of one answer
+ * in order; each reported through `completed()`, whose follow-ups run first (depth first); `queue` moves wait in a
+ * FIFO of at most `maxQueuedPages` pages (beyond it a copy is dropped and reported failed, as live) until
+ * {@link CountingHierarchy.flush}, which hands each to `dequeue()` and runs what it answers. Every copy and write
+ * lands (the simulator has no failing devices), and an evict keeps what a pin holds when it runs.
+ *
+ * {@link replayPlanned} replays a workload as `tiersync demo` replays it live (bench/live-replay.ts): per request
+ * lookup, load of the found prefix, flush, store of the prompt, flush.
+ */
+import { Planner, type Move, type PlannerLookup } from '@tiersync/policy';
+import type { ResolvedConfig } from '../hierarchy/config.js';
+import { emptyCounters, type ReplayCounters } from './counters.js';
+import { simHierarchy, type SimHierarchy } from './hierarchy.js';
+import type { Workload } from './workload.js';
+
+type QueueMove = Extract<Move<number>, { kind: 'queue' }>;
+
+/** Page ids of the workload: dense integers (sim/workload.ts). */
+export type PageId = number;
+
+/** A hierarchy whose moves are counted, not made. */
+export class CountingHierarchy {
+  readonly planner: Planner<PageId>;
+  readonly counters: ReplayCounters;
+  readonly #maxQueued: number;
+  readonly #queue: QueueMove[] = [];
+  #queued = 0;
+  /** Pages the last store() placed, and the ones it turned away (no room, not admitted). */
+  lastStore = { placed: 0, dropped: 0 };
+
+  constructor(hierarchy: SimHierarchy) {
+    this.planner = new Planner<PageId>(hierarchy.planner);
+    this.counters = emptyCounters(hierarchy.tiers.map((t) => t.name));
+    this.#maxQueued = hierarchy.maxQueuedPages;
+  }
+
+  /** Looks `keys` up (the admission filter counts the lookups) and counts the request, its pages and prefix hits. */
+  lookup(keys: readonly PageId[]): PlannerLookup {
+    const found = this.planner.lookup(keys);
+    const c = this.counters;
+    c.requests++;
+    c.lookupPages += keys.length;
+    c.prefixPageHits += found.prefix;
+    for (let j = 0; j < found.prefix; j++) c.tiers[found.tiers[j]!]!.hits++;
+    return found;
+  }
+
+  /** Loads `keys` from `tiers` (each page's fastest tier, as lookup() said): pinned while read, then accessed. */
+  load(keys: readonly PageId[], tiers: readonly number[]): void {
+    if (!keys.length) return;
+    const pins = this.planner.beginLoad(keys);
+    const moves = this.planner.load(keys.map((key, j) => ({ key, tier: tiers[j]! })));
+    this.planner.endLoad(pins);
+    this.#run(moves);
+  }
+
+  /** Stores `keys` on the first tier (pages some tier holds are skipped). */
+  store(keys: readonly PageId[]): void {
+    this.lastStore = { placed: 0, dropped: 0 };
+    this.#run(this.planner.store(keys));
+  }
+
+  /** Runs every queued background copy (and the copies they queue) to completion. */
+  flush(): void {
+    for (let m = this.#queue.shift(); m; m = this.#queue.shift()) {
+      this.#queued -= m.keys.length;
+      this.#run(this.planner.dequeue(m));
+    }
+  }
+
+  #run(moves: readonly Move<PageId>[]): void {
+    const tiers = this.counters.tiers;
+    for (const m of moves) {
+      switch (m.kind) {
+        case 'refuse':
+          if (m.reason !== 'present') this.lastStore.dropped += m.keys.length;
+          break;
+        case 'wait':
+          // Only answered when writes in flight hold slots; the simulator has none in flight.
+          throw new Error(`planner asked to wait for room on tier ${m.tier} with nothing in flight`);
+        case 'place':
+          tiers[m.tier]!.inserts += m.keys.length;
+          this.lastStore.placed += m.keys.length;
+          this.#run(this.planner.completed(m, { done: m.keys }));
+          break;
+        case 'copy':
+          tiers[m.to]!.inserts += m.keys.length;
+          if (m.why === 'demote') tiers[m.from]!.demotions += m.keys.length;
+          if (m.why === 'promote') tiers[m.to]!.promotions += m.keys.length;
+          this.#run(this.planner.completed(m, { done: m.keys }));
+          break;
+        case 'queue':
+          if (this.#queued + m.keys.length > this.#maxQueued) {
+            this.#run(this.planner.completed(m, { done: [], failed: m.keys }));
+          } else {
+            this.#queue.push(m);
+            this.#queued += m.keys.length;
+          }
+          break;
+        case 'evict': {
+          const done = m.keys.filter((k) => !this.planner.isPinned(k));
+          const failed = done.length === m.keys.length ? [] : m.keys.filter((k) => this.planner.isPinned(k));
+          tiers[m.tier]!.evictions += done.length;
+          this.#run(this.planner.completed(m, { done, failed }));
+          break;
+        }
+      }
+    }
+  }
+}
+
+/** Options of {@link replayPlanned}. */
+export interface PlannedReplayOptions {
+  /** The hierarchy config (as TierSync and `tiersync demo` take it). */
+  config: ResolvedConfig;
+  workload: Workload;
+  /** Pages per tier, overriding the URLs' capacities (sim/hierarchy.ts). */
+  capacityPages?: readonly number[];
+}
+
+/** Outcome of {@link replayPlanned}. */
+export interface PlannedReplayResult {
+  counters: ReplayCounters;
+  /** Occupancy of each tier at the end. */
+  tiers: Array<{ name: string; capacityPages: number; usedPages: number }>;
+  pagesStored: number;
+  pagesDropped: number;
+}
+
+/**
+ * Replays `workload` through the planner of `config` by counting: the simulator's twin of `tiersync demo`.
+ * @throws TierSyncError ERR_CONFIG when the config's pages do not line up with the workload's
+ */
+export function replayPlanned(options: PlannedReplayOptions): PlannedReplayResult {
+  const h = simHierarchy(options.config, options.capacityPages);
+  const { workload } = options;
+  if (h.tokensPerPage !== workload.tokensPerPage) throw new Error(`the workload has ${workload.tokensPerPage}-token pages, the config's layout ${h.tokensPerPage}`);
+  const sim = new CountingHierarchy(h);
+  let stored = 0;
+  let dropped = 0;
+  for (const pages of workload.pages) {
+    const keys = Array.from(pages);
+    const found = sim.lookup(keys);
+    if (found.prefix > 0) {
+      sim.load(keys.slice(0, found.prefix), found.tiers);
+      sim.flush();
+    }
+    sim.store(keys);
+    sim.flush();
+    stored += sim.lastStore.placed;
+    dropped += sim.lastStore.dropped;
+  }
+  const tiers = h.tiers.map((t, i) => ({ name: t.name, capacityPages: t.capacityPages, usedPages: sim.planner.view(i).usedPages }));
+  return { counters: sim.counters, tiers, pagesStored: stored, pagesDropped: dropped };
+}
