@@ -8,6 +8,10 @@ import { spawnSync } from 'node:child_process';
 
 const onPath = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
+/** Debian's Python, for which its python3-* packages install (a pyenv python3 on PATH does not see them). */
+export const DEBIAN_PYTHON = '/usr/bin/python3';
+const pyImports = (module) => spawnSync(DEBIAN_PYTHON, ['-c', `import ${module}`], { stdio: 'ignore' }).status === 0;
+
 /** @type {SystemPackage[]} */
 export const SYSTEM_PACKAGES = [
   { apt: 'liburing-dev', why: 'io_uring file I/O in the native core', present: () => existsSync('/usr/include/liburing.h') },
@@ -15,6 +19,13 @@ export const SYSTEM_PACKAGES = [
   { apt: 'redis-tools', why: 'redis-cli and redis-benchmark against the RESP door', present: () => onPath('redis-cli') && onPath('redis-benchmark') },
   { apt: 'chromium', why: 'the simulator report rendered headless', present: () => onPath('chromium') },
   { apt: 'iproute2', why: 'peer tests across network namespaces (ip, tc)', present: () => onPath('ip') && onPath('tc') },
+  // The Python client (packages/python) and its tests, on Debian's Python.
+  { apt: 'python3-pytest', why: 'the Python client tests', present: () => pyImports('pytest') },
+  { apt: 'python3-numpy', why: 'the Python client: numpy arrays in place', present: () => pyImports('numpy') },
+  { apt: 'python3-torch', why: 'the Python client: torch tensors and the paged-KV adapter', present: () => pyImports('torch') },
+  { apt: 'python3-redis', why: 'redis-py against the RESP door', present: () => pyImports('redis') },
+  { apt: 'python3-zmq', why: 'KV event subscribers', present: () => pyImports('zmq') },
+  { apt: 'python3-msgpack', why: 'KV event decoding', present: () => pyImports('msgpack') },
 ];
 
 /** The packages not present on this machine. */
@@ -31,6 +42,21 @@ const TOOL_PACKAGE = {
   ip: 'iproute2',
   tc: 'iproute2',
 };
+
+/**
+ * Throws one error naming the Python modules Debian's Python cannot import, their apt packages and the setup line.
+ * @param {string[]} modules
+ */
+export function requirePythonModules(modules) {
+  const missing = modules.filter((m) => !pyImports(m));
+  if (missing.length === 0) return;
+  const pkgs = missing.map((m) => `python3-${m}`);
+  throw new Error(
+    `${DEBIAN_PYTHON} cannot import: ${missing.join(', ')} (apt package ${pkgs.join(', ')}). ` +
+      `Install them with the README's first Quickstart line (node scripts/setup.mjs installs them as root) ` +
+      `or: apt-get install -y ${pkgs.join(' ')}`,
+  );
+}
 
 /**
  * Throws one error naming every tool in `tools` that is not on PATH, its apt package and the setup line. Call it
