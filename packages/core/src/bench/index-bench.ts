@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BlockIndex } from '../index-store/index.js';
+import { BlockIndex } from '../index/index.js';
 import { createNamespace, kvLayoutPreset, pageKeys, type Namespace } from '../keys/index.js';
 
 export interface IndexBenchOptions {

@@ -1,7 +1,7 @@
 /** Public types of the block index. */
 import type { TierKind } from '@tiersync/tiers';
 
-/** Lower-case hex, 16..128 characters (the tiers' PageKey). */
+/** Lower-case hex, 16..128 characters, an even count (the tiers' PageKey). */
 export type PageKey = string;
 
 /** A tier as the index sees it. */
@@ -21,7 +21,10 @@ export interface BlockIndexOptions {
   path: string;
   /** The tiers in use, fastest first (lookups list a page's tiers in this order). At least one. */
   tiers: readonly IndexTier[];
-  /** Entries of the in-memory LRU in front of lookups (positive and negative). Default 262,144 (~40 MiB). */
+  /**
+   * Pages whose segments the in-memory cache in front of SQLite keeps (keys, per-page data, copy states and lookup
+   * answers; whole segments are kept or dropped, least recently used first). Default 262,144 (~40 MiB).
+   */
   cacheEntries?: number;
   /**
    * 'normal' (default): WAL with synchronous=NORMAL: a crash of the process never loses or tears a commit; a power
@@ -168,4 +171,26 @@ export interface IndexStats {
   cache: { entries: number; max: number; hits: number; misses: number };
   /** SQLite file size in bytes (main file, without the WAL). */
   fileBytes: number;
+}
+
+/** A page found on a tier, as passed to adoptPages (rebuilding the index from what the tiers hold). */
+export interface AdoptPage {
+  key: PageKey;
+  /** Key of the previous page in the chain; null for the first page of a context. */
+  parent: PageKey | null;
+  /** 0-based page position in its context. */
+  position: number;
+  /** Bytes of the page. */
+  length: number;
+  /** CRC32C of the page bytes, as the tier recorded it. */
+  crc32c: number;
+  /** The tier holds the copy durably (it survives a crash of the writer). */
+  durable: boolean;
+}
+
+export interface AdoptResult {
+  /** Pages now recorded with a ready copy on the tier (new pages, or pages known on other tiers). */
+  adopted: PageKey[];
+  /** Pages that already had a copy (in any state) on that tier: left as they were. */
+  existing: PageKey[];
 }

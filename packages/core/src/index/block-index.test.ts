@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { TierSyncError } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 import { createNamespace, kvLayoutPreset, pageKeys, type Namespace } from '../keys/index.js';
 import { BlockIndex, type IndexTier, type StorePage } from './index.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from './schema.js';
@@ -57,13 +57,21 @@ function checkInvariants(file: string) {
   const db = new Database(file, { readonly: true });
   try {
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = c.run)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.run = r.id)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = r.ns)').get()).toEqual({ n: 0 });
-    // No copies row without a page in it; at most one state per page; flags only on held pages.
-    expect(db.prepare('SELECT count(*) AS n FROM copies WHERE (pending | ready | evicting) = 0').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM copies WHERE (pending & ready) | (pending & evicting) | (ready & evicting) <> 0').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM runs WHERE length(keys) % count <> 0 OR count > 32 OR length(lengths) <> 4 * count').get()).toEqual({ n: 0 });
+    // Every copies row belongs to a segment, every segment has a copies row, pagedata and an anchor at slot 0.
+    expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = c.id / 256)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.id / 256 = s.id)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM pagedata p WHERE p.seg = s.id)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM anchors a WHERE a.seg = s.id AND a.slot = 0)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM anchors a WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = a.seg)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = s.ns)').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM segments WHERE length(keys) <> count * width OR count > 4096').get()).toEqual({ n: 0 });
+    // No copies row without a held page; flags only on held pages; one state byte per page.
+    const rows = db.prepare('SELECT c.id, c.states, s.count FROM copies c JOIN segments s ON s.id = c.id / 256').all() as Array<{ states: Buffer; count: number }>;
+    for (const r of rows) {
+      expect(r.states.length).toBe(r.count);
+      expect(r.states.some((b) => (b & 3) !== 0)).toBe(true);
+      expect(r.states.every((b) => b < 16 && ((b & 3) !== 0 || b === 0))).toBe(true);
+    }
   } finally {
     db.close();
   }
@@ -193,10 +201,11 @@ describe('block index: store and lookup', () => {
     const copies = index.beginLoad(keys, { ttlMs: 1000, owner: 'load:1' });
     expect(copies).toEqual(index.copiesOf(keys));
     expect(copies.map((c) => c.map((x) => x.tier))).toEqual([['host'], ['host', 'fs'], ['host'], [], []]);
-    expect(index.pinned(keys)).toEqual([true, true, true, true, true]);
-    expect(index.removeCopies('host', keys).pinned).toEqual(keys);
+    // Load pins live in memory and hold the pages that exist (keys 3 and 4 have none).
+    expect(index.pinned(keys)).toEqual([true, true, true, false, false]);
+    expect(index.removeCopies('host', keys).pinned).toEqual(keys.slice(0, 3));
     clock += 100;
-    expect(index.endLoad(keys, { owner: 'load:1', touched: keys.slice(0, 2) })).toBe(5);
+    expect(index.endLoad(keys, { owner: 'load:1', touched: keys.slice(0, 2) })).toBe(3);
     expect(index.pinned(keys)).toEqual([true, false, false, false, false]); // the other owner's pin stays
     expect(index.pages(keys.slice(0, 3)).map((p) => [p!.hits, p!.lastAccessMs])).toEqual([
       [1, clock],
@@ -279,16 +288,18 @@ describe('block index: bad input', () => {
   it('rolls a failing batch back completely', () => {
     const index = open();
     const keys = chain(600);
-    // Make the SQL fail half-way: a trigger rejects the run that holds page 550 (positions 544..575).
-    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies WHEN (SELECT position FROM runs WHERE id = NEW.run) = 544 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    // Make the SQL fail half-way: a trigger rejects the copies row, written after the segment, pagedata and anchors.
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     const e = thrown(() => index.beginStore(ns.id, 'host', specs(keys)));
     expect(e.code).toBe('ERR_IO');
     expect(e.message).toMatch(/beginStore failed: injected failure/);
     expect(index.stats().pages).toBe(0);
+    expect(index._internal.db.prepare('SELECT (SELECT count(*) FROM segments) + (SELECT count(*) FROM anchors) + (SELECT count(*) FROM pagedata) AS n').get()).toEqual({ n: 0 });
     index._internal.db.exec('DROP TRIGGER reject');
     store(index, keys);
-    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies WHEN (SELECT position FROM runs WHERE id = NEW.run) = 576 AND NEW.evicting <> 0 BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+    index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     expect(thrown(() => index.markEvicting('host', keys)).code).toBe('ERR_IO');
+    index._internal.db.exec('DROP TRIGGER reject');
     expect(index.copiesOf([keys[0]!])[0]![0]!.state).toBe('ready');
     expect(index.lookupPrefix(keys)).toHaveLength(600);
     index.close();
@@ -370,11 +381,11 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 4, unverified: 2, orphanPages: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 5, unverified: 2, orphanPages: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs']]);
     expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ location: 'f0', verified: false }]);
     index.close();
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5]);
   });
 
   it('upgrades a version-2 database in place to the current schema (runs of pages), keeping pages, copies and pins', () => {
@@ -392,7 +403,7 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     let index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: 4, unverified: 3, orphanPages: 0, expiredPins: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: 5, unverified: 3, orphanPages: 0, expiredPins: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs'], ['fs']]);
     expect(index.pages(keys)).toEqual(
       keys.map((key, i) => ({ key, namespace: ns.id, parent: i ? keys[i - 1] : null, position: i, length: 4096, crc32c: 100 + i, createdMs: 1, lastAccessMs: 2, hits: 3 })),
@@ -406,15 +417,15 @@ describe('block index: restart and recovery', () => {
     index.close();
     checkInvariants(file);
     const raw = new Database(file, { readonly: true });
-    expect(raw.pragma('user_version', { simple: true })).toBe(4);
+    expect(raw.pragma('user_version', { simple: true })).toBe(5);
     // The three chain pages became one run (the removed ones are holes until stored again), the new chain another.
-    expect(raw.prepare('SELECT count, length(keys) AS bytes, position FROM runs ORDER BY id').all()).toEqual([
+    expect(raw.prepare('SELECT count, length(keys) AS bytes, position FROM segments ORDER BY id').all()).toEqual([
       { count: 3, bytes: 96, position: 0 },
       { count: 4, bytes: 128, position: 0 },
     ]);
     raw.close();
     index = open(file);
-    expect(index.recovery.migratedFrom).toBe(4);
+    expect(index.recovery.migratedFrom).toBe(5);
     expect(index.lookupPrefix([keys[1]!])).toHaveLength(1);
     index.close();
   });
@@ -438,7 +449,7 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 3, schemaVersion: 4, droppedVolatile: { host: 1 }, unverified: 90, orphanPages: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 3, schemaVersion: 5, droppedVolatile: { host: 1 }, unverified: 90, orphanPages: 0 });
     expect(index.lookupPrefix(keys)).toHaveLength(40);
     expect(index.lookupPrefix(keys.slice(50))).toHaveLength(50);
     expect(index.pages([keys[0]!, keys[39]!, keys[40]!, keys[50]!, keys[99]!])).toEqual([
@@ -460,7 +471,7 @@ describe('block index: restart and recovery', () => {
     const raw = new Database(file, { readonly: true });
     // Anchors change every 64 pages: 0..39 (32 + 8), 50..63, 64..99 (32 + 4), then the gap's own run.
     // (The test's store() numbers the gap's pages from 0.)
-    expect(raw.prepare('SELECT position, count FROM runs ORDER BY position, count').all()).toEqual([
+    expect(raw.prepare('SELECT position, count FROM segments ORDER BY position, count').all()).toEqual([
       { position: 0, count: 10 },
       { position: 0, count: 32 },
       { position: 32, count: 8 },
@@ -478,6 +489,6 @@ describe('block index: restart and recovery', () => {
     db.close();
     const e = thrown(() => BlockIndex.open({ path: file, tiers: TIERS }));
     expect(e.code).toBe('ERR_UNSUPPORTED');
-    expect(e.message).toMatch(/schema version 99, newer than this release supports \(4\)/);
+    expect(e.message).toMatch(/schema version 99, newer than this release supports \(5\)/);
   });
 });

@@ -78,10 +78,14 @@ describe('block index: kill -9 during commits', () => {
 
       const db = new Database(file, { readonly: true });
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = c.run)').get()).toEqual({ n: 0 });
-      expect(db.prepare('SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.run = r.id)').get()).toEqual({ n: 0 });
-      // After recovery only ready copies remain: nothing pending or being evicted.
-      expect(db.prepare('SELECT count(*) AS n FROM copies WHERE pending <> 0 OR evicting <> 0 OR ready = 0').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = c.id / 256)').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.id / 256 = s.id)').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM anchors a WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = a.seg)').get()).toEqual({ n: 0 });
+      // After recovery only ready copies remain: nothing pending or being evicted, no copies row without a page.
+      for (const r of db.prepare('SELECT states FROM copies').all() as Array<{ states: Buffer }>) {
+        expect(r.states.every((b) => (b & 3) === 0 || (b & 3) === 2)).toBe(true);
+        expect(r.states.some((b) => (b & 3) === 2)).toBe(true);
+      }
       db.close();
     }
     expect(done.size).toBeGreaterThanOrEqual(36);

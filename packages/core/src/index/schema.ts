@@ -18,7 +18,7 @@
  *
  * v1/v2 stored keys as TEXT in WITHOUT ROWID tables (about 320 bytes per page); migration 3 rebuilds them in place.
  *
- * Schema v4 (current) replaces pages and copies with runs, because one SQLite row per page cannot meet the store
+ * Schema v4 replaces pages and copies with runs, because one SQLite row per page cannot meet the store
  * budget: a single-table insert of 2,048 rows alone measured 2.6-3.1 ms here (bench index; target 2 ms for the
  * whole index work), v3 needed five B-tree writes per page (pages, its key and ns indexes, a pending copy, then
  * its commit), 10-15 ms per 2,048-page store.
@@ -33,12 +33,30 @@
  *   `evicting` (the states, at most one set per page), `durable`, `verified`; `locations` is a JSON array of
  *   per-page locations, or NULL when every location is the page key (as TierSync stores them).
  * A store of a 2,048-page chain writes 64 run rows and 64 copies rows, and its commit rewrites those 64 copies rows.
+ *
+ * Schema v5 (current) replaces runs with segments, because v4 still missed its budgets: a store of 2,048 pages took
+ * 4.7 ms (target 1 ms; 64 runs rows with their anchor and ns index entries, 64 copies rows, then 64 copies
+ * updates at commit) and an uncached 2,048-page lookup 3.3 ms p50 / 11.4 ms p99 (64 rows of per-page arrays decoded
+ * in JavaScript, copies masks and JSON locations read per run). v5 keeps what changes apart from what does not:
+ * - segments: the pages of one store that continue each other (one chain, up to SEGMENT_PAGES), in one row whose
+ *   keys never change after the insert: `keys` (the keys' bytes, all `width` long, last so that reading the other
+ *   columns skips its overflow pages), `parent` (of the first page), `position` (of the first page), `ns`.
+ * - anchors: (8-byte anchor, segment, first slot) for each range of a segment's keys that share an anchor, WITHOUT
+ *   ROWID: a key is found by its anchor, then by comparing keys from that slot. 32 small rows per 2,048 pages.
+ * - pagedata: the per-page values that change (u32 `lengths` and `crcs`, `crc_known` one byte per page or empty
+ *   when all are known, f64 `created` and `access` and u32 `hits`, empty until the first touch), one row per
+ *   segment, so a commit with checksums or a touch never rewrites the keys.
+ * - copies: one row per (segment, tier), rowid = segment * 256 + tier code (tier_names), `states` one byte per page
+ *   (copy-state.ts: the state in two bits, durable and verified flags). A commit rewrites this one small row.
+ * - locations: where copies are when not at their key, JSON array per (segment, tier), same rowid as the copies row;
+ *   absent when every location is the key (as TierSync stores them), so commits never rewrite it.
+ * - pins: unchanged since v3; only pins that must survive a restart are rows (load pins live in memory).
+ * A store of a 2,048-page chain writes 1 segments, 1 pagedata, 1 copies row and 32 anchors; its commit rewrites the
+ * copies row. Migration 5 turns each v4 run into one segment (runs were already chain-ordered).
  */
 import type Database from 'better-sqlite3';
 import { TierSyncError } from '@tiersync/native/errors';
 
-/** Copy states as stored in `copies.state`. */
-export const COPY_STATE = { pending: 0, ready: 1, evicting: 2 } as const;
 
 export interface Migration {
   version: number;
@@ -183,6 +201,111 @@ function toRuns(db: Database.Database): void {
   db.exec('DROP TABLE copies_v3; DROP TABLE pages_v3;');
 }
 
+/** Most pages per segment (bytes per segment row: 32 per page for keys, 8 in pagedata, 1 per tier in copies). */
+export const SEGMENT_PAGES = 4096;
+/** Tier codes per segment in copies/locations rowids (rowid = segment * TIER_CODES + code). */
+export const TIER_CODES = 256;
+
+/** Schema v5 (see the file comment). Created by migration 5. */
+const V5_TABLES = `
+  CREATE TABLE tier_names (code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+  CREATE TABLE segments (
+    id INTEGER PRIMARY KEY,
+    ns INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    parent BLOB,
+    keys BLOB NOT NULL
+  );
+  CREATE INDEX segments_ns ON segments(ns);
+  CREATE TABLE anchors (
+    anchor BLOB NOT NULL,
+    seg INTEGER NOT NULL,
+    slot INTEGER NOT NULL,
+    PRIMARY KEY (anchor, seg, slot)
+  ) WITHOUT ROWID;
+  CREATE TABLE pagedata (
+    seg INTEGER PRIMARY KEY,
+    lengths BLOB NOT NULL,
+    crcs BLOB NOT NULL,
+    crc_known BLOB NOT NULL,
+    created BLOB NOT NULL,
+    access BLOB NOT NULL,
+    hits BLOB NOT NULL
+  );
+  CREATE TABLE copies (id INTEGER PRIMARY KEY, states BLOB NOT NULL, updated_ms INTEGER NOT NULL);
+  CREATE TABLE locations (id INTEGER PRIMARY KEY, list TEXT NOT NULL);
+`;
+
+/** The anchor rows of a segment's keys: (slot where a range of equal anchors starts). */
+export function anchorSlots(keys: Uint8Array, width: number, count: number): number[] {
+  const out: number[] = [];
+  for (let s = 0; s < count; s++) {
+    if (s > 0) {
+      let same = true;
+      for (let j = 0; j < 8; j++) {
+        if (keys[s * width + j] !== keys[(s - 1) * width + j]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) continue;
+    }
+    out.push(s);
+  }
+  return out;
+}
+
+/** Migration 5: each v4 run becomes a segment; copies masks become one state byte per page. */
+function toSegments(db: Database.Database): void {
+  db.exec('ALTER TABLE copies RENAME TO copies_v4; ALTER TABLE runs RENAME TO runs_v4; DROP INDEX runs_anchor; DROP INDEX runs_ns;');
+  db.exec(V5_TABLES);
+  const codes = new Map<string, number>();
+  const addTier = db.prepare('INSERT INTO tier_names(code, name) VALUES (?, ?)');
+  const insertSeg = db.prepare('INSERT INTO segments(id, ns, count, width, position, created_ms, parent, keys) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+  const insertData = db.prepare('INSERT INTO pagedata(seg, lengths, crcs, crc_known, created, access, hits) VALUES (?, ?, ?, ?, ?, ?, ?)');
+  const insertAnchor = db.prepare('INSERT INTO anchors(anchor, seg, slot) VALUES (?, ?, ?)');
+  const insertCopy = db.prepare('INSERT INTO copies(id, states, updated_ms) VALUES (?, ?, ?)');
+  const insertLoc = db.prepare('INSERT INTO locations(id, list) VALUES (?, ?)');
+  const countOf = db.prepare('SELECT count FROM segments WHERE id = ?');
+  for (const r of db.prepare('SELECT * FROM runs_v4').all() as Array<Record<string, unknown>>) {
+    const count = r.count as number;
+    const keys = r.keys as Buffer;
+    const width = keys.length / count;
+    const id = r.id as number;
+    const known = r.crc_known as number;
+    const crcKnown = Buffer.alloc(count);
+    for (let s = 0; s < count; s++) crcKnown[s] = (known >>> s) & 1;
+    insertSeg.run(id, r.ns, count, width, r.position, r.created_ms, r.parent, keys);
+    insertData.run(id, r.lengths, r.crcs, crcKnown.every((b) => b === 1) ? Buffer.alloc(0) : crcKnown, r.created, r.access, r.hits);
+    for (const s of anchorSlots(keys, width, count)) insertAnchor.run(keys.subarray(s * width, s * width + 8), id, s);
+  }
+  for (const c of db.prepare('SELECT * FROM copies_v4').all() as Array<Record<string, number | string | null>>) {
+    const tier = c.tier as string;
+    let code = codes.get(tier);
+    if (code === undefined) {
+      code = codes.size + 1;
+      codes.set(tier, code);
+      addTier.run(code, tier);
+    }
+    const count = (countOf.get(c.run) as { count: number } | undefined)?.count;
+    if (count === undefined) continue;
+    const states = Buffer.alloc(count);
+    for (let s = 0; s < count; s++) {
+      const bit = (1 << s) >>> 0;
+      const state = (c.pending as number) & bit ? 1 : (c.ready as number) & bit ? 2 : (c.evicting as number) & bit ? 3 : 0;
+      if (state === 0) continue;
+      states[s] = state | ((c.durable as number) & bit ? 4 : 0) | ((c.verified as number) & bit ? 8 : 0);
+    }
+    const rowid = (c.run as number) * TIER_CODES + code;
+    insertCopy.run(rowid, states, c.updated_ms);
+    if (c.locations !== null) insertLoc.run(rowid, c.locations);
+  }
+  db.exec('DROP TABLE copies_v4; DROP TABLE runs_v4;');
+}
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -288,6 +411,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 4,
     description: 'runs of up to 32 pages of one chain, copies as bit masks per (run, tier)',
     sql: toRuns,
+  },
+  {
+    version: 5,
+    description: 'segments (one row per stored chain, immutable keys), anchors, per-page data, copies as state bytes',
+    sql: toSegments,
   },
 ];
 

@@ -1,0 +1,113 @@
+/**
+ * Page keys as the index handles them: bytes. The public API takes keys as lower-case hex strings; a batch is
+ * validated and decoded here once (one join and one hex decode for the whole batch, no regular expression per
+ * key), and everything inside the index compares bytes. Error messages are built only on failure.
+ */
+import { TierSyncError, describeValue } from '@tiersync/native/errors';
+
+/** Bytes of the anchor: keys of one chain share their first 8 bytes (keys/page-keys.ts), the index finds keys by it. */
+export const ANCHOR_BYTES = 8;
+
+/** Keys of a batch as bytes: key i is bytes[off[i] .. off[i + 1]). */
+export interface KeyBatch {
+  readonly n: number;
+  readonly bytes: Uint8Array;
+  readonly off: Int32Array;
+}
+
+export function invalid(message: string): TierSyncError {
+  return new TierSyncError(message, 'ERR_INVALID_ARGUMENT');
+}
+
+const KEY_RE = /^(?:[0-9a-f]{2}){8,64}$/;
+
+function badKey(value: unknown, name: string): TierSyncError {
+  return invalid(`${name} must be a page key (16..128 lower-case hex characters, an even count), got ${describeValue(value)}`);
+}
+
+/** Checks one key (cold paths: single keys, error reporting). */
+export function checkKey(value: unknown, name: string | (() => string)): asserts value is string {
+  if (typeof value !== 'string' || !KEY_RE.test(value)) throw badKey(value, typeof name === 'function' ? name() : name);
+}
+
+/**
+ * Validates and decodes `keys` (each a page key) into one buffer.
+ * @param name names key i in an error message (`keys[3]`, `pages[3].key`).
+ * @throws TierSyncError ERR_INVALID_ARGUMENT naming the first bad key.
+ */
+export function decodeKeys(keys: readonly unknown[], name: (i: number) => string): KeyBatch {
+  const n = keys.length;
+  const off = new Int32Array(n + 1);
+  let chars = 0;
+  for (let i = 0; i < n; i++) {
+    const k = keys[i];
+    if (typeof k !== 'string' || k.length < 16 || k.length > 128 || (k.length & 1) !== 0) throw badKey(k, name(i));
+    chars += k.length;
+    off[i + 1] = chars >> 1;
+  }
+  const joined = (keys as readonly string[]).join('');
+  // Buffer's hex decoder stops at the first non-hex pair and accepts upper case: both show here, once per batch.
+  const bytes = Buffer.from(joined, 'hex');
+  if (bytes.length * 2 !== chars || joined.toLowerCase() !== joined) {
+    for (let i = 0; i < n; i++) checkKey(keys[i], () => name(i));
+  }
+  return { n, bytes, off };
+}
+
+/** A batch of one key (cold paths). */
+export function decodeKey(key: unknown, name: string): KeyBatch {
+  return decodeKeys([key], () => name);
+}
+
+/** Whether a[ao..ao+w) equals b[bo..bo+w). */
+export function bytesEqual(a: Uint8Array, ao: number, b: Uint8Array, bo: number, w: number): boolean {
+  for (let j = 0; j < w; j++) if (a[ao + j] !== b[bo + j]) return false;
+  return true;
+}
+
+/** The anchor of the key at `o` as a number (its first 6 bytes, big-endian): a map key; equal anchors give equal numbers. */
+export function anchorNumber(bytes: Uint8Array, o: number): number {
+  return bytes[o]! * 2 ** 40 + bytes[o + 1]! * 2 ** 32 + ((bytes[o + 2]! << 24) >>> 0) + (bytes[o + 3]! << 16) + (bytes[o + 4]! << 8) + bytes[o + 5]!;
+}
+
+/** anchorNumber of a hex key string (NaN when it does not start with 12 hex characters). */
+export function anchorNumberOfHex(key: string): number {
+  return Number.parseInt(key.substring(0, 12), 16);
+}
+
+/**
+ * Index of the first key of `batch` that equals an earlier one, or -1. An open-addressing table of key indices in
+ * a typed array (hash of the key's first and last 8 bytes), no per-key objects.
+ */
+export function firstDuplicate(batch: KeyBatch): number {
+  const { n, bytes, off } = batch;
+  if (n < 2) return -1;
+  let size = 16;
+  while (size < n * 2) size <<= 1;
+  const table = new Int32Array(size).fill(-1);
+  const mask = size - 1;
+  for (let i = 0; i < n; i++) {
+    const o = off[i]!;
+    const w = off[i + 1]! - o;
+    let h = 0x811c9dc5 ^ w;
+    for (let j = 0; j < 8; j++) h = Math.imul(h ^ bytes[o + j]!, 0x01000193);
+    for (let j = w - 8; j < w; j++) h = Math.imul(h ^ bytes[o + j]!, 0x01000193);
+    let slot = (h ^ (h >>> 15)) & mask;
+    for (;;) {
+      const at = table[slot]!;
+      if (at < 0) {
+        table[slot] = i;
+        break;
+      }
+      const ao = off[at]!;
+      if (off[at + 1]! - ao === w && bytesEqual(bytes, ao, bytes, o, w)) return i;
+      slot = (slot + 1) & mask;
+    }
+  }
+  return -1;
+}
+
+/** Hex of `bytes[o..o+w)` (cold paths: keys the caller never named, such as parents and deleted pages). */
+export function hexOf(bytes: Uint8Array, o: number, w: number): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + o, w).toString('hex');
+}
