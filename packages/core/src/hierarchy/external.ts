@@ -1,0 +1,59 @@
+/**
+ * Pages that reach a tier from outside store(): the daemon's peer endpoint and same-host clients write bytes into
+ * a tier directly, then ask for room first (makeRoomOn), record them (adoptPages), or report them gone
+ * (forgetPages). The planner decides room, victims and write-through as for a store.
+ */
+import type { PageKey } from '@tiersync/tiers';
+import { runMoves } from './background.js';
+import { exclusive, ready, tierNamed, type HierarchyState } from './state.js';
+
+/** Frees room on tier `tier` so `pages` more fit under its high watermark. Returns how many fit. */
+export function makeRoomOn(s: HierarchyState, tier: string, pages: number): Promise<number> {
+  const { planner } = ready(s);
+  const t = tierNamed(s, tier);
+  return exclusive(s, async () => {
+    await runMoves(s, planner.expire(Date.now()));
+    const { fit, moves } = planner.room(t.index, pages);
+    await runMoves(s, moves);
+    return fit;
+  });
+}
+
+/**
+ * Records pages whose bytes are already in tier `tier` as ready copies with the CRC32C they were committed with;
+ * the planner makes them resident and answers write-through copies and pressure. Keys the index already knows on
+ * that tier are left alone. Returns the keys newly recorded. Keys are validated by the caller.
+ */
+export function adoptPages(s: HierarchyState, tier: string, pages: ReadonlyArray<{ key: PageKey; length: number; crc32c: number }>): Promise<PageKey[]> {
+  const { index, planner } = ready(s);
+  const t = tierNamed(s, tier);
+  return exclusive(s, async () => {
+    const begin = index.beginStore(
+      s.namespace.id,
+      t.name,
+      pages.map((p) => ({ key: p.key, parent: null, position: 0, length: p.length, location: p.key, crc32c: p.crc32c })),
+    );
+    // Pages known elsewhere (e.g. on a lower tier) get a copy on this tier too.
+    const more = begin.existing.length ? index.beginCopies(t.name, begin.existing.map((key) => ({ key, location: key }))).added : [];
+    const adopted = [...begin.fresh, ...more];
+    const crcOf = new Map(pages.map((p) => [p.key, p.crc32c]));
+    index.commitCopies(adopted.map((key) => ({ key, tier: t.name, crc32c: crcOf.get(key)!, durable: t.driver.capabilities.persistent })));
+    if (adopted.length) {
+      s.counters.pagesStored += adopted.length;
+      s.emit('block:stored', { keys: adopted, tier: t.name });
+    }
+    // Resident now; bytes written from outside may also have pushed the tier past its high watermark.
+    await runMoves(s, planner.adopt(t.index, adopted));
+    return adopted;
+  });
+}
+
+/** Forgets copies that tier `tier` no longer holds (deleted there by a peer). */
+export function forgetPages(s: HierarchyState, tier: string, keys: readonly PageKey[]): void {
+  const { index, planner } = ready(s);
+  const t = tierNamed(s, tier);
+  if (!keys.length) return;
+  index.removeCopies(t.name, keys, { force: true });
+  planner.forget(t.index, keys);
+  s.emit('block:evicted', { keys: [...keys], tier: t.name });
+}

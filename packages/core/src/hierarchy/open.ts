@@ -1,0 +1,75 @@
+/**
+ * Opening a hierarchy: the tiers' drivers, the planner over their capacities, the block index, and reconciling
+ * the index with what the persistent tiers hold (reconcile.ts: pages the index does not know are adopted).
+ */
+import { HostArena, TierSyncError } from '@tiersync/native';
+import { Planner, type EvictionPolicy } from '@tiersync/policy';
+import { createTier, type PageKey } from '@tiersync/tiers';
+import { BlockIndex } from '../index-store/index.js';
+import { registerNamespace } from './delete.js';
+import { UNLIMITED_PAGES, plannerConfigOf, writeModeOf } from './planner-config.js';
+import { reconcileTiers } from './reconcile.js';
+import type { HierarchyState } from './state.js';
+
+const NOMINAL_READ_BPS: Record<string, number> = { hbm: 100e9, host: 20e9, fs: 2e9, peer: 2e9, object: 0.2e9 };
+
+/** Opens every tier, the planner and the index; copies on volatile tiers from an earlier run are dropped from the index. */
+export async function openHierarchy(s: HierarchyState): Promise<void> {
+  const context = { engine: s.engine, pageBytes: s.pageBytes, fingerprint: `${s.namespace.model}/${s.namespace.layoutFingerprint}` };
+  const names = new Set<string>();
+  for (const [i, t] of s.config.tiers.entries()) {
+    const driver = createTier(t.url, context);
+    const name = t.name ?? driver.capabilities.kind;
+    if (names.has(name)) throw new TierSyncError(`config tiers.${i}.name: '${name}' is used twice (give each tier a name)`, 'ERR_CONFIG');
+    names.add(name);
+    await driver.open();
+    const capacity = driver.stats().capacityBytes;
+    s.tiers.push({
+      index: i,
+      name,
+      driver,
+      capacityPages: capacity > 0 ? Math.floor(capacity / s.pageBytes) : UNLIMITED_PAGES,
+      writeMode: writeModeOf(t),
+      readBps: NOMINAL_READ_BPS[driver.capabilities.kind] ?? 1e9,
+    });
+  }
+  const planner = new Planner(
+    plannerConfigOf(
+      s.config,
+      s.tiers.map((t) => t.capacityPages),
+      s.tiers.map((t) => t.name),
+    ),
+  );
+  s.planner = planner;
+  s.index = BlockIndex.open({
+    path: s.config.index.path,
+    synchronous: s.config.index.synchronous,
+    tiers: s.tiers.map((t) => ({ name: t.name, kind: t.driver.capabilities.kind, persistent: t.driver.capabilities.persistent })),
+  });
+  registerNamespace(s);
+  // reconcileTiers tells each tier's policy what the tier holds; the planner owns the policies, so it is handed
+  // a view that records those pages as resident there (planner.restore).
+  s.reconciled = await reconcileTiers(
+    s.index,
+    s.tiers.map((t) => ({ name: t.name, driver: t.driver, policy: residentView(planner, t.index) })),
+  );
+  s.staging = HostArena.create({ capacity: s.config.stagingPages * s.pageBytes });
+}
+
+/** The part of EvictionPolicy that reconcileTiers uses, over the planner's record of tier `tier`. */
+function residentView(planner: Planner, tier: number): EvictionPolicy<string> {
+  const view = {
+    has: (key: PageKey) => planner.holds(tier, key),
+    canAdmit: (key: PageKey) => !planner.holds(tier, key),
+    insert: (key: PageKey) => {
+      planner.restore(tier, [key]);
+      return [];
+    },
+    remove: (key: PageKey) => {
+      const had = planner.holds(tier, key);
+      planner.forget(tier, [key]);
+      return had;
+    },
+  };
+  return view as unknown as EvictionPolicy<string>;
+}
