@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError, TransferEngine } from '@tiersync/native';
 import { runCrashLoop } from '../reliability/crash-loop.js';
+import { runIndexLoss } from '../reliability/index-loss.js';
 import { runBitRot, runDiskFull, runIoErrors, runStalledTier } from '../reliability/disk-faults.js';
 import { passed, type ReliabilityReport, type ScenarioResult } from '../reliability/report.js';
 import { runPeerFaults } from '../reliability/network-faults.js';
@@ -19,6 +20,7 @@ export const reliabilityUsage = `Usage: tiersync bench reliability [--scenarios 
 
 Scenarios (default: all):
   crash              SIGKILL a writer at random moments, restart, check acknowledged pages (--cycles, default 200)
+  index-loss         SIGKILL a writer, delete the index file, reopen on the tiers alone; then ':memory:' twice (--cycles, default 20)
   io-errors          EIO on fs writes, reads and deletes through the fault tier (--operations, default 400)
   bit-rot            bytes flipped in the fs tier's slab files behind its back
   disk-full          the fs tier on a 4 MiB tmpfs (root)
@@ -30,7 +32,7 @@ Scenarios (default: all):
   fuzz               fast-check of configs, layouts, tier URLs, peer frames, RESP, native descriptors (--cases, default 100000)
   soak               a daemon under --sessions (default 1000) concurrent client sessions for --seconds (default 600)`;
 
-const ALL = ['crash', 'io-errors', 'bit-rot', 'disk-full', 'stall', 'peer', 's3', 'redis', 'security', 'fuzz', 'soak'] as const;
+const ALL = ['crash', 'index-loss', 'io-errors', 'bit-rot', 'disk-full', 'stall', 'peer', 's3', 'redis', 'security', 'fuzz', 'soak'] as const;
 type Name = (typeof ALL)[number];
 
 export interface ReliabilityBenchOptions {
@@ -59,6 +61,7 @@ export async function runReliabilityBench(o: ReliabilityBenchOptions = {}): Prom
     }
   };
   await step('crash', () => runCrashLoop({ cycles: o.cycles ?? 200, log }));
+  await step('index-loss', () => runIndexLoss({ cycles: o.cycles ? Math.min(o.cycles, 20) : 20, log }));
   await step('io-errors', () => runIoErrors({ ...(o.operations ? { operations: o.operations } : {}), log }));
   await step('bit-rot', () => runBitRot({ ...(o.operations ? { operations: o.operations } : {}), log }));
   await step('disk-full', () => runDiskFull({ ...(o.operations ? { operations: o.operations } : {}), log }));

@@ -1,9 +1,14 @@
 /**
  * Reconciling the block index with what the persistent tiers hold, when a hierarchy opens.
+ *
+ * The index is a fast record, not the only truth: every persistent tier stores with each page its namespace,
+ * parent and position (PageWrite.meta), besides key, length and CRC32C. So pages a tier holds that the index does
+ * not know (a `:memory:` index, a lost or stale index file, a crash between a tier write and its index commit) are
+ * adopted back into the index, never deleted: nothing acknowledged durable is lost because the index forgot it.
  */
 import type { EvictionPolicy } from '@tiersync/policy';
-import type { TierDriver } from '@tiersync/tiers';
-import type { BlockIndex } from '../index-store/index.js';
+import type { PageInfo, PageKey, TierDriver } from '@tiersync/tiers';
+import type { BlockIndex, StorePage } from '../index-store/index.js';
 
 /** What reconcileTiers needs of each tier. */
 export interface ReconcileTier {
@@ -12,19 +17,143 @@ export interface ReconcileTier {
   policy: EvictionPolicy<string>;
 }
 
-/** Persistent tiers: forget index copies the tier no longer holds; let policies know what each tier holds. */
-export async function reconcileTiers(index: BlockIndex, tiers: readonly ReconcileTier[]): Promise<void> {
+export interface ReconcileOptions {
+  /**
+   * Namespace id that pages recorded without meta (written by an older format, or without `meta`) are adopted
+   * under, as keyed pages (parent null, position 0). Default: the index's only registered namespace; with none or
+   * several, such pages cannot be attributed and are left on the tier untouched.
+   */
+  namespace?: string;
+}
+
+/** What reconcileTiers found on one persistent tier. */
+export interface TierAdoption {
+  tier: string;
+  /** Pages the tier holds. */
+  held: number;
+  /** Of those, pages the index already recorded on this tier. */
+  known: number;
+  /** Pages the index did not record on this tier, now recorded as ready, durable copies with their CRC32C. */
+  adopted: number;
+  /** Of `adopted`, pages recorded without meta (adopted as keyed pages: parent null, position 0). */
+  adoptedKeyed: number;
+  /** Pages of namespaces this index has not registered (another model or tenant on a shared tier): left alone. */
+  foreign: number;
+  /** Pages without meta whose namespace cannot be known (see ReconcileOptions.namespace): left alone. */
+  unattributed: number;
+}
+
+export interface ReconcileReport {
+  /** One entry per persistent tier, in tier order. */
+  tiers: TierAdoption[];
+  /** Sum of `adopted` over the tiers. */
+  adopted: number;
+}
+
+/** Pages adopted per index transaction: bounds one transaction's size on a tier with millions of pages. */
+const ADOPT_BATCH = 4096;
+
+/**
+ * Persistent tiers: adopts into the index every page a tier holds that the index does not record there (under the
+ * namespace the page was written with, so lookups by prefix find it again), leaves pages of unregistered namespaces
+ * alone, and lets each tier's policy know what the tier holds. Never deletes a page. Returns what it adopted per
+ * tier, for the caller to log or emit.
+ *
+ * Index copies that a tier no longer holds are not enumerated here (the index has no per-tier listing): the first
+ * load that misses on that tier drops the copy.
+ */
+export async function reconcileTiers(index: BlockIndex, tiers: readonly ReconcileTier[], options: ReconcileOptions = {}): Promise<ReconcileReport> {
+  const registered = new Set(index.namespaces().map((n) => n.id));
+  const fallback = options.namespace ?? (registered.size === 1 ? [...registered][0] : undefined);
+  const report: ReconcileReport = { tiers: [], adopted: 0 };
   for (const t of tiers) {
     if (!t.driver.capabilities.persistent) continue;
-    const held = new Set<string>();
-    for await (const p of t.driver.list()) held.add(p.key);
-    for (const key of held) if (t.policy.canAdmit(key, 1)) t.policy.insert(key, 1);
-    const known = index.copiesOf([...held]);
-    const stale = [...held].filter((_, i) => !known[i]!.some((c) => c.tier === t.name));
-    // Pages on the tier that the index does not know (e.g. index lost): not reachable by lookup; free them.
-    if (stale.length) {
-      await t.driver.delete(stale);
-      for (const k of stale) t.policy.remove(k);
+    const held: PageInfo[] = [];
+    for await (const p of t.driver.list()) held.push(p);
+    const r: TierAdoption = { tier: t.name, held: held.length, known: 0, adopted: 0, adoptedKeyed: 0, foreign: 0, unattributed: 0 };
+    const tracked: PageKey[] = [];
+    for (let at = 0; at < held.length; at += ADOPT_BATCH) {
+      const part = held.slice(at, at + ADOPT_BATCH);
+      const copies = index.copiesOf(part.map((p) => p.key));
+      const elsewhere: PageInfo[] = [];
+      const byNamespace = new Map<string, StorePage[]>();
+      part.forEach((p, i) => {
+        const c = copies[i]!;
+        if (c.some((x) => x.tier === t.name)) {
+          r.known++;
+          tracked.push(p.key);
+          return;
+        }
+        // The page is recorded (on other tiers): this tier's copy joins it, whatever namespace the tier says.
+        if (c.length > 0) {
+          elsewhere.push(p);
+          return;
+        }
+        const ns = p.meta?.namespace ?? fallback;
+        if (ns === undefined) {
+          r.unattributed++;
+          return;
+        }
+        if (!registered.has(ns)) {
+          r.foreign++;
+          return;
+        }
+        if (!p.meta) r.adoptedKeyed++;
+        const list = byNamespace.get(ns) ?? [];
+        list.push({ key: p.key, parent: p.meta?.parent ?? null, position: p.meta?.position ?? 0, length: p.length, location: p.key, crc32c: p.crc32c });
+        byNamespace.set(ns, list);
+      });
+      const crcOf = new Map(part.map((p) => [p.key, p.crc32c]));
+      const adopted: PageKey[] = [];
+      for (const [ns, pages] of byNamespace) {
+        const begin = index.beginStore(ns, t.name, chainOrder(pages));
+        adopted.push(...begin.fresh);
+        // Recorded meanwhile by an earlier batch (a key listed twice cannot happen; a chain split across batches can).
+        if (begin.existing.length) elsewhere.push(...begin.existing.map((key) => ({ key, length: 0, crc32c: crcOf.get(key)! })));
+      }
+      if (elsewhere.length) adopted.push(...index.beginCopies(t.name, elsewhere.map((p) => ({ key: p.key, location: p.key }))).added);
+      // Ready, durable, with the CRC32C the tier recorded: the tier checks it on every read (verifiesOnRead).
+      const committed = adopted.length ? index.commitCopies(adopted.map((key) => ({ key, tier: t.name, crc32c: crcOf.get(key)!, durable: true }))) : { committed: 0 };
+      r.adopted += committed.committed;
+      tracked.push(...adopted);
     }
+    for (const key of tracked) if (!t.policy.has(key) && t.policy.canAdmit(key, 1)) t.policy.insert(key, 1);
+    report.tiers.push(r);
+    report.adopted += r.adopted;
   }
+  return report;
+}
+
+/**
+ * Orders pages so each chain's pages follow one another (parent, then child, position + 1): the index then packs
+ * them into shared runs, as a store of the chain would have. Pages whose parent is not in the batch start chains.
+ */
+export function chainOrder(pages: readonly StorePage[]): StorePage[] {
+  const byKey = new Map(pages.map((p) => [p.key, p]));
+  const children = new Map<PageKey, StorePage[]>();
+  for (const p of pages) {
+    if (p.parent === null || !byKey.has(p.parent)) continue;
+    const list = children.get(p.parent) ?? [];
+    list.push(p);
+    children.set(p.parent, list);
+  }
+  const out: StorePage[] = [];
+  const placed = new Set<PageKey>();
+  const walk = (start: StorePage) => {
+    const stack = [start];
+    while (stack.length) {
+      const p = stack.pop()!;
+      if (placed.has(p.key)) continue;
+      placed.add(p.key);
+      out.push(p);
+      // Pushed in reverse, so the first child is walked next and continues the current run.
+      const next = children.get(p.key) ?? [];
+      for (let i = next.length - 1; i >= 0; i--) stack.push(next[i]!);
+    }
+  };
+  const roots = pages.filter((p) => p.parent === null || !byKey.has(p.parent)).sort((a, b) => a.position - b.position);
+  for (const r of roots) walk(r);
+  // A cycle of parents (damage, not a real chain) has no root: keep its pages anyway.
+  for (const p of pages) if (!placed.has(p.key)) walk(p);
+  return out;
 }
