@@ -256,6 +256,66 @@ describe('block index: store and lookup', () => {
   });
 });
 
+describe('block index: adoptPages', () => {
+  it('records pages found on a tier as ready copies in one transaction, and reports those already there', () => {
+    const file = path.join(dir, 'index.sqlite');
+    let index = open(file);
+    const keys = chain(70);
+    store(index, keys.slice(0, 5), 'host'); // pages 0..4 known on host
+    const found = keys.map((key, i) => ({ key, parent: i ? keys[i - 1]! : null, position: i, length: 4096, crc32c: 500 + i, durable: true }));
+    const r = index.adoptPages(ns.id, 'fs', found);
+    expect(r).toEqual({ adopted: keys, existing: [] });
+    expect(index.lookupPrefix(keys).map((h) => h.tiers.join())).toEqual([...new Array(5).fill('host,fs'), ...new Array(65).fill('fs')]);
+    expect(index.copiesOf([keys[9]!])[0]).toEqual([{ tier: 'fs', location: keys[9], state: 'ready', durable: true, verified: false, updatedMs: clock }]);
+    expect(index.pages([keys[9]!])[0]).toMatchObject({ parent: keys[8], position: 9, length: 4096, crc32c: 509 });
+    // Adopting again changes nothing.
+    expect(index.adoptPages(ns.id, 'fs', found.slice(0, 3))).toEqual({ adopted: [], existing: keys.slice(0, 3) });
+    // Bad input names the field and changes nothing.
+    expect(thrown(() => index.adoptPages(ns.id, 'fs', [{ ...found[0]!, key: chain(1, 9)[0]! }, { ...found[1]!, durable: 'yes' as never }])).message).toMatch(/pages\[1\]\.durable/);
+    expect(thrown(() => index.adoptPages(ns.id, 'tape', found)).message).toMatch(/tier must be one of/);
+    index.close();
+    checkInvariants(file);
+    // Durable adopted copies survive a restart (unverified), as stored ones do.
+    index = open(file);
+    expect(index.lookupPrefix(keys)).toHaveLength(70);
+    expect(index.recovery).toMatchObject({ unverified: 70, droppedVolatile: { host: 5 } });
+    index.close();
+  });
+
+  it('rebuilds a lost index from what a tier reports', () => {
+    const keys = chain(40, 3);
+    const a = open(path.join(dir, 'a.sqlite'));
+    store(a, keys, 'fs', true);
+    const report = a.pages(keys).map((p) => ({ key: p!.key, parent: p!.parent, position: p!.position, length: p!.length, crc32c: p!.crc32c!, durable: true }));
+    a.close();
+    const b = open(path.join(dir, 'b.sqlite'));
+    expect(b.adoptPages(ns.id, 'fs', report).adopted).toHaveLength(40);
+    expect(b.lookupPrefix(keys).map((h) => h.key)).toEqual(keys);
+    expect(b.pages(keys)).toEqual(report.map((p) => expect.objectContaining({ key: p.key, parent: p.parent, crc32c: p.crc32c })));
+    b.close();
+  });
+});
+
+describe('block index: copy state moves', () => {
+  it('changes copies only through the transition table: moves a state does not allow are reported, not applied', () => {
+    const index = open();
+    const keys = chain(3);
+    index.beginStore(ns.id, 'host', specs(keys));
+    // Evicting or verifying a pending copy is not a move the table allows: nothing changes.
+    expect(index.markEvicting('host', keys)).toEqual({ marked: [], pinned: [], missing: keys });
+    expect(index.markVerified('host', keys)).toBe(0);
+    expect(index.copiesOf(keys).map((c) => c[0]!.state)).toEqual(['pending', 'pending', 'pending']);
+    index.commitCopies(keys.map((key) => ({ key, tier: 'host' })));
+    // Committing twice is refused (reported missing): a ready copy is not pending.
+    expect(index.commitCopies([{ key: keys[0]!, tier: 'host' }])).toEqual({ committed: 0, missing: [keys[0]] });
+    expect(index.abortCopies('host', keys)).toBe(0);
+    expect(index.markEvicting('host', [keys[0]!, keys[0]!])).toEqual({ marked: [keys[0]], pinned: [], missing: [] });
+    expect(index.copiesOf([keys[0]!])[0]![0]!.state).toBe('evicting');
+    expect(index.markEvicting('host', [keys[0]!]).missing).toEqual([keys[0]]);
+    index.close();
+  });
+});
+
 describe('block index: bad input', () => {
   it('names the bad argument and changes nothing', () => {
     const index = open();
@@ -480,6 +540,37 @@ describe('block index: restart and recovery', () => {
       { position: 96, count: 4 },
     ]);
     raw.close();
+  });
+
+  it('migrates a version-4 database (runs and copy masks) to segments, keeping pages, copies and flags', () => {
+    const file = path.join(dir, 'v4.sqlite');
+    const keys = chain(3, 11);
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    expect(migrate(db, 4)).toBe(0);
+    db.prepare('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)').run(ns.id, ns.model, ns.layoutFingerprint, '', 16, 1);
+    const u32 = (v: number[]) => Buffer.from(Uint32Array.from(v).buffer);
+    db.prepare("INSERT INTO runs(id, anchor, ns, count, keys, parent, position, lengths, crcs, crc_known, created, access, hits, created_ms) VALUES (1, ?, 1, 3, ?, NULL, 0, ?, ?, 5, X'', X'', X'', 9)").run(
+      Buffer.from(keys[0]!.slice(0, 16), 'hex'),
+      Buffer.from(keys.join(''), 'hex'),
+      u32([4096, 4097, 4098]),
+      u32([70, 71, 72]),
+    );
+    // fs: pages 0 and 2 ready and durable (page 2 at a custom location); page 1 pending. host: page 1 ready.
+    db.prepare('INSERT INTO copies(run, tier, pending, ready, evicting, durable, verified, locations, updated_ms) VALUES (1, ?, ?, ?, 0, ?, ?, ?, 3)').run('fs', 2, 5, 5, 5, JSON.stringify([null, null, 'far-away']));
+    db.prepare('INSERT INTO copies(run, tier, pending, ready, evicting, durable, verified, locations, updated_ms) VALUES (1, ?, 0, 2, 0, 0, 2, NULL, 3)').run('host');
+    db.close();
+
+    const index = open(file);
+    expect(index.recovery).toMatchObject({ migratedFrom: 4, schemaVersion: 5, droppedVolatile: { host: 1 }, droppedPending: 1, unverified: 2, orphanPages: 1 });
+    expect(index.lookupExact(keys).map((h) => h?.tiers.join())).toEqual(['fs', undefined, 'fs']);
+    expect(index.pages([keys[2]!])[0]).toMatchObject({ position: 2, length: 4098, crc32c: 72, createdMs: 9 });
+    expect(index.pages([keys[0]!])[0]!.crc32c).toBe(70);
+    expect(index.copiesOf([keys[2]!])[0]).toEqual([{ tier: 'fs', location: 'far-away', state: 'ready', durable: true, verified: false, updatedMs: 3 }]);
+    // The hole at page 1 is stored again in its old slot.
+    expect(index.beginStore(ns.id, 'fs', specs(keys)).fresh).toEqual([keys[1]]);
+    index.close();
+    checkInvariants(file);
   });
 
   it('refuses a database from a newer release', () => {
