@@ -48,8 +48,8 @@ export function parityConfig(policy: string, capacity: ParityCapacity, writeMode
     tiers: [
       { url: `hbm://sim?capacity=${capacity.hbm * PAGE_BYTES}`, name: 'hbm', policy, highWatermark: 0.95, lowWatermark: 0.8 },
       { url: `host://?capacity=${capacity.host * PAGE_BYTES}`, name: 'host', policy, writeMode, highWatermark: 0.95, lowWatermark: 0.8 },
-      // fs slots carry a header each: ask for a few more bytes per page so the tier holds `fs` pages.
-      { url: `fs://${dir}/fs?capacity=${capacity.fs * (PAGE_BYTES + 4096)}&preallocate=false`, name: 'fs', policy, writeMode },
+      // fs slots carry a header each, so the tier holds a few pages less than `fs` (the live count is used).
+      { url: `fs://${dir}/fs?capacity=${capacity.fs * PAGE_BYTES}&preallocate=false`, name: 'fs', policy, writeMode },
     ],
   });
 }
@@ -102,7 +102,9 @@ export async function parityCell(workload: Workload, policy: string, capacity: P
   try {
     const config = parityConfig(policy, capacity, writeMode, cellDir);
     const live = await replayLive({ config, workload });
-    const sim = replayPlanned({ config, workload }).counters;
+    // The simulator gets the pages each opened driver reports: an fs tier's slot count depends on its on-disk
+    // geometry, which only the driver knows (the decisions compared here are the planner's, not the URL parser's).
+    const sim = replayPlanned({ config, workload, capacityPages: live.tiers.map((t) => t.capacityPages) }).counters;
     const differences = counterDifferences(live.counters, sim);
     return { policy, capacity: capacity.label, writeMode, identical: differences.length === 0, differences, live: live.counters, sim };
   } finally {

@@ -7,7 +7,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { countersLine } from '../sim/counters.js';
 import { invalid } from '../sim/errors.js';
+import { simHierarchy } from '../sim/hierarchy.js';
+import type { PlannedResult } from '../sim/planned.js';
+import { bundledTrace } from '../sim/trace/bundled.js';
 import type { ExactResult } from '../sim/exact.js';
 import type { SweepJob } from '../sim/jobs.js';
 import { kvBytesPerToken, model as modelPreset, storage as storagePreset, accelerator as acceleratorPreset } from '../sim/model/presets.js';
@@ -20,11 +26,24 @@ import type { TierConfig, TieredResult } from '../sim/tiered.js';
 import { checkFormat, guessFormat, type TraceSource } from '../sim/trace/index.js';
 import { formatSize, parseCount, parseList, parseSize } from '../sim/units.js';
 import type { Command } from './main.js';
+import { loadReplayConfig } from './replay-config.js';
 
 const usage = `Usage: tiersync sim (--trace FILE [--format F] | --workload multi-round-qa) [options]
+       tiersync sim --config FILE [--trace FILE] [--requests N] [--policy LIST] [--model NAME ...] [--json]
 
 Replays a trace through @tiersync/policy's eviction policies (exact mode), or through a modeled hierarchy of
-HBM, host RAM and storage with a TTFT model (tiered mode, with --model). Results per policy x capacity.
+HBM, host RAM and storage with a TTFT model (tiered mode, with --model). Results per policy x capacity. Where
+pages live in a hierarchy is decided by the planner the live hierarchy runs, executed by counting.
+
+Hierarchy config (--config):
+  --config FILE          a hierarchy config, YAML or JSON, as TierSync, \`tiersync serve\` and \`tiersync demo\` take
+                         it (tiers with capacities, write modes, policies, watermarks, admission, promotion).
+                         Without --model: prints the replay's counters, the last line {"counters":{...}} being the
+                         one \`tiersync demo --config FILE --json\` prints for the same requests. With --model: the
+                         TTFT model over these tiers (hbm in place, host RAM, fs as local-nvme, s3/gs as gcs,
+                         peer as filestore). --trace defaults to the bundled Mooncake conversation trace.
+  --requests N           replay only the first N requests (any mode)
+  --policy LIST          with --config: run every tier with each of these policies instead of the config's
 
 Trace:
   --trace FILE           trace file (.gz is read transparently)
@@ -77,7 +96,7 @@ function num(text: string | undefined, name: string): number | undefined {
 export interface SimPlan {
   source: TraceSource;
   jobs: SweepJob[];
-  mode: 'exact' | 'tiered';
+  mode: 'exact' | 'tiered' | 'planned';
 }
 
 /**
@@ -96,8 +115,10 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
       model: { type: 'string' }, accelerator: { type: 'string' }, chips: { type: 'string' }, mfu: { type: 'string' }, hbm: { type: 'string' },
       host: { type: 'string' }, storage: { type: 'string' }, 'no-layerwise': { type: 'boolean' }, 'load-all': { type: 'boolean' },
       json: { type: 'boolean' }, out: { type: 'string' }, threads: { type: 'string' }, quiet: { type: 'boolean' },
+      config: { type: 'string' }, requests: { type: 'string' },
     },
   });
+  const requests = int(values.requests, '--requests', 1);
   const blockTokens = int(values['block-tokens'], '--block-tokens', 1);
   let source: TraceSource;
   if (values.workload !== undefined) {
@@ -110,21 +131,24 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
     };
     source = { generator: 'multi-round-qa', options: Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
   } else {
-    if (values.trace === undefined) throw invalid('--trace FILE (or --workload multi-round-qa) is required');
-    const format = values.format !== undefined ? checkFormat(values.format) : guessFormat(values.trace);
+    if (values.trace === undefined && values.config === undefined) throw invalid('--trace FILE (or --workload multi-round-qa) is required');
+    const file = values.trace ?? bundledTrace();
+    const format = values.format !== undefined ? checkFormat(values.format) : guessFormat(file);
     const azure = {
       seed: int(values.seed, '--seed'), followUpProbability: num(values['follow-up'], '--follow-up'),
       systemPrompts: int(values['system-prompts'], '--system-prompts', 1), systemPromptTokens: int(values['system-prompt-tokens'], '--system-prompt-tokens'),
     };
     source = {
-      file: values.trace,
+      file,
       format,
       ...(blockTokens !== undefined ? { blockTokens } : {}),
       azure: Object.fromEntries(Object.entries(azure).filter(([, v]) => v !== undefined)),
     };
   }
-  const policies = checkPolicies(parseList(values.policy ?? 'lru'));
+  if (requests !== undefined) source = { ...source, requests };
   const jobs: SweepJob[] = [];
+  if (values.config !== undefined) return { plan: planConfigured(values, source, jobs), values };
+  const policies = checkPolicies(parseList(values.policy ?? 'lru'));
   if (values.model === undefined) {
     if ((values.capacity === undefined) === (values.objects === undefined)) throw invalid('exact mode needs exactly one of --capacity LIST (bytes) or --objects LIST');
     const unit = values.capacity !== undefined ? 'bytes' : 'objects';
@@ -163,6 +187,66 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
   return { plan: { source, jobs, mode: 'tiered' }, values };
 }
 
+/**
+ * `--config`: one planned job per `--policy` (or one with the config's own policies), or with `--model` one
+ * tiered job per policy over the config's tiers.
+ */
+function planConfigured(values: Record<string, string | boolean | undefined>, source: TraceSource, jobs: SweepJob[]): SimPlan {
+  for (const flag of ['capacity', 'objects', 'page-bytes', 'hbm', 'host', 'storage']) {
+    if (values[flag] !== undefined) throw invalid(`--${flag} does not go with --config: the config's tier URLs give the capacities`);
+  }
+  // A scratch folder for '{tmp}': the simulator opens nothing, the path only has to be well formed.
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-'));
+  let config;
+  try {
+    config = loadReplayConfig(values.config as string, scratch);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  const hierarchy = simHierarchy(config);
+  const policies = values.policy !== undefined ? checkPolicies(parseList(values.policy as string)) : [undefined];
+  if (values.model === undefined) {
+    for (const policy of policies) jobs.push({ kind: 'planned', job: { config, ...(policy !== undefined ? { policy } : {}) } });
+    return { source, jobs, mode: 'planned' };
+  }
+  const modelName = values.model as string;
+  modelPreset(modelName);
+  const acc = (values.accelerator as string | undefined) ?? 'tpu-v7x';
+  acceleratorPreset(acc);
+  const preset: Record<string, string> = { host: 'host', fs: 'local-nvme', s3: 'gcs', gs: 'gcs', peer: 'filestore' };
+  const tiers: TierConfig[] = hierarchy.tiers.map((t, i) => {
+    if (i === 0 || !preset[t.scheme]) return { name: t.name, capacityBytes: 0, readBytesPerSec: 0, writeBytesPerSec: 0, latencySec: 0, parallelism: 1 };
+    const p = storagePreset(preset[t.scheme]!);
+    return { name: t.name, capacityBytes: 0, readBytesPerSec: p.readBytesPerSec, writeBytesPerSec: p.writeBytesPerSec, latencySec: p.latencySec, parallelism: p.parallelism };
+  });
+  const compute = {
+    ...(values.chips !== undefined ? { chips: int(values.chips as string, '--chips', 1)! } : {}),
+    ...(values.mfu !== undefined ? { mfu: num(values.mfu as string, '--mfu')! } : {}),
+    ...(values['no-layerwise'] ? { layerwise: false } : {}),
+  };
+  for (const policy of policies) {
+    const h = policy === undefined ? hierarchy : simHierarchy({ ...config, tiers: config.tiers.map((t) => ({ ...t, policy })) });
+    const names = [...new Set(h.planner.tiers.map((t) => t.policy ?? 'lru'))].join('/');
+    const label = `${names} ${h.tiers.map((t) => `${t.name}=${t.capacityPages}p`).join(' ')}`;
+    jobs.push({ kind: 'tiered', job: { policy: names, model: modelName, accelerator: acc, compute, tiers, hierarchy: h, costAware: !values['load-all'], label } });
+  }
+  return { source, jobs, mode: 'tiered' };
+}
+
+function plannedTable(results: PlannedResult[]): string {
+  const lines: string[] = [];
+  for (const r of results) {
+    const c = r.counters;
+    lines.push(`${r.label}: ${c.requests} requests, ${c.lookupPages} pages looked up, ${c.prefixPageHits} found (${((100 * c.prefixPageHits) / Math.max(1, c.lookupPages)).toFixed(1)}%)`);
+    lines.push(`  tier     ${'hits'.padStart(9)} ${'inserts'.padStart(9)} ${'demoted'.padStart(9)} ${'evicted'.padStart(9)} ${'promoted'.padStart(9)} ${'used/capacity'.padStart(16)}`);
+    c.tiers.forEach((t, i) => {
+      const o = r.tiers[i]!;
+      lines.push(`  ${t.tier.padEnd(8)} ${[t.hits, t.inserts, t.demotions, t.evictions, t.promotions].map((v) => String(v).padStart(9)).join(' ')} ${`${o.usedPages}/${o.capacityPages}`.padStart(16)}`);
+    });
+  }
+  return lines.join('\n');
+}
+
 function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | TieredResult>): string {
   if (mode === 'exact') {
     const rows = (results as ExactResult[]).map((r) =>
@@ -184,22 +268,36 @@ export const simCommand: Command = {
     const progress = values.quiet ? silentProgress : progressBar(plan.jobs.length);
     const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress });
     const results = tagged.map((t) => t.result);
+    if (plan.mode === 'planned') {
+      // Counters only: results.json when asked; the last line is the counters of the (first) run, as demo prints.
+      if (typeof values.out === 'string') {
+        fs.mkdirSync(values.out, { recursive: true });
+        fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
+      }
+      const planned = results as PlannedResult[];
+      console.log(values.json ? JSON.stringify({ results }) : plannedTable(planned));
+      if (values.json) console.log(countersLine(planned[0]!.counters));
+      return 0;
+    }
+    const shown = results as Array<ExactResult | TieredResult>;
     if (typeof values.out === 'string') {
       fs.mkdirSync(values.out, { recursive: true });
       fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
-      fs.writeFileSync(path.join(values.out, 'results.csv'), plan.mode === 'exact' ? exactCsv(results as ExactResult[]) : tieredCsv(results as TieredResult[]));
+      fs.writeFileSync(path.join(values.out, 'results.csv'), plan.mode === 'exact' ? exactCsv(shown as ExactResult[]) : tieredCsv(shown as TieredResult[]));
       const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;
       fs.writeFileSync(
         path.join(values.out, 'report.html'),
         renderHtml({
           title: `tiersync sim: ${plan.mode} mode`,
           notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`],
-          ...(plan.mode === 'exact' ? { exact: results as ExactResult[] } : { tiered: results as TieredResult[] }),
+          ...(plan.mode === 'exact' ? { exact: shown as ExactResult[] } : { tiered: shown as TieredResult[] }),
         }),
       );
       if (!values.json) console.log(`wrote ${path.join(values.out, 'results.json')}, results.csv, report.html`);
     }
-    console.log(values.json ? JSON.stringify({ results }) : textTable(plan.mode, results));
+    console.log(values.json ? JSON.stringify({ results }) : textTable(plan.mode, shown));
+    // A tiered run over a config ends with its counters too (the planner's moves), as demo and planned runs do.
+    if (values.json && values.config !== undefined) console.log(countersLine((shown[0] as TieredResult).counters));
     return 0;
   },
 };

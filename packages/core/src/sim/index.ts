@@ -4,7 +4,7 @@
  * the tiered TTFT model with its presets, sweeps on worker threads, and the CSV/HTML reports.
  * Intended as the `@tiersync/core/sim` subpath export.
  */
-export { loadTrace, guessFormat, checkFormat, type TraceSource } from './trace/index.js';
+export { loadTrace, firstRequests, guessFormat, checkFormat, type TraceSource } from './trace/index.js';
 export type { SimTrace, LlmTrace, ObjectTrace, LlmRequest, TraceFormat } from './trace/types.js';
 export { readMooncake, parseMooncake, type MooncakeOptions } from './trace/mooncake.js';
 export { readAzure, parseAzure, type AzurePrefixOptions } from './trace/azure.js';
@@ -23,5 +23,5 @@ export { parseSize, parseCount, formatSize } from './units.js';
 export { bundledTrace } from './trace/bundled.js';
 export { emptyCounters, countersLine, counterDifferences, type ReplayCounters, type TierCounters } from './counters.js';
 export { simHierarchy, configLayout, UNLIMITED_PAGES, type SimHierarchy, type SimTier } from './hierarchy.js';
-export { CountingHierarchy, replayPlanned, type PlannedReplayOptions, type PlannedReplayResult, type PageId } from './planned.js';
+export { CountingHierarchy, replayPlanned, runPlanned, type PlannedReplayOptions, type PlannedReplayResult, type PlannedJob, type PlannedResult, type PageId } from './planned.js';
 export { workloadPages, requestTokens, pagesPerBlock, type Workload } from './workload.js';

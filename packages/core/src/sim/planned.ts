@@ -16,7 +16,8 @@ import { Planner, type Move, type PlannerLookup } from '@tiersync/policy';
 import type { ResolvedConfig } from '../hierarchy/config.js';
 import { emptyCounters, type ReplayCounters } from './counters.js';
 import { simHierarchy, type SimHierarchy } from './hierarchy.js';
-import type { Workload } from './workload.js';
+import type { LlmTrace } from './trace/types.js';
+import { workloadPages, type Workload } from './workload.js';
 
 type QueueMove = Extract<Move<number>, { kind: 'queue' }>;
 
@@ -157,4 +158,31 @@ export function replayPlanned(options: PlannedReplayOptions): PlannedReplayResul
   }
   const tiers = h.tiers.map((t, i) => ({ name: t.name, capacityPages: t.capacityPages, usedPages: sim.planner.view(i).usedPages }));
   return { counters: sim.counters, tiers, pagesStored: stored, pagesDropped: dropped };
+}
+
+/** A `tiersync sim --config` run: plain data, so it can cross to a sweep worker. */
+export interface PlannedJob {
+  /** The hierarchy config (parsed). */
+  config: ResolvedConfig;
+  /** Run every tier with this policy instead of the config's (`--policy`). */
+  policy?: string;
+  /** Shown in reports. */
+  label?: string;
+}
+
+/** Outcome of a {@link PlannedJob}. */
+export interface PlannedResult extends PlannedReplayResult {
+  label: string;
+  /** The policy of each tier. */
+  policies: string[];
+  requests: number;
+}
+
+/** Runs a {@link PlannedJob} on a request trace. @throws TierSyncError ERR_CONFIG for a config the trace cannot use */
+export function runPlanned(trace: LlmTrace, job: PlannedJob): PlannedResult {
+  const config: ResolvedConfig = job.policy === undefined ? job.config : { ...job.config, tiers: job.config.tiers.map((t) => ({ ...t, policy: job.policy! })) };
+  const h = simHierarchy(config);
+  const r = replayPlanned({ config, workload: workloadPages(trace, h.tokensPerPage) });
+  const policies = config.tiers.map((t) => t.policy);
+  return { label: job.label ?? `${[...new Set(policies)].join('/')} ${h.tiers.map((t) => `${t.name}=${t.capacityPages}p`).join(' ')}`, policies, requests: r.counters.requests, ...r };
 }

@@ -1,25 +1,31 @@
 /**
- * Tiered mode: replays an LLM trace against a modeled hierarchy (accelerator HBM, then host RAM, then storage),
- * each tier run by a policy object from `@tiersync/policy`, and computes hit ratios, bytes moved, tier occupancy
- * over time and the TTFT of every request against a no-cache baseline.
+ * Tiered mode: replays an LLM trace against a modeled hierarchy (accelerator HBM, then host RAM, then storage) and
+ * computes hit ratios, bytes moved, tier occupancy over time and the TTFT of every request against a no-cache
+ * baseline. Where pages live is decided by `@tiersync/policy`'s Planner, the one the live hierarchy runs,
+ * executed by counting (sim/planned.ts); this file adds only the cost model.
  *
  * Per request, following the data path of docs/DESIGN.md:
- * 1. lookup: the longest prefix of the prompt's pages held on any tier (stop at the first page no tier holds);
- *    each prefix page is served by the highest tier holding it (`access` there: a hit);
+ * 1. lookup: the longest prefix of the prompt's pages held on any tier; each prefix page is served by the fastest
+ *    tier holding it;
  * 2. TTFT: prefill of the tokens after the prefix, plus loading the prefix pages found below HBM (model/ttft.ts);
- * 3. placement: every page of the prompt ends up in HBM (restored or computed), pinned while the request runs so
- *    its own pages do not evict each other; with write-through (the default, as LMCache's offloading) every page
- *    is also stored on each lower tier that lacks it;
- * 4. pressure: a victim of tier t that tier t+1 lacks is demoted into it (possibly cascading further down).
- * Tiers count pages (objects mode, capacity = floor(bytes / page bytes)): the engine allocates whole pages.
+ *    cost-aware, only the leading part of the prefix that minimises TTFT is loaded (the rest is recomputed);
+ * 3. load: the loaded pages are accessed on their tier and promoted into HBM (background copies, drained);
+ * 4. store: the prompt's pages no tier holds are placed in HBM, making room by the planner's rules (watermarks,
+ *    victims, demotion) and copied to write-through tiers (drained).
+ * Tiers count pages (capacity = floor(bytes / page bytes)): the engine allocates whole pages. Without a hierarchy
+ * config, every tier runs `policy` with watermarks at 100% (a tier frees exactly what a placement needs), lower
+ * tiers are write-through (or write-back with `writeThrough: false`) and hits promote into HBM.
  */
-import type { EvictionPolicy } from '@tiersync/policy';
+import type { PlannerConfig } from '@tiersync/policy';
 import { configError } from './errors.js';
+import type { SimHierarchy } from './hierarchy.js';
 import { accelerator, model, kvBytesPerToken } from './model/presets.js';
 import { combine, computeSpec, loadSeconds, noCacheSeconds, prefillSeconds, type ComputeSpec } from './model/ttft.js';
-import { makePolicy } from './policies.js';
+import { CountingHierarchy } from './planned.js';
 import { distribution, type Distribution } from './stats.js';
 import type { LlmTrace } from './trace/types.js';
+import { workloadPages } from './workload.js';
+import type { ReplayCounters } from './counters.js';
 
 /** One tier of the modeled hierarchy. */
 export interface TierConfig {
@@ -60,6 +66,13 @@ export interface TieredJob {
   occupancySamples?: number;
   /** Free text shown in reports. */
   label?: string;
+  /**
+   * A hierarchy config resolved for the simulator (`tiersync sim --config`): its planner (capacities in pages,
+   * policies, write modes, watermarks, admission, promotion) runs instead of one built from `tiers`, `policy` and
+   * `writeThrough`; `tiers` then only give each tier's name, bandwidth and latency, in the same order, and the
+   * pages are the config's (its tokensPerPage must divide the trace's blocks).
+   */
+  hierarchy?: SimHierarchy;
 }
 
 /** Per-tier outcome. */
@@ -112,6 +125,8 @@ export interface TieredResult {
   noCacheTtftPercentiles: number[];
   /** Occupancy over time: sample times (ms) and, per tier, bytes used at each sample. */
   occupancy: { timeMs: number[]; usedBytes: number[][] };
+  /** The planner's moves, counted (tiers smaller than one page are left out). */
+  counters: ReplayCounters;
 }
 
 /**
@@ -122,42 +137,38 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
   const m = model(job.model);
   const acc = accelerator(job.accelerator);
   const c = computeSpec(m, acc, job.compute);
-  const B = trace.blockTokens;
-  const pageBytes = B * kvBytesPerToken(m);
   if (job.tiers.length === 0) throw configError('at least one tier (HBM) is needed');
+  const B = job.hierarchy?.tokensPerPage ?? trace.blockTokens;
+  const pageBytes = B * kvBytesPerToken(m);
   const specs = job.tiers.map((t) => ({ ...t }));
-  if (specs[0]!.capacityBytes < 0) {
+  if (job.hierarchy) {
+    if (job.hierarchy.tiers.length !== specs.length) throw configError(`the hierarchy has ${job.hierarchy.tiers.length} tiers, the job's cost model ${specs.length}`);
+    job.hierarchy.tiers.forEach((t, i) => (specs[i]!.capacityBytes = t.capacityPages * pageBytes));
+  } else if (specs[0]!.capacityBytes < 0) {
     const free = c.chips * acc.hbmBytes * 0.9 - m.totalParams * m.weightBytes;
     if (free <= 0) throw configError(`${m.label} weights do not fit in ${c.chips} x ${acc.label}; raise --chips`);
     specs[0]!.capacityBytes = Math.floor(free);
   }
-  // Tiers smaller than one page hold nothing: leave them out of the replay but keep them in the report.
-  const policies: Array<EvictionPolicy<number> | null> = specs.map((t) => {
-    const pages = Math.floor(t.capacityBytes / pageBytes);
-    return pages >= 1 ? makePolicy(job.policy, pages, 'objects') : null;
-  });
+  // Tiers smaller than one page hold nothing: leave them out of the planner but keep them in the report.
+  const live = job.hierarchy ? specs.map((_, i) => i) : specs.flatMap((t, i) => (Math.floor(t.capacityBytes / pageBytes) >= 1 ? [i] : []));
+  if (live.length === 0) throw configError(`no tier holds one ${pageBytes}-byte page`);
+  const planner: PlannerConfig = job.hierarchy?.planner ?? {
+    tiers: live.map((i, j) => ({
+      name: specs[i]!.name,
+      capacityPages: Math.min(Number.MAX_SAFE_INTEGER, Math.floor(specs[i]!.capacityBytes / pageBytes)),
+      highWatermark: 1,
+      lowWatermark: 1,
+      policy: job.policy,
+      writeMode: j === 0 || (job.writeThrough ?? true) ? 'write-through' : 'write-back',
+    })),
+    promoteOnHit: true,
+  };
+  const sim = new CountingHierarchy({ tokensPerPage: B, pageBytes, tiers: live.map((i) => ({ name: specs[i]!.name, scheme: '', capacityBytes: specs[i]!.capacityBytes, capacityPages: 0 })), planner, maxQueuedPages: job.hierarchy?.maxQueuedPages ?? Number.MAX_SAFE_INTEGER });
+  const workload = workloadPages(trace, B);
   const T = specs.length;
-  const writeThrough = job.writeThrough ?? true;
   const hitPages = new Float64Array(T);
   const readBytes = new Float64Array(T);
-  const writeBytes = new Float64Array(T);
   const peak = new Float64Array(T);
-
-  const insertInto = (t: number, key: number): boolean => {
-    const p = policies[t];
-    if (!p || !p.canAdmit(key, pageBytes)) return false;
-    const victims = p.insert(key, pageBytes);
-    writeBytes[t]! += pageBytes;
-    for (const v of victims) {
-      for (let d = t + 1; d < T; d++) {
-        const below = policies[d];
-        if (!below) continue;
-        if (!below.has(v)) insertInto(d, v);
-        break;
-      }
-    }
-    return true;
-  };
 
   const n = trace.requests.length;
   const ttft = new Float64Array(n);
@@ -165,8 +176,10 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
   const every = Math.max(1, Math.ceil(n / (job.occupancySamples ?? 200)));
   const occTime: number[] = [];
   const occUsed: number[][] = specs.map(() => []);
-  let src = new Int8Array(64);
-  const pinned: number[] = [];
+  const used = (t: number): number => {
+    const j = live.indexOf(t);
+    return j < 0 ? 0 : sim.planner.view(j).usedPages * pageBytes;
+  };
   let pagesTotal = 0;
   let prefixTotal = 0;
   let tokensTotal = 0;
@@ -178,18 +191,11 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
 
   for (let r = 0; r < n; r++) {
     const req = trace.requests[r]!;
-    const pages = req.pages;
-    if (pages.length > src.length) src = new Int8Array(pages.length * 2);
-    // 1. lookup
-    let prefix = 0;
-    for (; prefix < pages.length; prefix++) {
-      const key = pages[prefix]!;
-      let t = 0;
-      while (t < T && !policies[t]?.has(key)) t++;
-      if (t === T) break;
-      src[prefix] = t;
-    }
-    for (let j = 0; j < prefix; j++) policies[src[j]!]!.access(pages[j]!);
+    const keys = Array.from(workload.pages[r]!);
+    // 1. lookup (planner tier numbers -> report tiers)
+    const found = sim.lookup(keys);
+    const prefix = found.prefix;
+    const src = found.tiers.slice(0, prefix).map((j) => live[j]!);
     // 2. TTFT: try every cut k <= prefix (load pages [0, k), recompute the rest) when cost-aware.
     const ttftAt = (k: number, count: boolean): number => {
       tierPages.fill(0);
@@ -223,38 +229,35 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
     const hitTokens = Math.min(cut * B, req.inputTokens);
     for (let j = 0; j < prefix; j++) hitPages[src[j]!]!++;
     base[r] = noCacheSeconds(c, req.inputTokens);
-    // 3. placement
-    const top = policies[0];
-    for (let j = 0; j < pages.length; j++) {
-      const key = pages[j]!;
-      if (top) {
-        if (top.has(key)) {
-          if (j >= prefix) top.access(key);
-        } else insertInto(0, key);
-        if (top.pin(key) > 0) pinned.push(key);
-      }
-      if (writeThrough) for (let t = 1; t < T; t++) if (policies[t] && !policies[t]!.has(key)) insertInto(t, key);
+    // 3. load what the cut keeps, 4. store the prompt: the planner decides, background copies drain each time.
+    if (cut > 0) {
+      sim.load(keys.slice(0, cut), found.tiers);
+      sim.flush();
     }
-    if (top) for (const key of pinned) top.unpin(key);
-    pinned.length = 0;
+    sim.store(keys);
+    sim.flush();
     // stats
-    pagesTotal += pages.length;
+    pagesTotal += keys.length;
     prefixTotal += prefix;
     tokensTotal += req.inputTokens;
     hitTokensTotal += hitTokens;
     if (prefix > 0) requestHits++;
     for (let t = 0; t < T; t++) {
-      const used = (policies[t]?.used ?? 0) * pageBytes;
-      if (used > peak[t]!) peak[t] = used;
+      const u = used(t);
+      if (u > peak[t]!) peak[t] = u;
     }
     if (r % every === 0 || r === n - 1) {
       occTime.push(req.timeMs);
-      for (let t = 0; t < T; t++) occUsed[t]!.push((policies[t]?.used ?? 0) * pageBytes);
+      for (let t = 0; t < T; t++) occUsed[t]!.push(used(t));
     }
   }
   const d = distribution(ttft);
   const b = distribution(base);
   const strip = ({ percentiles: _p, ...rest }: Distribution) => rest;
+  const inserts = (t: number): number => {
+    const j = live.indexOf(t);
+    return j < 0 ? 0 : sim.counters.tiers[j]!.inserts;
+  };
   return {
     label: job.label ?? `${job.policy} ${specs.map((t) => `${t.name}=${Math.round(t.capacityBytes / 2 ** 30)}GiB`).join(' ')}`,
     policy: job.policy,
@@ -276,7 +279,7 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
       pageHitRatio: pagesTotal ? hitPages[i]! / pagesTotal : 0,
       usedPages: loadedPages[i]!,
       readBytes: readBytes[i]!,
-      writeBytes: writeBytes[i]!,
+      writeBytes: inserts(i) * pageBytes,
       peakUsedBytes: peak[i]!,
     })),
     ttft: strip(d),
@@ -286,5 +289,6 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
     ttftPercentiles: d.percentiles,
     noCacheTtftPercentiles: b.percentiles,
     occupancy: { timeMs: occTime, usedBytes: occUsed },
+    counters: sim.counters,
   };
 }

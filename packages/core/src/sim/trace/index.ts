@@ -18,8 +18,10 @@ export type TraceSource =
       readonly blockTokens?: number;
       /** The prefix model of Azure traces. */
       readonly azure?: AzurePrefixOptions;
+      /** Keep only the first this many requests. Default all. */
+      readonly requests?: number;
     }
-  | { readonly generator: 'multi-round-qa'; readonly options?: MultiRoundQaOptions };
+  | { readonly generator: 'multi-round-qa'; readonly options?: MultiRoundQaOptions; readonly requests?: number };
 
 /**
  * Guesses a file's format from its name: `*.jsonl` mooncake, `*.csv` with `Azure` in the name azure, other
@@ -42,6 +44,23 @@ export function checkFormat(format: string): TraceFormat {
 
 /** Loads (or generates) a trace. @throws TierSyncError ERR_INVALID_ARGUMENT for unreadable or malformed input */
 export function loadTrace(source: TraceSource): SimTrace {
+  const whole = readWhole(source);
+  return source.requests === undefined ? whole : firstRequests(whole, source.requests);
+}
+
+/** The first `n` requests of a trace (the distinct-id bound is kept, so ids stay in range). */
+export function firstRequests<T extends SimTrace>(trace: T, n: number): T {
+  if (!Number.isSafeInteger(n) || n < 1) throw invalid(`--requests must be a positive integer, got ${n}`);
+  if (trace.kind === 'llm') {
+    if (n >= trace.requests.length) return trace;
+    const requests = trace.requests.slice(0, n);
+    return { ...trace, requests, pageRefs: requests.reduce((s, r) => s + r.pages.length, 0) } as T;
+  }
+  if (n >= trace.length) return trace;
+  return { ...trace, times: trace.times.subarray(0, n), keys: trace.keys.subarray(0, n), sizes: trace.sizes.subarray(0, n), length: n } as T;
+}
+
+function readWhole(source: TraceSource): SimTrace {
   if ('generator' in source) return generateMultiRoundQa(source.options);
   const blockTokens = source.blockTokens ?? 512;
   switch (source.format) {
