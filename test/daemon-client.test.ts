@@ -192,7 +192,7 @@ describe('daemon client (two processes)', () => {
     // The tenant's limit (8 leased pages) is reached: refused, not queued.
     const second = await post(daemon.url, '/v1/client/reserve', { keys: [key(7, 100)], lengths: [PAGE] }, 'token-slow');
     expect(second.status).toBe(429);
-    expect(second.json.code).toBe('ERR_UNAVAILABLE');
+    expect(second.json.error.code).toBe('ERR_UNAVAILABLE');
     // Another tenant is not affected.
     expect((await post(daemon.url, '/v1/client/lookup', { keys: [key(7, 100)] }, 'token-bob')).status).toBe(200);
     // The client never commits: after leaseMs the reservation is undone and its slots are free again.
@@ -211,10 +211,10 @@ describe('daemon client (two processes)', () => {
     expect(huge.status).toBe(413);
     const bad = await post(daemon.url, '/v1/client/reserve', { keys: ['XYZ'], lengths: [PAGE] }, 'token-bob');
     expect(bad.status).toBe(400);
-    expect(bad.json.error).toMatch(/keys\[0\]/);
+    expect(bad.json.error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field: 'keys[0]' });
     const tooLong = await post(daemon.url, '/v1/client/reserve', { keys: [key(9, 0)], lengths: [PAGE + 1] }, 'token-bob');
     expect(tooLong.status).toBe(400);
-    expect(tooLong.json.error).toMatch(/lengths\[0\]/);
+    expect(tooLong.json.error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field: 'lengths[0]' });
   });
 
 });

@@ -96,6 +96,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitUtil(env, exports);
   InitPeer(env, exports);
   InitLock(env, exports);
+  InitChecksum(env, exports);
   return exports;
 }
 

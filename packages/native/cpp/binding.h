@@ -49,6 +49,7 @@ void InitEngine(Napi::Env env, Napi::Object exports);
 void InitUtil(Napi::Env env, Napi::Object exports);
 void InitPeer(Napi::Env env, Napi::Object exports);
 void InitLock(Napi::Env env, Napi::Object exports);
+void InitChecksum(Napi::Env env, Napi::Object exports);
 
 class HostArenaWrap : public Napi::ObjectWrap<HostArenaWrap> {
  public:

@@ -28,6 +28,7 @@ export interface NativeAddon {
   decodePeerFrame(bytes: Uint8Array): NativePeerFrame;
   encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
   tryLockFile(fd: number, shared?: boolean): boolean;
+  crc32cRanges(arena: NativeEndpoint, offsets: Float64Array, lengths: Uint32Array, threads?: number): Promise<Uint32Array>;
 }
 export interface NativePeerServer {
   port(): number;

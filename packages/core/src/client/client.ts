@@ -13,6 +13,7 @@
  * derived key, so tenants never see each other's pages.
  */
 import { HostArena, PeerClient, PeerStatus, TierSyncError, TransferBatch, TransferEngine, type DeviceArena } from '@tiersync/native';
+import type { CommitResponse, HelloResponse, LookupResponse, PinResponse } from '../protocol/index.js';
 import { ControlChannel } from './control.js';
 
 export interface PageLocation {
@@ -36,38 +37,18 @@ export interface ClientOptions {
   threads?: number;
 }
 
-export interface Hello {
-  node: string;
-  tenant: string;
-  model: string;
-  pageBytes: number;
-  tokensPerPage: number;
-  maxBatchPages: number;
-  leaseMs: number;
-  shm: { path: string; capacity: number; pageSize: number; fingerprint: string } | null;
-  peer: string | null;
-}
+/** What the daemon offers this client (`hello`). */
+export type Hello = HelloResponse;
 
-export interface ClientStoreResult {
-  stored: number;
-  /** Pages the daemon already held. */
-  existing: number;
-  /** Indices of pages refused because their bytes did not match their CRC32C when committed. */
-  badChecksum: number[];
-}
+/** A store's answer: `stored`, `existing` (pages the daemon already held), `badChecksum` (indices of pages refused because their bytes did not match their CRC32C when committed). */
+export type ClientStoreResult = CommitResponse;
 
-export interface ClientLookupResult {
-  present: boolean[];
-  /** Stored length of each present page (0 when absent). */
-  lengths: number[];
-  /** The tier holding each present page (null when absent). */
-  tiers: Array<string | null>;
-  /**
-   * With `{ cluster: true }` and a daemon in a cluster: for each page it lacks, the ids of the live nodes that hold
-   * it (the rendezvous owner first; a load pulls it from there); null for pages it holds. `error` when Redis is down.
-   */
-  cluster?: { holders: Array<string[] | null> } | { error: string };
-}
+/**
+ * A lookup's answer: `present`, `lengths` (0 when absent), `tiers` (null when absent), `estimatedLoadMs`; with
+ * `{ cluster: true }` and a daemon in a cluster, `cluster.holders`: for each page it lacks, the ids of the live
+ * nodes that hold it (the rendezvous owner first; a load pulls it from there), or `cluster.error` when Redis is down.
+ */
+export type ClientLookupResult = LookupResponse;
 
 export interface ClientLoadResult {
   loaded: number;
@@ -75,8 +56,6 @@ export interface ClientLoadResult {
   missing: number[];
   bytes: number;
 }
-
-const KEY = /^[0-9a-f]{16,128}$/;
 
 export class TierSyncClient {
   readonly hello: Hello;
@@ -111,12 +90,14 @@ export class TierSyncClient {
     const timeoutMs = options.timeoutMs ?? 30_000;
     const control = new ControlChannel({ url: options.url, token: options.token, timeoutMs });
     try {
-      const hello = await control.request<Hello>('GET', '/v1/client/hello');
+      const hello = await control.call('hello', undefined);
       let shmError: unknown;
       if (want !== 'peer' && hello.shm) {
         try {
           const shm = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false, attach: true });
           const engine = new TransferEngine({ threads: options.threads ?? 2 });
+          // Same host: control requests go over the daemon's Unix socket when it offers one and it is reachable.
+          if (hello.socket) await control.useSocket(hello.socket);
           return new TierSyncClient({ hello, transport: 'shm', control, shm, engine });
         } catch (e) {
           shmError = e;
@@ -165,15 +146,9 @@ export class TierSyncClient {
     if (this.#closed) throw new TierSyncError('client is closed', 'ERR_CLOSED');
   }
 
+  /** Keys are checked by the daemon (the protocol's schema, one place); here only what sizes the local checks. */
   #checkKeys(keys: readonly string[]): void {
     if (!Array.isArray(keys) || keys.length === 0) throw new TierSyncError('keys must be a non-empty array of page keys', 'ERR_INVALID_ARGUMENT');
-    if (keys.length > this.hello.maxBatchPages) throw new TierSyncError(`at most ${this.hello.maxBatchPages} keys per call (the daemon's client.maxBatchPages), got ${keys.length}`, 'ERR_OUT_OF_RANGE');
-    const seen = new Set<string>();
-    keys.forEach((k, i) => {
-      if (typeof k !== 'string' || !KEY.test(k)) throw new TierSyncError(`keys[${i}] must be 16..128 lower-case hex characters`, 'ERR_INVALID_ARGUMENT');
-      if (seen.has(k)) throw new TierSyncError(`keys[${i}] ${k} appears twice`, 'ERR_INVALID_ARGUMENT');
-      seen.add(k);
-    });
   }
 
   #checkPages(pages: readonly PageLocation[], n: number, what: string, exact: boolean): void {
@@ -196,7 +171,7 @@ export class TierSyncClient {
     this.#checkPages(pages, keys.length, 'pages', true);
     if (this.transport === 'peer') return this.#storePeer(keys, pages);
     const shm = this.#shm!;
-    const r = await this.#control.request<{ lease: number; offsets: number[] }>('POST', '/v1/client/reserve', { keys, lengths: pages.map((p) => p.length) });
+    const r = await this.#control.call('reserve', { keys: [...keys], lengths: pages.map((p) => p.length) });
     const crcs = new Array<number>(keys.length).fill(0);
     try {
       const batch = new TransferBatch();
@@ -212,10 +187,10 @@ export class TierSyncClient {
         moved.forEach((i, k) => (crcs[i] = done.checksums![k]!));
       }
     } catch (e) {
-      await this.#control.request('POST', '/v1/client/abort', { lease: r.lease }).catch(() => undefined);
+      await this.#control.call('abort', { lease: r.lease }).catch(() => undefined);
       throw e;
     }
-    const c = await this.#control.request<{ stored: number; existing: number; badChecksum: number[] }>('POST', '/v1/client/commit', { lease: r.lease, crcs });
+    const c = await this.#control.call('commit', { lease: r.lease, crcs });
     return { stored: c.stored, existing: c.existing, badChecksum: c.badChecksum };
   }
 
@@ -223,7 +198,7 @@ export class TierSyncClient {
   async lookup(keys: readonly string[], options: { cluster?: boolean } = {}): Promise<ClientLookupResult> {
     this.#ready();
     this.#checkKeys(keys);
-    return this.#control.request<ClientLookupResult>('POST', '/v1/client/lookup', { keys, ...(options.cluster ? { cluster: true } : {}) });
+    return this.#control.call('lookup', { keys: [...keys], ...(options.cluster ? { cluster: true } : {}) });
   }
 
   /**
@@ -234,7 +209,7 @@ export class TierSyncClient {
     this.#ready();
     this.#checkKeys(keys);
     this.#checkPages(into, keys.length, 'into', false);
-    const pin = await this.#control.request<{ lease: number; offsets: number[]; lengths: number[]; crcs: number[]; keys?: string[] }>('POST', '/v1/client/pin', { keys, storedKeys: this.transport === 'peer' });
+    const pin = await this.#control.call('pin', { keys: [...keys], ...(this.transport === 'peer' ? { storedKeys: true } : {}) });
     try {
       const found = pin.offsets.map((o, i) => (o >= 0 ? i : -1)).filter((i) => i >= 0);
       for (const i of found) {
@@ -246,12 +221,12 @@ export class TierSyncClient {
       for (const i of found) if (!bad.has(i)) bytes += pin.lengths[i]!;
       return { loaded: found.length - bad.size, missing, bytes };
     } finally {
-      await this.#control.request('POST', '/v1/client/release', { lease: pin.lease }).catch(() => undefined);
+      await this.#control.call('release', { lease: pin.lease }).catch(() => undefined);
     }
   }
 
   /** Copies pinned pages out of the shared arena, verifying each page's CRC32C on the way. Returns failed indices. */
-  async #copyOut(found: number[], pin: { offsets: number[]; lengths: number[]; crcs: number[] }, into: readonly PageLocation[]): Promise<Set<number>> {
+  async #copyOut(found: number[], pin: PinResponse, into: readonly PageLocation[]): Promise<Set<number>> {
     if (!found.length) return new Set();
     const batch = new TransferBatch();
     for (const i of found) batch.add(this.#shm!, pin.offsets[i]!, into[i]!.arena, into[i]!.offset, pin.lengths[i]!);
@@ -260,7 +235,7 @@ export class TierSyncClient {
   }
 
   /** Peer transport: fetches pinned pages (CRC32C checked on arrival), staging through host memory for device destinations. */
-  async #getPeer(found: number[], pin: { lengths: number[]; keys?: string[] }, into: readonly PageLocation[]): Promise<Set<number>> {
+  async #getPeer(found: number[], pin: PinResponse, into: readonly PageLocation[]): Promise<Set<number>> {
     if (!found.length) return new Set();
     const keys = pin.keys!;
     const direct = found.every((i) => into[i]!.arena instanceof HostArena);
@@ -298,7 +273,7 @@ export class TierSyncClient {
 
   /** Peer transport store: the daemon names the tenant's stored keys, the bytes go over the peer protocol. */
   async #storePeer(keys: readonly string[], pages: readonly PageLocation[]): Promise<ClientStoreResult> {
-    const { keys: stored } = await this.#control.request<{ keys: string[] }>('POST', '/v1/client/resolve', { keys });
+    const { keys: stored } = await this.#control.call('resolve', { keys: [...keys] });
     const direct = pages.every((p) => p.arena === pages[0]!.arena && p.arena instanceof HostArena);
     const lent = direct ? undefined : this.#borrowStaging(pages.length * this.pageBytes);
     const staging = lent?.arena;
@@ -334,7 +309,7 @@ export class TierSyncClient {
   async delete(keys: readonly string[]): Promise<{ deleted: number; pinned: number; missing: number }> {
     this.#ready();
     this.#checkKeys(keys);
-    return this.#control.request('POST', '/v1/client/delete', { keys });
+    return this.#control.call('delete', { keys: [...keys] });
   }
 
   /** Unmaps the shared arena, closes the peer connection and the control channel. */

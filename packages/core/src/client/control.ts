@@ -1,9 +1,14 @@
 /**
- * The client's control channel to a daemon: small JSON requests on the HTTP control plane over one kept-alive
- * connection pool (node:http Agent), each with a deadline. Page bytes never travel here.
+ * The client's control channel to a daemon: the client protocol's ops (protocol/client.ts), one small JSON request
+ * each, over kept-alive HTTP/1.1 connections, each with a deadline. Page bytes never travel here.
+ *
+ * Same host: after `hello` the channel moves to the daemon's Unix socket when it advertises one (same routes and
+ * bodies; no TCP stack on the round trip). Refusals come back as the daemon's typed error (`{ error: { code,
+ * message } }`), rethrown as the TierSyncError it threw.
  */
 import http from 'node:http';
-import { TierSyncError, type ErrorCode } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native';
+import { clientOps, clientRoute, errorFromBody, type ClientOp, type ClientRequest, type ClientResponse } from '../protocol/index.js';
 
 export interface ControlOptions {
   /** Daemon HTTP URL, e.g. `http://127.0.0.1:7071`. */
@@ -19,9 +24,10 @@ const MAX_REPLY_BYTES = 64 << 20;
 
 export class ControlChannel {
   readonly #url: URL;
-  readonly #token: string | undefined;
   readonly #timeoutMs: number;
-  readonly #agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  readonly #headers: Record<string, string>;
+  #agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  #target: { host: string; port: number | string } | { socketPath: string };
   /** Requests sent, for the benchmark's per-operation accounting. */
   requests = 0;
 
@@ -34,30 +40,57 @@ export class ControlChannel {
     }
     if (url.protocol !== 'http:') throw new TierSyncError(`url must be an http:// URL of a tiersync daemon, got '${options.url}'`, 'ERR_INVALID_ARGUMENT');
     this.#url = url;
-    this.#token = options.token;
     this.#timeoutMs = options.timeoutMs;
+    this.#headers = options.token ? { authorization: `Bearer ${options.token}` } : {};
+    this.#target = { host: this.host, port: url.port || 80 };
   }
 
   get host(): string {
     return this.#url.hostname.replace(/^\[|\]$/g, '');
   }
 
-  /** Sends one request; rejects with the daemon's TierSyncError code (ERR_AUTH, ERR_TIER_FULL...) or ERR_TIMEOUT / ERR_IO. */
-  request<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  /** Where requests go now: `unix:PATH` or the URL's origin. */
+  get endpoint(): string {
+    return 'socketPath' in this.#target ? `unix:${this.#target.socketPath}` : this.#url.origin;
+  }
+
+  /**
+   * Sends later requests over the daemon's Unix socket, after one round trip over it succeeds (a socket this
+   * process cannot reach, e.g. in another container, leaves the channel on TCP). Returns whether it moved.
+   */
+  async useSocket(socketPath: string): Promise<boolean> {
+    const before = this.#target;
+    const agent = this.#agent;
+    this.#target = { socketPath };
+    this.#agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    try {
+      await this.call('hello', undefined);
+      agent.destroy();
+      return true;
+    } catch {
+      this.#agent.destroy();
+      this.#target = before;
+      this.#agent = agent;
+      return false;
+    }
+  }
+
+  /**
+   * Sends one op; resolves with the daemon's answer, typed by the protocol. Rejects with the daemon's TierSyncError
+   * (ERR_AUTH, ERR_INVALID_ARGUMENT naming the field, ERR_TIER_FULL...), or ERR_TIMEOUT / ERR_IO / ERR_PROTOCOL.
+   */
+  call<Op extends ClientOp>(op: Op, body: ClientRequest<Op>): Promise<ClientResponse<Op>> {
     this.requests++;
+    const path = clientRoute(op);
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<ClientResponse<Op>>((resolve, reject) => {
       const req = http.request(
         {
+          ...this.#target,
           agent: this.#agent,
-          host: this.host,
-          port: this.#url.port || 80,
-          method,
+          method: clientOps[op].method,
           path,
-          headers: {
-            ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}),
-            ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}),
-          },
+          headers: payload ? { ...this.#headers, 'content-type': 'application/json', 'content-length': payload.length } : this.#headers,
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -68,17 +101,16 @@ export class ControlChannel {
             else chunks.push(c);
           });
           res.on('end', () => {
-            let json: { error?: string; code?: ErrorCode } & Record<string, unknown>;
+            let json: unknown;
             try {
-              json = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+              json = JSON.parse(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
             } catch {
               reject(new TierSyncError(`daemon answered ${path} with status ${res.statusCode} and no JSON`, 'ERR_PROTOCOL'));
               return;
             }
-            if ((res.statusCode ?? 500) >= 400) {
-              const code: ErrorCode = json.code ?? (res.statusCode === 401 ? 'ERR_AUTH' : 'ERR_IO');
-              reject(new TierSyncError(`daemon refused ${path}: ${json.error ?? res.statusCode}`, code));
-            } else resolve(json as T);
+            const status = res.statusCode ?? 500;
+            if (status >= 400) reject(errorFromBody(json, status, path));
+            else resolve(json as ClientResponse<Op>);
           });
           res.on('error', reject);
         },
@@ -87,7 +119,7 @@ export class ControlChannel {
       const timer = setTimeout(() => req.destroy(new TierSyncError(`${path} passed its ${this.#timeoutMs} ms deadline`, 'ERR_TIMEOUT')), this.#timeoutMs);
       timer.unref();
       req.on('close', () => clearTimeout(timer));
-      req.on('error', (e: Error) => reject(e instanceof TierSyncError ? e : new TierSyncError(`cannot reach the daemon at ${this.#url.origin}: ${e.message}`, 'ERR_IO', { cause: e })));
+      req.on('error', (e: Error) => reject(e instanceof TierSyncError ? e : new TierSyncError(`cannot reach the daemon at ${this.endpoint}: ${e.message}`, 'ERR_IO', { cause: e })));
       req.end(payload);
     });
   }

@@ -12,14 +12,27 @@
  * deadline passes, so a client that dies or stalls cannot hold slots or grow the daemon's memory.
  */
 import type { IncomingMessage } from 'node:http';
-import { HostArena, PeerClient, PeerStatus, TierSyncError, crc32c } from '@tiersync/native';
+import { HostArena, PeerClient, PeerStatus, crc32cRanges } from '@tiersync/native';
 import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, type Registry } from 'prom-client';
 import type { TierSync } from '../hierarchy/tier-sync.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
-import { CLIENT_KEY_PATTERN, Tenants, type Tenant } from './tenants.js';
+import {
+  CLIENT_PROTOCOL_VERSION,
+  ProtocolError,
+  clientOps,
+  isClientOp,
+  parseRequest,
+  type ClientOp,
+  type ClientResponse,
+  type CommitRequest,
+  type LookupRequest,
+  type PinRequest,
+  type ReserveRequest,
+} from '../protocol/index.js';
+import { Tenants, type Tenant } from './tenants.js';
 
 export interface ClientApiOptions {
   ts: TierSync;
@@ -37,19 +50,10 @@ export interface ClientApiOptions {
   registry?: ClusterRegistry | undefined;
   placement: 'none' | 'rendezvous';
   nodeId: string;
+  /** The Unix socket the daemon also serves its HTTP API on (same-host clients), when it has one. */
+  socketPath?: string | undefined;
   log: Logger;
   metrics: Registry;
-}
-
-/** An error with the HTTP status the control plane answers with. */
-export class ClientApiError extends TierSyncError {
-  constructor(
-    message: string,
-    code: TierSyncError['code'],
-    readonly status: number,
-  ) {
-    super(message, code);
-  }
 }
 
 interface Lease {
@@ -62,23 +66,12 @@ interface Lease {
   expires: number;
   /** A commit is checking this reservation: no second commit or abort meanwhile. */
   busy?: boolean;
+  /** Pin leases: the keys also pinned in the hierarchy (those brought up from lower tiers or peers). */
+  indexPinned?: PageKey[];
 }
 
-/** Bytes checked between yields to the event loop while verifying a commit (a few ms of CRC32C). */
-const CHECK_SLICE = 16 << 20;
-
-/** One view may not cross a 1 GiB boundary of an arena: CRC32C over such a range is computed piecewise. */
-const VIEW_SPAN = 1 << 30;
-
-function arenaCrc(arena: HostArena, offset: number, length: number): number {
-  let crc = 0;
-  for (let at = offset; at < offset + length; ) {
-    const end = Math.min(offset + length, (Math.floor(at / VIEW_SPAN) + 1) * VIEW_SPAN);
-    crc = crc32c(arena.view(at, end - at), crc);
-    at = end;
-  }
-  return crc;
-}
+/** Native threads that check a commit's CRC32C (the host's cores are shared with the clients' copies). */
+const CHECK_THREADS = 2;
 
 export class ClientApi {
   readonly #o: ClientApiOptions;
@@ -88,6 +81,9 @@ export class ClientApi {
   readonly #sweep: NodeJS.Timeout;
   readonly #pages: Counter<'tenant' | 'op'>;
   readonly #refused: Counter<'tenant' | 'why'>;
+  /** Committed pages the block index has yet to record (the recorder's next batch). */
+  readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
+  #recording: Promise<void> | undefined;
   #nextLease = 1;
 
   constructor(options: ClientApiOptions) {
@@ -100,7 +96,7 @@ export class ClientApi {
 
   get arena(): HostArena {
     const a = this.#o.hostTier.arena;
-    if (!(a instanceof HostArena)) throw new ClientApiError('the host tier is closed', 'ERR_CLOSED', 503);
+    if (!(a instanceof HostArena)) throw new ProtocolError('the host tier is closed', 'ERR_CLOSED', 503);
     return a;
   }
 
@@ -110,51 +106,53 @@ export class ClientApi {
     return { leases: this.#leases.size, leasedPages: pages };
   }
 
-  /** Serves one `/v1/client/<op>` request. */
+  /**
+   * Serves one `/v1/client/<op>` request: the tenant by its token, the method, then the body validated once against
+   * the op's schema (protocol/client.ts); the handlers below receive typed, checked values.
+   */
   async handle(op: string, req: IncomingMessage, readBody: () => Promise<unknown>): Promise<{ status: number; body: unknown }> {
     const tenant = this.#o.tenants.identify(req);
     if (!tenant) {
       this.#refused.inc({ tenant: '', why: 'auth' });
-      throw new ClientApiError('missing or wrong bearer token (it names the tenant)', 'ERR_AUTH', 401);
+      throw new ProtocolError('missing or wrong bearer token (it names the tenant)', 'ERR_AUTH', 401);
     }
-    const post = () => {
-      if (req.method !== 'POST') throw new ClientApiError(`/v1/client/${op} takes POST`, 'ERR_INVALID_ARGUMENT', 405);
-    };
+    if (!isClientOp(op)) throw new ProtocolError(`no route /v1/client/${op}`, 'ERR_NOT_FOUND', 404);
+    const spec = clientOps[op];
+    if (req.method !== spec.method) throw new ProtocolError(`/v1/client/${op} takes ${spec.method}`, 'ERR_INVALID_ARGUMENT', 405, 'method');
+    if (op === 'hello' || !spec.request) return { status: 200, body: this.#hello(tenant) };
+    const body = parseRequest(spec.request, await readBody(), op);
+    if ('keys' in body && body.keys.length > this.#o.maxBatchPages) {
+      throw new ProtocolError(`${op}: at most ${this.#o.maxBatchPages} keys per request (client.maxBatchPages), got ${body.keys.length}`, 'ERR_OUT_OF_RANGE', 413, 'keys');
+    }
+    return { status: 200, body: await this.#serve(op, tenant, body) };
+  }
+
+  async #serve(op: Exclude<ClientOp, 'hello'>, tenant: Tenant, body: Exclude<ReturnType<typeof parseRequest>, undefined>): Promise<ClientResponse<typeof op>> {
     switch (op) {
-      case 'hello':
-        if (req.method !== 'GET') throw new ClientApiError('/v1/client/hello takes GET', 'ERR_INVALID_ARGUMENT', 405);
-        return { status: 200, body: this.#hello(tenant) };
       case 'reserve':
-        post();
-        return { status: 200, body: await this.#reserve(tenant, await readBody()) };
+        return this.#reserve(tenant, body as ReserveRequest);
       case 'commit':
-        post();
-        return { status: 200, body: await this.#commit(tenant, await readBody()) };
+        return this.#commit(tenant, body as CommitRequest);
       case 'abort':
+        return this.#release(tenant, (body as { lease: number }).lease, 'reserve');
       case 'release':
-        post();
-        return { status: 200, body: this.#release(tenant, await readBody(), op === 'abort' ? 'reserve' : 'pin') };
+        return this.#release(tenant, (body as { lease: number }).lease, 'pin');
       case 'lookup':
-        post();
-        return { status: 200, body: await this.#lookup(tenant, await readBody()) };
+        return this.#lookup(tenant, body as LookupRequest);
       case 'pin':
-        post();
-        return { status: 200, body: await this.#pin(tenant, await readBody()) };
+        return this.#pin(tenant, body as PinRequest);
       case 'resolve':
-        post();
-        return { status: 200, body: this.#resolve(tenant, await readBody()) };
+        return this.#resolve(tenant, (body as { keys: string[] }).keys);
       case 'delete':
-        post();
-        return { status: 200, body: await this.#delete(tenant, await readBody()) };
-      default:
-        throw new ClientApiError(`no route /v1/client/${op}`, 'ERR_NOT_FOUND', 404);
+        return this.#delete(tenant, (body as { keys: string[] }).keys);
     }
   }
 
-  #hello(tenant: Tenant): unknown {
+  #hello(tenant: Tenant): ClientResponse<'hello'> {
     const arena = this.arena;
     const shm = tenant.sharedMemory && arena.shmPath ? { path: arena.shmPath, capacity: arena.capacity, pageSize: arena.pageSize, fingerprint: `${this.#o.ts.namespace.model}/${this.#o.ts.namespace.layoutFingerprint}` } : null;
     return {
+      protocol: CLIENT_PROTOCOL_VERSION,
       node: this.#o.nodeId,
       tenant: tenant.name,
       model: this.#o.ts.config.model,
@@ -163,38 +161,29 @@ export class ClientApi {
       maxBatchPages: this.#o.maxBatchPages,
       leaseMs: this.#o.leaseMs,
       shm,
+      // The Unix socket only helps a client that shares this host's filesystem, i.e. one offered shared memory.
+      socket: shm ? (this.#o.socketPath ?? null) : null,
       peer: this.#o.peerAddress || null,
     };
   }
 
-  /** `{ keys: [hex] }` -> the tenant's stored keys, checked and bounded. */
-  #keys(tenant: Tenant, body: unknown): PageKey[] {
-    const keys = (body as { keys?: unknown } | null)?.keys;
-    if (!Array.isArray(keys) || keys.length === 0) throw new ClientApiError('body must be { "keys": [1 or more page keys] }', 'ERR_INVALID_ARGUMENT', 400);
-    if (keys.length > this.#o.maxBatchPages) throw new ClientApiError(`at most ${this.#o.maxBatchPages} keys per request, got ${keys.length}`, 'ERR_OUT_OF_RANGE', 413);
-    const seen = new Set<string>();
-    return keys.map((k, i) => {
-      if (typeof k !== 'string' || !CLIENT_KEY_PATTERN.test(k)) throw new ClientApiError(`keys[${i}] must be 16..128 lower-case hex characters`, 'ERR_INVALID_ARGUMENT', 400);
-      if (seen.has(k)) throw new ClientApiError(`keys[${i}] ${k} appears twice`, 'ERR_INVALID_ARGUMENT', 400);
-      seen.add(k);
-      return Tenants.storedKey(tenant, k);
-    });
+  /** The tenant's stored keys of validated client keys. */
+  #stored(tenant: Tenant, keys: readonly string[]): PageKey[] {
+    return keys.map((k) => Tenants.storedKey(tenant, k));
   }
 
-  #numbers(body: unknown, field: string, n: number, min: number, max: number): number[] {
-    const v = (body as Record<string, unknown> | null)?.[field];
-    if (!Array.isArray(v) || v.length !== n) throw new ClientApiError(`${field} must be an array of ${n} numbers (one per key)`, 'ERR_INVALID_ARGUMENT', 400);
-    v.forEach((x, i) => {
-      if (typeof x !== 'number' || !Number.isInteger(x) || x < min || x > max) throw new ClientApiError(`${field}[${i}] must be an integer in [${min}, ${max}], got ${JSON.stringify(x)}`, 'ERR_INVALID_ARGUMENT', 400);
-    });
-    return v as number[];
+  /** Checks a per-key array against the key count and bounds the schema cannot know (the page size, the lease). */
+  #perKey(values: readonly number[], field: string, n: number, max: number): void {
+    if (values.length !== n) throw new ProtocolError(`${field} must have ${n} entries (one per key), got ${values.length}`, 'ERR_INVALID_ARGUMENT', 400, field);
+    for (let i = 0; i < n; i++) {
+      if (values[i]! > max) throw new ProtocolError(`${field}[${i}] must be at most ${max}, got ${values[i]}`, 'ERR_INVALID_ARGUMENT', 400, `${field}[${i}]`);
+    }
   }
 
-  #lease(tenant: Tenant, body: unknown, kind: Lease['kind']): Lease {
-    const id = (body as { lease?: unknown } | null)?.lease;
-    const lease = typeof id === 'number' ? this.#leases.get(id) : undefined;
+  #lease(tenant: Tenant, id: number, kind: Lease['kind']): Lease {
+    const lease = this.#leases.get(id);
     // Another tenant's lease reads as absent: ids say nothing about what others hold.
-    if (!lease || lease.tenant !== tenant || lease.kind !== kind || lease.busy) throw new ClientApiError(`no open ${kind === 'reserve' ? 'reservation' : 'pin'} ${JSON.stringify(id)} (expired after ${this.#o.leaseMs} ms, or already closed)`, 'ERR_NOT_FOUND', 404);
+    if (!lease || lease.tenant !== tenant || lease.kind !== kind || lease.busy) throw new ProtocolError(`no open ${kind === 'reserve' ? 'reservation' : 'pin'} ${id} (expired after ${this.#o.leaseMs} ms, or already closed)`, 'ERR_NOT_FOUND', 404, 'lease');
     return lease;
   }
 
@@ -203,7 +192,7 @@ export class ClientApi {
     const held = this.#leasedPages.get(tenant.name) ?? 0;
     if (this.#leases.size >= this.#o.maxLeases || held + pages > tenant.maxLeasedPages) {
       this.#refused.inc({ tenant: tenant.name, why: 'limit' });
-      throw new ClientApiError(
+      throw new ProtocolError(
         this.#leases.size >= this.#o.maxLeases
           ? `${this.#o.maxLeases} leases are open (client.maxLeases); commit or release some first`
           : `tenant ${tenant.name} holds ${held} leased page(s); ${pages} more would pass its limit of ${tenant.maxLeasedPages}`,
@@ -230,7 +219,7 @@ export class ClientApi {
     } else {
       const held = lease.keys.filter((_, i) => lease.offsets[i]! >= 0);
       tier.unpin(held);
-      this.#o.ts.unpinKeys(lease.keys, `client:${lease.id}`);
+      if (lease.indexPinned?.length) this.#o.ts.unpinKeys(lease.indexPinned, `client:${lease.id}`);
     }
   }
 
@@ -242,15 +231,15 @@ export class ClientApi {
     }
   }
 
-  async #reserve(tenant: Tenant, body: unknown): Promise<unknown> {
-    const keys = this.#keys(tenant, body);
-    const lengths = this.#numbers(body, 'lengths', keys.length, 1, this.#o.ts.pageBytes);
+  async #reserve(tenant: Tenant, body: ReserveRequest): Promise<ClientResponse<'reserve'>> {
+    const keys = this.#stored(tenant, body.keys);
+    this.#perKey(body.lengths, 'lengths', keys.length, this.#o.ts.pageBytes);
     this.#claim(tenant, keys.length);
     try {
       await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length);
       const got = this.#o.hostTier.reserveRemote(keys);
-      if (!got) throw new ClientApiError(`the host tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
-      const lease = this.#open({ kind: 'reserve', tenant, keys, offsets: got.offsets, lengths: Uint32Array.from(lengths) });
+      if (!got) throw new ProtocolError(`the host tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
+      const lease = this.#open({ kind: 'reserve', tenant, keys, offsets: got.offsets, lengths: Uint32Array.from(body.lengths) });
       return { lease: lease.id, offsets: Array.from(got.offsets), deadlineMs: this.#o.leaseMs };
     } catch (e) {
       this.#leasedPages.set(tenant.name, (this.#leasedPages.get(tenant.name) ?? 0) - keys.length);
@@ -258,87 +247,139 @@ export class ClientApi {
     }
   }
 
-  async #commit(tenant: Tenant, body: unknown): Promise<unknown> {
-    const lease = this.#lease(tenant, body, 'reserve');
-    const crcs = this.#numbers(body, 'crcs', lease.keys.length, 0, 0xffffffff);
+  async #commit(tenant: Tenant, body: CommitRequest): Promise<ClientResponse<'commit'>> {
+    const lease = this.#lease(tenant, body.lease, 'reserve');
+    this.#perKey(body.crcs, 'crcs', lease.keys.length, 0xffffffff);
     const arena = this.arena;
     // The daemon checks the bytes itself: a page whose slot does not hold what the client declared never becomes
-    // visible. The lease is held meanwhile (its deadline is pushed back), and the check yields to the event loop
-    // every CHECK_SLICE bytes so a large commit does not stall other requests.
+    // visible. The check runs on native threads (the event loop keeps serving); the lease is held meanwhile.
     lease.expires = Number.POSITIVE_INFINITY;
     lease.busy = true;
-    const bad: number[] = [];
-    const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
-    let sliced = 0;
-    for (const [i, key] of lease.keys.entries()) {
-      const offset = lease.offsets[i]!;
-      if (offset < 0) continue;
-      if (arenaCrc(arena, offset, lease.lengths[i]!) !== crcs[i]) bad.push(i);
-      else landed.push({ key, length: lease.lengths[i]!, crc32c: crcs[i]! });
-      sliced += lease.lengths[i]!;
-      if (sliced >= CHECK_SLICE) {
-        sliced = 0;
-        await new Promise((r) => setImmediate(r));
-      }
+    const copied: number[] = [];
+    for (let i = 0; i < lease.keys.length; i++) if (lease.offsets[i]! >= 0) copied.push(i);
+    let actual: Uint32Array;
+    try {
+      actual = copied.length
+        ? await crc32cRanges(arena, Float64Array.from(copied, (i) => lease.offsets[i]!), Uint32Array.from(copied, (i) => lease.lengths[i]!), { threads: CHECK_THREADS })
+        : new Uint32Array(0);
+    } catch (e) {
+      lease.busy = false;
+      lease.expires = Date.now() + this.#o.leaseMs;
+      throw e;
     }
     // Closed meanwhile (daemon shutting down): its slots are already freed.
-    if (!this.#leases.has(lease.id)) throw new ClientApiError('the daemon closed this reservation while checking it', 'ERR_CLOSED', 503);
-    const ok = new Set(landed.map((p) => p.key));
-    this.#close(lease, { ok: (i) => ok.has(lease.keys[i]!), crcs: Uint32Array.from(crcs) });
+    if (!this.#leases.has(lease.id)) throw new ProtocolError('the daemon closed this reservation while checking it', 'ERR_CLOSED', 503);
+    const crcs = Uint32Array.from(body.crcs);
+    const ok = new Uint8Array(lease.keys.length);
+    const bad: number[] = [];
+    const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
+    copied.forEach((i, j) => {
+      if (actual[j] !== crcs[i]) return void bad.push(i);
+      ok[i] = 1;
+      landed.push({ key: lease.keys[i]!, length: lease.lengths[i]!, crc32c: crcs[i]! });
+    });
+    this.#close(lease, { ok: (i) => ok[i] === 1, crcs });
     if (bad.length) this.#refused.inc({ tenant: tenant.name, why: 'checksum' }, bad.length);
-    const adopted = landed.length ? await this.#o.ts.adoptPages(this.#o.hostTierName, landed) : [];
+    // The pages are visible in the host tier now (lookup and pin answer from it); the block index records them in
+    // the recorder's next batch, off this request's path.
+    if (landed.length) this.#record(landed);
     this.#pages.inc({ tenant: tenant.name, op: 'store' }, landed.length);
     if (this.#o.placement === 'rendezvous' && landed.length) void this.#push(landed).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'rendezvous push failed'));
-    return { stored: landed.length, existing: lease.keys.length - landed.length - bad.length, adopted: adopted.length, badChecksum: bad };
+    return { stored: landed.length, existing: lease.keys.length - copied.length, badChecksum: bad };
   }
 
-  #release(tenant: Tenant, body: unknown, kind: Lease['kind']): unknown {
-    const lease = this.#lease(tenant, body, kind);
+  /**
+   * Queues committed pages for the block index: every commit of one event-loop turn (and those landing while a batch
+   * is being recorded) go into one adoptPages call, i.e. one index transaction, not one per request.
+   */
+  #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>): void {
+    for (const p of pages) this.#unrecorded.set(p.key, p);
+    this.#recording ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+      try {
+        while (this.#unrecorded.size) {
+          const batch = [...this.#unrecorded.values()];
+          try {
+            await this.#o.ts.adoptPages(this.#o.hostTierName, batch);
+          } catch (e) {
+            // The bytes stay in the host tier (its slot table records them); the index adopts them at its next open.
+            this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
+          }
+          for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
+        }
+      } finally {
+        this.#recording = undefined;
+      }
+    });
+  }
+
+  /** Resolves once every page committed so far is recorded in the block index. */
+  async recorded(): Promise<void> {
+    while (this.#recording) await this.#recording;
+  }
+
+  #release(tenant: Tenant, id: number, kind: Lease['kind']): ClientResponse<'release'> {
+    const lease = this.#lease(tenant, id, kind);
     this.#close(lease);
     return { released: lease.keys.length };
   }
 
   /**
-   * Which keys any local tier holds; with `cluster: true`, also which live nodes published each key this node lacks
-   * (the rendezvous owner first), so a caller knows where a load will pull it from.
+   * Which keys any local tier holds (committed pages the index has yet to record answer from the host tier); with
+   * `cluster: true`, also which live nodes published each key this node lacks (the rendezvous owner first), so a
+   * caller knows where a load will pull it from.
    */
-  async #lookup(tenant: Tenant, body: unknown): Promise<unknown> {
-    const keys = this.#keys(tenant, body);
+  async #lookup(tenant: Tenant, body: LookupRequest): Promise<ClientResponse<'lookup'>> {
+    const keys = this.#stored(tenant, body.keys);
     const hit = this.#o.ts.lookupKeys(keys);
+    const present = hit.present;
     const lengths = new Array<number>(keys.length).fill(0);
     const tiers = new Array<string | null>(keys.length).fill(null);
     hit.indices.forEach((i, j) => {
       lengths[i] = hit.pages[j]!.length;
       tiers[i] = hit.pages[j]!.tier;
     });
-    this.#pages.inc({ tenant: tenant.name, op: 'lookup_hit' }, hit.pages.length);
-    this.#pages.inc({ tenant: tenant.name, op: 'lookup_miss' }, keys.length - hit.pages.length);
+    let found = hit.pages.length;
+    if (this.#unrecorded.size) {
+      keys.forEach((k, i) => {
+        const p = present[i] ? undefined : this.#unrecorded.get(k);
+        if (!p) return;
+        present[i] = true;
+        lengths[i] = p.length;
+        tiers[i] = this.#o.hostTierName;
+        found++;
+      });
+    }
+    this.#pages.inc({ tenant: tenant.name, op: 'lookup_hit' }, found);
+    this.#pages.inc({ tenant: tenant.name, op: 'lookup_miss' }, keys.length - found);
     let cluster: { holders: Array<string[] | null> } | { error: string } | undefined;
-    if ((body as { cluster?: unknown }).cluster === true && this.#o.registry) {
-      const absent = keys.map((_, i) => i).filter((i) => !hit.present[i]);
+    if (body.cluster === true && this.#o.registry) {
+      const absent = keys.map((_, i) => i).filter((i) => !present[i]);
       try {
-        const found = absent.length ? await this.#o.registry.locate(absent.map((i) => keys[i]!)) : [];
+        const located = absent.length ? await this.#o.registry.locate(absent.map((i) => keys[i]!)) : [];
         const ids = this.#o.placement === 'rendezvous' ? (await this.#o.registry.nodes()).map((n) => n.id) : [];
         const holders: Array<string[] | null> = keys.map(() => null);
         absent.forEach((i, j) => {
           const owner = ids.length ? rendezvousOwner(keys[i]!, ids) : undefined;
-          holders[i] = found[j]!.map((n) => n.id).sort((a, b) => Number(b === owner) - Number(a === owner) || a.localeCompare(b));
+          holders[i] = located[j]!.map((n) => n.id).sort((a, b) => Number(b === owner) - Number(a === owner) || a.localeCompare(b));
         });
         cluster = { holders };
       } catch (e) {
         cluster = { error: `cluster registry unreachable: ${(e as Error).message}` };
       }
     }
-    return { present: hit.present, lengths, tiers, estimatedLoadMs: hit.estimatedLoadMs, ...(cluster ? { cluster } : {}) };
+    return { present, lengths, tiers, estimatedLoadMs: hit.estimatedLoadMs, ...(cluster ? { cluster } : {}) };
   }
 
-  #resolve(tenant: Tenant, body: unknown): unknown {
-    if (!this.#o.peerAddress) throw new ClientApiError('this daemon serves no peer endpoint (peer.enabled is false)', 'ERR_UNAVAILABLE', 503);
-    return { keys: this.#keys(tenant, body), peer: this.#o.peerAddress };
+  #resolve(tenant: Tenant, keys: readonly string[]): ClientResponse<'resolve'> {
+    if (!this.#o.peerAddress) throw new ProtocolError('this daemon serves no peer endpoint (peer.enabled is false)', 'ERR_UNAVAILABLE', 503);
+    return { keys: this.#stored(tenant, keys), peer: this.#o.peerAddress };
   }
 
-  async #delete(tenant: Tenant, body: unknown): Promise<unknown> {
-    const r = await this.#o.ts.deleteKeys(this.#keys(tenant, body));
+  async #delete(tenant: Tenant, keys: readonly string[]): Promise<ClientResponse<'delete'>> {
+    const stored = this.#stored(tenant, keys);
+    // Committed pages not yet in the index would read as missing and stay behind.
+    if (stored.some((k) => this.#unrecorded.has(k))) await this.recorded();
+    const r = await this.#o.ts.deleteKeys(stored);
     return { deleted: r.deleted.length, pinned: r.pinned.length, missing: r.missing.length };
   }
 
@@ -346,34 +387,45 @@ export class ClientApi {
    * Makes the pages resident in the host tier and pins them for the lease: pages only on lower tiers are loaded
    * up; pages held nowhere here are pulled from a node the cluster registry says holds them. Answers where each
    * page is in the shared arena (offset -1: not found anywhere), its length and CRC32C.
+   *
+   * Pages already in the host tier (the common case) are pinned there, in memory, and nothing else: no index
+   * lookup, no index pin. Only pages that must be brought up are pinned in the hierarchy meanwhile, so it does not
+   * evict their lower copies before they arrive.
    */
-  async #pin(tenant: Tenant, body: unknown): Promise<unknown> {
-    const keys = this.#keys(tenant, body);
+  async #pin(tenant: Tenant, body: PinRequest): Promise<ClientResponse<'pin'>> {
+    const keys = this.#stored(tenant, body.keys);
     this.#claim(tenant, keys.length);
     const lease = this.#open({ kind: 'pin', tenant, keys, offsets: new Float64Array(keys.length).fill(-1), lengths: new Uint32Array(keys.length) });
-    const owner = `client:${lease.id}`;
+    const crcs = new Array<number>(keys.length).fill(0);
     try {
-      const { ts, hostTier, hostTierName } = this.#o;
-      // Held in the index first, so the hierarchy does not evict what is being brought up.
-      ts.pinKeys(keys, { ttlMs: this.#o.leaseMs, owner });
-      const hit = ts.lookupKeys(keys);
-      const below = hit.pages.filter((p) => !p.tiers.includes(hostTierName));
-      if (below.length) await this.#bringUp(below);
-      const absent = keys.filter((_, i) => !hit.present[i]);
-      if (absent.length && this.#o.registry) await this.#pull(tenant, absent).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'pull from the cluster failed; answering from local tiers'));
-      const where = hostTier.pinRemote(keys);
-      const crcs = new Array<number>(keys.length).fill(0);
-      where.forEach((w, i) => {
-        if (!w) return;
-        lease.offsets[i] = w.offset;
-        lease.lengths[i] = w.length;
-        crcs[i] = w.crc32c;
-      });
-      const found = where.filter(Boolean).length;
+      const { ts, hostTier } = this.#o;
+      const take = (where: ReturnType<HostTier['pinRemote']>, at: readonly number[]) =>
+        where.forEach((w, j) => {
+          if (!w) return;
+          const i = at[j]!;
+          lease.offsets[i] = w.offset;
+          lease.lengths[i] = w.length;
+          crcs[i] = w.crc32c;
+        });
+      take(hostTier.pinRemote(keys), keys.map((_, i) => i));
+      const rest = keys.map((_, i) => i).filter((i) => lease.offsets[i]! < 0);
+      if (rest.length) {
+        const restKeys = rest.map((i) => keys[i]!);
+        // Held in the hierarchy first, so it does not evict what is being brought up.
+        ts.pinKeys(restKeys, { ttlMs: this.#o.leaseMs, owner: `client:${lease.id}` });
+        lease.indexPinned = restKeys;
+        const hit = ts.lookupKeys(restKeys);
+        const below = hit.pages.filter((p) => !p.tiers.includes(this.#o.hostTierName));
+        if (below.length) await this.#bringUp(below);
+        const absent = restKeys.filter((_, j) => !hit.present[j]);
+        if (absent.length && this.#o.registry) await this.#pull(tenant, absent).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'pull from the cluster failed; answering from local tiers'));
+        take(hostTier.pinRemote(restKeys), rest);
+      }
+      let found = 0;
+      for (let i = 0; i < keys.length; i++) if (lease.offsets[i]! >= 0) found++;
       this.#pages.inc({ tenant: tenant.name, op: 'load' }, found);
       // Remote clients fetch over the peer protocol, which names pages by their stored keys.
-      const stored = (body as { storedKeys?: unknown }).storedKeys === true ? { keys } : {};
-      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs, deadlineMs: this.#o.leaseMs, ...stored };
+      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs, deadlineMs: this.#o.leaseMs, ...(body.storedKeys === true ? { keys } : {}) };
     } catch (e) {
       this.#close(lease);
       throw e;
@@ -385,7 +437,7 @@ export class ClientApi {
     const { ts, hostTier, hostTierName } = this.#o;
     await ts.makeRoomOn(hostTierName, pages.length);
     const got = hostTier.reserveRemote(pages.map((p) => p.key));
-    if (!got) throw new ClientApiError(`the host tier has no room to load ${pages.length} page(s) into (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
+    if (!got) throw new ProtocolError(`the host tier has no room to load ${pages.length} page(s) into (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
     const arena = this.arena;
     const want = pages.filter((_, i) => got.offsets[i]! >= 0);
     const at = new Map(pages.map((p, i) => [p.key, got.offsets[i]!]));
@@ -397,7 +449,9 @@ export class ClientApi {
       throw e;
     }
     const missing = new Set(result.missing.map((i) => want[i]!.key));
-    const landed = want.filter((p) => !missing.has(p.key)).map((p) => ({ key: p.key, length: p.length, crc32c: arenaCrc(arena, at.get(p.key)!, p.length) }));
+    const arrived = want.filter((p) => !missing.has(p.key));
+    const sums = arrived.length ? await crc32cRanges(arena, Float64Array.from(arrived, (p) => at.get(p.key)!), Uint32Array.from(arrived, (p) => p.length), { threads: CHECK_THREADS }) : new Uint32Array(0);
+    const landed = arrived.map((p, j) => ({ key: p.key, length: p.length, crc32c: sums[j]! }));
     const crcOf = new Map(landed.map((p) => [p.key, p.crc32c]));
     hostTier.commitRemote(
       pages.map((p) => p.key),
@@ -506,11 +560,12 @@ export class ClientApi {
     }
   }
 
-  /** Undoes every open lease and closes peer connections. */
-  close(): void {
+  /** Undoes every open lease, records committed pages in the block index, closes peer connections. */
+  async close(): Promise<void> {
     clearInterval(this.#sweep);
     for (const l of [...this.#leases.values()]) this.#close(l);
     for (const p of this.#peers.values()) void p.then((c) => c.close(), () => undefined);
     this.#peers.clear();
+    await this.recorded();
   }
 }

@@ -109,6 +109,12 @@ export const clientConfigSchema = z
     leaseMs: z.number().int().min(100).max(3_600_000).default(30_000),
     /** Most leases (reservations + pins) open at once, all tenants together. Default 1024. */
     maxLeases: z.number().int().min(1).max(1 << 20).default(1024),
+    /**
+     * A Unix socket the daemon also serves its HTTP API on, for same-host clients (shorter control round trips than
+     * loopback TCP; same routes, auth and limits). Default `auto`: `<tmpdir>/tiersync-<pid>-<httpPort>.sock`,
+     * advertised in `hello` to tenants offered shared memory; `false`: none.
+     */
+    socket: z.union([z.string().min(1).max(100), z.literal(false)]).default('auto'),
   })
   .strict();
 

@@ -9,7 +9,7 @@
  * close() is the graceful shutdown: stop accepting, let in-flight requests finish (up to shutdownGraceMs), leave
  * the registry, stop the peer listener, close the hierarchy (waits for background copies, flushes the index).
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -25,7 +25,8 @@ import { ServerMetrics } from './metrics.js';
 import { ClusterRegistry, type HolderAnswer } from './registry.js';
 import { RespDoor } from './resp/door.js';
 import { TierSyncPageStore } from './resp/page-store.js';
-import { ClientApi, ClientApiError } from './client-api.js';
+import { ClientApi } from './client-api.js';
+import { ProtocolError, isClientOp, type ErrorBody } from '../protocol/index.js';
 import { Tenants } from './tenants.js';
 
 export interface ServerStartOptions {
@@ -66,6 +67,32 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown): void
   res.end(text);
 }
 
+/** The client protocol's typed error body (`{ error: { code, message, field? } }`) of any failure of a client route. */
+function clientErrorBody(e: unknown, status: number): ErrorBody {
+  if (e instanceof ProtocolError) return e.toBody();
+  const code = e instanceof TierSyncError ? e.code : status === 413 ? 'ERR_OUT_OF_RANGE' : status === 400 ? 'ERR_INVALID_ARGUMENT' : status === 401 ? 'ERR_AUTH' : status === 503 ? 'ERR_UNAVAILABLE' : 'ERR_IO';
+  return { error: { code, message: (e as Error).message } };
+}
+
+/**
+ * Listens on the client API's Unix socket (config `client.socket`), unless it is off. The socket file is made for
+ * this process (auto: its pid and HTTP port in the name) and removed by close().
+ */
+async function listenUnix(config: ResolvedServerConfig, httpPort: number): Promise<{ server: http.Server; path: string; close: () => Promise<void> } | undefined> {
+  const want = config.client?.socket ?? 'auto';
+  if (want === false) return undefined;
+  const file = want === 'auto' ? path.join(os.tmpdir(), `tiersync-${process.pid}-${httpPort}.sock`) : path.resolve(want);
+  rmSync(file, { force: true });
+  const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
+  server.maxConnections = config.http.maxConnections;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) => reject(new TierSyncError(`cannot listen on the client socket ${file}: ${e.message}`, 'ERR_IO', { cause: e })));
+    server.listen(file, () => resolve());
+  });
+  chmodSync(file, 0o600);
+  return { server, path: file, close: () => new Promise<void>((r) => server.close(() => r())).finally(() => rmSync(file, { force: true })) };
+}
+
 export class TierSyncServer {
   readonly config: ResolvedServerConfig;
   readonly ts: TierSync;
@@ -73,6 +100,9 @@ export class TierSyncServer {
   readonly metrics: ServerMetrics;
   readonly nodeId: string;
   readonly #http: http.Server;
+  /** The same HTTP API on a Unix socket (client.socket), for same-host clients. */
+  readonly #unix: http.Server | undefined;
+  readonly #socketPath: string | undefined;
   readonly #peer: PeerServer | undefined;
   readonly #peerTier: string | undefined;
   readonly #registry: ClusterRegistry | undefined;
@@ -85,7 +115,7 @@ export class TierSyncServer {
   #inFlight = 0;
   #closing: Promise<void> | undefined;
 
-  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
+  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; unix?: http.Server | undefined; socketPath?: string | undefined; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
     this.config = parts.config;
     this.ts = parts.ts;
     this.log = parts.log;
@@ -101,6 +131,9 @@ export class TierSyncServer {
       registry: () => this.#registry?.stats(),
     });
     this.#http.on('request', (req, res) => void this.#handle(req, res));
+    this.#unix = parts.unix;
+    this.#socketPath = parts.socketPath;
+    this.#unix?.on('request', (req, res) => void this.#handle(req, res));
     const hostTierName = this.#peerTier ?? this.ts.stats().tiers.find((t) => t.kind === 'host')?.name;
     const hostTier = hostTierName ? this.ts.tierDriver(hostTierName) : undefined;
     const c = this.config;
@@ -120,6 +153,7 @@ export class TierSyncServer {
             registry: this.#registry,
             placement: c.cluster?.placement ?? 'none',
             nodeId: this.nodeId,
+            socketPath: parts.socketPath,
             log: this.log.child({ component: 'client-api' }),
             metrics: this.metrics.registry,
           })
@@ -178,6 +212,8 @@ export class TierSyncServer {
       undo.push(() => new Promise((r) => server.close(r)));
       const httpPort = (server.address() as AddressInfo).port;
 
+      const unix = await listenUnix(config, httpPort);
+      if (unix) undo.push(() => unix.close());
       const peerAddress = peer ? (config.peer.advertise ?? `${config.peer.host}:${peer.port}`) : '';
       const nodeId = config.cluster?.nodeId ?? `${os.hostname()}:${peer?.port ?? httpPort}`;
       let registry: ClusterRegistry | undefined;
@@ -195,7 +231,7 @@ export class TierSyncServer {
           logger: log,
         });
       }
-      const self = new TierSyncServer({ config, ts, log, http: server, peer, peerTier, registry, nodeId, peerAddress });
+      const self = new TierSyncServer({ config, ts, log, http: server, unix: unix?.server, socketPath: unix?.path, peer, peerTier, registry, nodeId, peerAddress });
       if (config.resp?.port !== undefined) {
         const door = await RespDoor.listen({ config: config.resp, store: new TierSyncPageStore(ts), logger: log.child({ component: 'resp' }), metrics: self.metrics.registry });
         self.#resp = door;
@@ -417,18 +453,19 @@ export class TierSyncServer {
     const start = process.hrtime.bigint();
     this.#inFlight++;
     const route = new URL(req.url ?? '/', 'http://x').pathname;
-    const known = ['/healthz', '/metrics', '/v1/stats', '/v1/lookup', '/v1/prefetch', '/v1/cluster/nodes', '/', '/index.html'].includes(route) || /^\/v1\/client\/(hello|reserve|commit|abort|release|lookup|pin|resolve|delete)$/.test(route) ? route : 'other';
+    const known = ['/healthz', '/metrics', '/v1/stats', '/v1/lookup', '/v1/prefetch', '/v1/cluster/nodes', '/', '/index.html'].includes(route) || (route.startsWith('/v1/client/') && isClientOp(route.slice('/v1/client/'.length))) ? route : 'other';
     if (this.#closing) res.setHeader('connection', 'close');
     try {
       await this.#route(req, res, route);
     } catch (e) {
-      const status = e instanceof HttpError || e instanceof ClientApiError ? e.status : e instanceof TierSyncError && (e.code === 'ERR_INVALID_ARGUMENT' || e.code === 'ERR_OUT_OF_RANGE') ? 400 : e instanceof TierSyncError && e.code === 'ERR_CLOSED' ? 503 : 500;
+      const status = e instanceof HttpError || e instanceof ProtocolError ? e.status : e instanceof TierSyncError && (e.code === 'ERR_INVALID_ARGUMENT' || e.code === 'ERR_OUT_OF_RANGE') ? 400 : e instanceof TierSyncError && e.code === 'ERR_CLOSED' ? 503 : 500;
       if (status >= 500) this.log.error({ err: e, route }, 'request failed');
       else this.log.debug({ route, status, err: (e as Error).message }, 'request refused');
       if (!res.headersSent) {
         if (status === 413) res.setHeader('connection', 'close');
         if (status === 401) res.setHeader('www-authenticate', 'Bearer');
-        sendJson(res, status, { error: (e as Error).message, ...(e instanceof TierSyncError ? { code: e.code } : {}) });
+        if (route.startsWith('/v1/client/')) sendJson(res, status, clientErrorBody(e, status));
+        else sendJson(res, status, { error: (e as Error).message, ...(e instanceof TierSyncError ? { code: e.code } : {}) });
       } else res.destroy();
     } finally {
       this.#inFlight--;
@@ -445,22 +482,29 @@ export class TierSyncServer {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.log.info({ inFlight: this.#inFlight }, 'shutting down');
-      const closed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
+      const unix = this.#unix;
+      const closed = Promise.all([new Promise<void>((resolve) => this.#http.close(() => resolve())), unix ? new Promise<void>((resolve) => unix.close(() => resolve())) : undefined]);
       this.#http.closeIdleConnections();
+      unix?.closeIdleConnections();
       const grace = setTimeout(() => {
         this.log.warn({ inFlight: this.#inFlight }, 'shutdown grace period over; closing remaining connections');
         this.#http.closeAllConnections();
+        unix?.closeAllConnections();
       }, this.config.http.shutdownGraceMs);
       grace.unref();
       // Idle keep-alive sockets that become idle after a response are closed as they go idle.
-      const sweep = setInterval(() => this.#http.closeIdleConnections(), 50);
+      const sweep = setInterval(() => {
+        this.#http.closeIdleConnections();
+        unix?.closeIdleConnections();
+      }, 50);
       await closed;
+      if (this.#socketPath) rmSync(this.#socketPath, { force: true });
       clearTimeout(grace);
       clearInterval(sweep);
       await this.#resp?.close(this.config.http.shutdownGraceMs);
       await this.#registry?.close();
       this.#peer?.close();
-      this.#clients?.close();
+      await this.#clients?.close();
       this.metrics.close();
       await this.ts.close();
       this.log.info('shut down cleanly');

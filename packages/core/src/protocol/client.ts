@@ -1,0 +1,188 @@
+/**
+ * The client/daemon protocol of `@tiersync/core/client`: every request and response body of `/v1/client/<op>`,
+ * defined once. The daemon validates each request against these schemas at its edge (server/client-api.ts) and
+ * the TypeScript client types its calls from them (client/), so neither side spells a request shape of its own.
+ *
+ * The wire format is plain JSON over HTTP/1.1 (TCP, or the daemon's Unix socket on the same host), one op per
+ * route, so a client in any language can speak it: `clientProtocolJsonSchema()` exports the same schemas as JSON
+ * Schema. Page bytes never travel here; they move through the daemon's shared-memory host tier or the native peer
+ * protocol. Errors are `{ "error": { "code", "message", "field"? } }` (errors.ts).
+ */
+import { z } from 'zod';
+
+/** Protocol revision, sent in `hello`; bumped when a request or response changes incompatibly. */
+export const CLIENT_PROTOCOL_VERSION = 1;
+
+/** Most keys one request may carry on the wire (a daemon's `client.maxBatchPages` may set fewer). */
+export const MAX_PROTOCOL_KEYS = 65536;
+
+/** Client keys: 16..128 lower-case hex characters (the client's own page keys; the daemon derives its stored keys). */
+export const CLIENT_KEY_PATTERN = /^[0-9a-f]{16,128}$/;
+
+const uint32 = z.number().int('must be an integer').min(0, 'must be in [0, 2^32)').max(0xffffffff, 'must be in [0, 2^32)');
+
+/** One client page key. */
+export const clientKeySchema = z.string().regex(CLIENT_KEY_PATTERN, 'must be 16..128 lower-case hex characters');
+
+/** A non-empty list of distinct client keys. */
+export const clientKeysSchema = z
+  .array(clientKeySchema)
+  .min(1, 'must list 1 or more page keys')
+  .max(MAX_PROTOCOL_KEYS, `must list at most ${MAX_PROTOCOL_KEYS} page keys`)
+  .superRefine((keys, ctx) => {
+    const seen = new Set<string>();
+    for (let i = 0; i < keys.length; i++) {
+      if (seen.has(keys[i]!)) ctx.addIssue({ code: 'custom', path: [i], message: `${keys[i]} appears twice` });
+      seen.add(keys[i]!);
+    }
+  });
+
+/** A lease id (a reservation or a pin), as the daemon issued it. */
+export const leaseIdSchema = z.number().int('must be an integer lease id').min(1, 'must be a lease id (1 or more)');
+
+/** `GET /v1/client/hello`: what the daemon offers this tenant. */
+export const helloResponseSchema = z.object({
+  protocol: z.number().int(),
+  node: z.string(),
+  tenant: z.string(),
+  model: z.string(),
+  /** The daemon's page size: a page is 1..pageBytes bytes. */
+  pageBytes: z.number().int().min(1),
+  tokensPerPage: z.number().int().min(1),
+  /** Most keys one request may name on this daemon. */
+  maxBatchPages: z.number().int().min(1),
+  /** Lease deadline: a reservation or pin not closed within this many ms is undone. */
+  leaseMs: z.number().int().min(1),
+  /** The shared-memory host tier to map (same host), or null when not offered to this tenant. */
+  shm: z.object({ path: z.string(), capacity: z.number().int(), pageSize: z.number().int(), fingerprint: z.string() }).nullable(),
+  /** The daemon's Unix socket for control requests (same host), or null. Same routes and bodies as over TCP. */
+  socket: z.string().nullable(),
+  /** The native peer endpoint `host:port` for page bytes from other hosts, or null. */
+  peer: z.string().nullable(),
+});
+
+/** `POST /v1/client/reserve`: room in the shared host tier for new pages. */
+export const reserveRequestSchema = z
+  .object({
+    keys: clientKeysSchema,
+    /** Each page's length in bytes, 1..pageBytes, one per key. */
+    lengths: z.array(z.number().int('must be an integer').min(1, 'must be 1 or more')),
+  })
+  .strict();
+export const reserveResponseSchema = z.object({
+  lease: leaseIdSchema,
+  /** Where each page goes in the shared arena; -1 for keys the daemon already holds (nothing to copy). */
+  offsets: z.array(z.number().int()),
+  deadlineMs: z.number().int(),
+});
+
+/** `POST /v1/client/commit`: the bytes are in their slots; the daemon checks each page's CRC32C, then records it. */
+export const commitRequestSchema = z
+  .object({
+    lease: leaseIdSchema,
+    /** CRC32C of each page's bytes, one per reserved key (any value for keys answered -1). */
+    crcs: z.array(uint32),
+  })
+  .strict();
+export const commitResponseSchema = z.object({
+  stored: z.number().int(),
+  /** Pages the daemon already held. */
+  existing: z.number().int(),
+  /** Indices of pages refused: their bytes did not match their CRC32C. */
+  badChecksum: z.array(z.number().int()),
+});
+
+/** `POST /v1/client/abort` (a reservation) and `/v1/client/release` (a pin): closes a lease. */
+export const leaseRequestSchema = z.object({ lease: leaseIdSchema }).strict();
+export const leaseResponseSchema = z.object({ released: z.number().int() });
+
+/** `POST /v1/client/lookup`: which keys the daemon holds on any tier. */
+export const lookupRequestSchema = z
+  .object({
+    keys: clientKeysSchema,
+    /** Also ask the cluster registry which nodes hold the keys this daemon lacks. */
+    cluster: z.boolean().optional(),
+  })
+  .strict();
+export const lookupResponseSchema = z.object({
+  present: z.array(z.boolean()),
+  /** Stored length of each present page (0 when absent). */
+  lengths: z.array(z.number().int()),
+  /** The tier holding each present page (null when absent). */
+  tiers: z.array(z.string().nullable()),
+  estimatedLoadMs: z.number(),
+  /** With `cluster: true`: per key this daemon lacks, the nodes holding it (rendezvous owner first); `error` when the registry is down. */
+  cluster: z.union([z.object({ holders: z.array(z.array(z.string()).nullable()) }), z.object({ error: z.string() })]).optional(),
+});
+
+/** `POST /v1/client/pin`: makes pages resident in the shared host tier and holds them until release. */
+export const pinRequestSchema = z
+  .object({
+    keys: clientKeysSchema,
+    /** Also answer the tenant's stored keys (remote clients fetch by them over the peer protocol). */
+    storedKeys: z.boolean().optional(),
+  })
+  .strict();
+export const pinResponseSchema = z.object({
+  lease: leaseIdSchema,
+  /** Where each page is in the shared arena; -1 when found nowhere. */
+  offsets: z.array(z.number().int()),
+  lengths: z.array(z.number().int()),
+  crcs: z.array(uint32),
+  deadlineMs: z.number().int(),
+  keys: z.array(z.string()).optional(),
+});
+
+/** `POST /v1/client/resolve`: the tenant's stored keys and the peer endpoint to put them to. */
+export const resolveRequestSchema = z.object({ keys: clientKeysSchema }).strict();
+export const resolveResponseSchema = z.object({ keys: z.array(z.string()), peer: z.string() });
+
+/** `POST /v1/client/delete`: removes pages (pinned ones stay). */
+export const deleteRequestSchema = z.object({ keys: clientKeysSchema }).strict();
+export const deleteResponseSchema = z.object({ deleted: z.number().int(), pinned: z.number().int(), missing: z.number().int() });
+
+/** Every op of the client API: its HTTP method and the schemas of its bodies (`request: null` takes no body). */
+export const clientOps = {
+  hello: { method: 'GET', request: null, response: helloResponseSchema },
+  reserve: { method: 'POST', request: reserveRequestSchema, response: reserveResponseSchema },
+  commit: { method: 'POST', request: commitRequestSchema, response: commitResponseSchema },
+  abort: { method: 'POST', request: leaseRequestSchema, response: leaseResponseSchema },
+  release: { method: 'POST', request: leaseRequestSchema, response: leaseResponseSchema },
+  lookup: { method: 'POST', request: lookupRequestSchema, response: lookupResponseSchema },
+  pin: { method: 'POST', request: pinRequestSchema, response: pinResponseSchema },
+  resolve: { method: 'POST', request: resolveRequestSchema, response: resolveResponseSchema },
+  delete: { method: 'POST', request: deleteRequestSchema, response: deleteResponseSchema },
+} as const;
+
+export type ClientOp = keyof typeof clientOps;
+type Ops = typeof clientOps;
+/** The body a client sends for `op` (never for `hello`). */
+export type ClientRequest<Op extends ClientOp> = Ops[Op]['request'] extends z.ZodType ? z.input<Ops[Op]['request']> : undefined;
+/** The body the daemon answers `op` with. */
+export type ClientResponse<Op extends ClientOp> = z.output<Ops[Op]['response']>;
+
+/** The route of `op`. */
+export function clientRoute(op: ClientOp): `/v1/client/${ClientOp}` {
+  return `/v1/client/${op}`;
+}
+
+/** Whether `op` names an op of the client API. */
+export function isClientOp(op: string): op is ClientOp {
+  return Object.hasOwn(clientOps, op);
+}
+
+export type HelloResponse = ClientResponse<'hello'>;
+export type ReserveRequest = ClientRequest<'reserve'>;
+export type ReserveResponse = ClientResponse<'reserve'>;
+export type CommitRequest = ClientRequest<'commit'>;
+export type CommitResponse = ClientResponse<'commit'>;
+export type LeaseRequest = ClientRequest<'release'>;
+export type LeaseResponse = ClientResponse<'release'>;
+export type LookupRequest = ClientRequest<'lookup'>;
+export type LookupResponse = ClientResponse<'lookup'>;
+export type PinRequest = ClientRequest<'pin'>;
+export type PinResponse = ClientResponse<'pin'>;
+export type ResolveRequest = ClientRequest<'resolve'>;
+export type ResolveResponse = ClientResponse<'resolve'>;
+export type DeleteRequest = ClientRequest<'delete'>;
+export type DeleteResponse = ClientResponse<'delete'>;

@@ -1,0 +1,185 @@
+// The client protocol at the daemon's edge: every op's answer matches the response schema the client is typed
+// from (protocol/client.ts), malformed requests get a typed 400 naming the field, and the same API answers on the
+// Unix socket that same-host clients use.
+import { randomFillSync } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HostArena, crc32c } from '@tiersync/native';
+import { TierSyncClient } from '../client/index.js';
+import { clientOps, clientProtocolJsonSchema, errorBodySchema, type ClientOp } from '../protocol/index.js';
+import { parseServerConfig } from './config.js';
+import { TierSyncServer } from './server.js';
+
+const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
+const PAGE = 8 * 1024;
+const TOKEN = 'token-proto';
+const key = (i: number) => `c0ffee00${i.toString(16).padStart(8, '0')}`;
+
+/** One request over TCP or the Unix socket; answers the status and the parsed body. */
+function send(target: { url: string } | { socketPath: string }, op: string, body?: unknown, init: { method?: string; raw?: string; token?: string | null } = {}): Promise<{ status: number; json: any }> {
+  const payload = init.raw ?? (body === undefined ? undefined : JSON.stringify(body));
+  const where = 'url' in target ? { host: new URL(target.url).hostname, port: Number(new URL(target.url).port) } : { socketPath: target.socketPath };
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        ...where,
+        method: init.method ?? (payload === undefined ? 'GET' : 'POST'),
+        path: `/v1/client/${op}`,
+        headers: { ...(init.token === null ? {} : { authorization: `Bearer ${init.token ?? TOKEN}` }), ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+describe('client protocol at the daemon', () => {
+  let dir: string;
+  let shm: string;
+  let server: TierSyncServer;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-api-'));
+    shm = `/dev/shm/tiersync-client-api-${process.pid}`;
+    server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'client-api@1',
+        layout,
+        tiers: [
+          { url: `host://?capacity=${64 * PAGE}&shm=${shm}&prefault=false`, name: 'host' },
+          { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, name: 'fs', writeThrough: true },
+        ],
+        index: { path: path.join(dir, 'index.sqlite') },
+        http: { port: 0 },
+        peer: { port: 0 },
+        tenants: [{ name: 'proto', token: TOKEN }],
+        client: { maxBatchPages: 32, socket: path.join(dir, 'client.sock') },
+        log: { level: 'silent' },
+      }),
+    );
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(shm, { force: true });
+  });
+
+  it('answers every op with a body its response schema accepts, over TCP and the Unix socket', async () => {
+    const socketPath = path.join(dir, 'client.sock');
+    for (const target of [{ url: server.url }, { socketPath }]) {
+      const seen = new Set<ClientOp>();
+      const check = async (op: ClientOp, body?: unknown) => {
+        const r = await send(target, op, body);
+        expect(r.status, `${op}: ${JSON.stringify(r.json)}`).toBe(200);
+        const parsed = clientOps[op].response.safeParse(r.json);
+        expect(parsed.success, `${op} answer ${JSON.stringify(r.json)} against its schema: ${parsed.error?.message}`).toBe(true);
+        seen.add(op);
+        return r.json;
+      };
+      const hello = await check('hello');
+      expect(hello).toMatchObject({ protocol: 1, tenant: 'proto', pageBytes: PAGE, maxBatchPages: 32, socket: socketPath });
+      const tag = 'url' in target ? 0 : 100;
+      const keys = [key(tag), key(tag + 1)];
+      const mapped = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false });
+      try {
+        const reserved = await check('reserve', { keys, lengths: [PAGE, PAGE - 10] });
+        const crcs = reserved.offsets.map((o: number, i: number) => {
+          const view = mapped.view(o, i ? PAGE - 10 : PAGE);
+          randomFillSync(view);
+          return crc32c(view);
+        });
+        expect(await check('commit', { lease: reserved.lease, crcs })).toEqual({ stored: 2, existing: 0, badChecksum: [] });
+        // Visible at once, before or after the block index records it.
+        expect(await check('lookup', { keys: [...keys, key(tag + 2)] })).toMatchObject({ present: [true, true, false], lengths: [PAGE, PAGE - 10, 0], tiers: ['host', 'host', null] });
+        const pinned = await check('pin', { keys: [...keys, key(tag + 2)] });
+        expect(pinned.offsets[2]).toBe(-1);
+        expect(pinned.crcs.slice(0, 2)).toEqual(crcs);
+        expect(await check('release', { lease: pinned.lease })).toEqual({ released: 3 });
+        const again = await check('reserve', { keys: [key(tag + 3)], lengths: [PAGE] });
+        expect(await check('abort', { lease: again.lease })).toEqual({ released: 1 });
+        expect((await check('resolve', { keys })).keys).toHaveLength(2);
+        expect(await check('delete', { keys })).toEqual({ deleted: 2, pinned: 0, missing: 0 });
+        expect((await check('lookup', { keys })).present).toEqual([false, false]);
+      } finally {
+        mapped.close();
+      }
+      expect([...seen].sort()).toEqual((Object.keys(clientOps) as ClientOp[]).sort());
+    }
+  });
+
+  it('refuses a malformed request with a typed 400 that names the field', async () => {
+    const cases: Array<[ClientOp, unknown, string]> = [
+      ['reserve', { keys: ['XYZ'], lengths: [PAGE] }, 'keys[0]'],
+      ['reserve', { keys: [key(1)], lengths: [PAGE + 1] }, 'lengths[0]'],
+      ['reserve', { keys: [key(1)], lengths: [0] }, 'lengths[0]'],
+      ['reserve', { keys: [key(1), key(1)], lengths: [1, 1] }, 'keys[1]'],
+      ['reserve', { keys: [key(1)] }, 'lengths'],
+      ['lookup', { keys: [] }, 'keys'],
+      ['lookup', { keys: [key(1)], cluster: 'yes' }, 'cluster'],
+      ['lookup', { keys: [key(1)], extra: 1 }, 'extra'],
+      ['commit', { lease: 'one', crcs: [] }, 'lease'],
+      ['commit', { lease: 1, crcs: [-1] }, 'crcs[0]'],
+      ['release', {}, 'lease'],
+      ['pin', null, 'body'],
+    ];
+    for (const [op, body, field] of cases) {
+      const r = await send({ url: server.url }, op, body);
+      expect(r.status, `${op} ${JSON.stringify(body)}`).toBe(400);
+      expect(errorBodySchema.safeParse(r.json).success).toBe(true);
+      expect(r.json.error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field });
+      expect(r.json.error.message).toContain(field === 'body' ? op : field);
+    }
+    const notJson = await send({ url: server.url }, 'lookup', undefined, { raw: '{"keys": [' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.json.error.code).toBe('ERR_INVALID_ARGUMENT');
+    const tooMany = await send({ url: server.url }, 'lookup', { keys: Array.from({ length: 33 }, (_, i) => key(i)) });
+    expect(tooMany).toMatchObject({ status: 413, json: { error: { code: 'ERR_OUT_OF_RANGE', field: 'keys' } } });
+    expect(await send({ url: server.url }, 'lookup', { keys: [key(1)] }, { token: null })).toMatchObject({ status: 401, json: { error: { code: 'ERR_AUTH' } } });
+    expect(await send({ url: server.url }, 'lookup', undefined, { method: 'GET' })).toMatchObject({ status: 405, json: { error: { code: 'ERR_INVALID_ARGUMENT', field: 'method' } } });
+    expect(await send({ url: server.url }, 'nope', {})).toMatchObject({ status: 404, json: { error: { code: 'ERR_NOT_FOUND' } } });
+    expect(await send({ url: server.url }, 'commit', { lease: 424242, crcs: [] })).toMatchObject({ status: 404, json: { error: { code: 'ERR_NOT_FOUND', field: 'lease' } } });
+  });
+
+  it('the client speaks the same schemas: typed errors come back as the daemon threw them', async () => {
+    const client = await TierSyncClient.connect({ url: server.url, token: TOKEN, transport: 'shm' });
+    try {
+      expect(client.hello.socket).toBe(path.join(dir, 'client.sock'));
+      await expect(client.lookup(['not-a-key'])).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field: 'keys[0]' });
+      await expect(client.lookup(Array.from({ length: 33 }, (_, i) => key(i)))).rejects.toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
+      const arena = HostArena.create({ capacity: 2 * PAGE });
+      try {
+        randomFillSync(arena.view(0, 2 * PAGE));
+        const pages = [0, 1].map((i) => ({ arena, offset: i * PAGE, length: PAGE }));
+        expect(await client.store([key(200), key(201)], pages)).toEqual({ stored: 2, existing: 0, badChecksum: [] });
+        const into = HostArena.create({ capacity: 2 * PAGE });
+        try {
+          expect(await client.load([key(200), key(201)], [0, 1].map((i) => ({ arena: into, offset: i * PAGE, length: PAGE })))).toEqual({ loaded: 2, missing: [], bytes: 2 * PAGE });
+          expect(Buffer.compare(Buffer.from(into.view(0, 2 * PAGE)), Buffer.from(arena.view(0, 2 * PAGE)))).toBe(0);
+        } finally {
+          into.close();
+        }
+      } finally {
+        arena.close();
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('exports the protocol as JSON Schema for clients in other languages', () => {
+    const s = clientProtocolJsonSchema();
+    expect(Object.keys(s.ops).sort()).toEqual(Object.keys(clientOps).sort());
+    expect(s.ops.reserve).toMatchObject({ method: 'POST', route: '/v1/client/reserve', request: { type: 'object', required: ['keys', 'lengths'] } });
+    expect(s.ops.hello.request).toBeNull();
+    expect(JSON.stringify(s.error)).toContain('ERR_INVALID_ARGUMENT');
+  });
+});
