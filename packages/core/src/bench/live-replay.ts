@@ -81,12 +81,16 @@ function countMoves(ts: TierSync, tiers: TierCounters[]): void {
     return t;
   };
   ts.on('block:stored', (e) => (tier(e.tier).inserts += e.keys.length));
-  // Every tier-to-tier copy (demotion, promotion, write-through) that landed ends in one 'move' completion.
-  ts.on('transfer:completed', (e) => {
-    if (e.op === 'move') tier(e.tier).inserts += e.pages;
+  ts.on('block:demoted', (e) => {
+    tier(e.from).demotions += e.keys.length;
+    tier(e.to).inserts += e.keys.length;
   });
-  ts.on('block:demoted', (e) => (tier(e.from).demotions += e.keys.length));
-  ts.on('block:promoted', (e) => (tier(e.to).promotions += e.keys.length));
+  ts.on('block:promoted', (e) => {
+    tier(e.to).promotions += e.keys.length;
+    tier(e.to).inserts += e.keys.length;
+  });
+  // Write-through and selective copies.
+  ts.on('block:copied', (e) => (tier(e.to).inserts += e.keys.length));
   ts.on('block:evicted', (e) => (tier(e.tier).evictions += e.keys.length));
 }
 

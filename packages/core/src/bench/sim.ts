@@ -5,7 +5,8 @@
  * replay is single-threaded). The simulator's loop runs as `tiersync sim` does: the trace's ids are dense, so the
  * policies take the dense-key fast path (`denseKeys`). Each way of replaying is timed in its own phase. Also measured: the same loop with the default `Map`-keyed
  * policies, `@tiersync/policy`'s own `replay()` on the same accesses (the reference loop, with its per-request
- * checks, default policies) and the memory per resident page.
+ * checks, default policies) and the memory per resident page. Last, sim/live parity (bench/parity.ts): the same
+ * hierarchy configs replayed live with real bytes and through the planner by counting, `parity: {cells, identical}`.
  */
 import path from 'node:path';
 import v8 from 'node:v8';
@@ -16,6 +17,7 @@ import { makePolicy } from '../sim/policies.js';
 import { readMooncake } from '../sim/trace/mooncake.js';
 import { bundledTrace } from '../sim/trace/bundled.js';
 import type { ObjectTrace } from '../sim/trace/types.js';
+import { runParity } from './parity.js';
 import { median, round } from './stats.js';
 
 /** Options of {@link runSimBench}. */
@@ -30,6 +32,11 @@ export interface SimBenchOptions {
   repetitions?: number;
   /** Progress lines (stderr in the CLI). */
   log?: (line: string) => void;
+  /**
+   * Also check sim/live parity (bench/parity.ts): every built-in policy x 3 capacities x write-through/write-back on
+   * this many requests of the conversation trace, live with real bytes and simulated. Default 60; 0 skips it.
+   */
+  parityRequests?: number;
 }
 
 /** One policy's figures. */
@@ -59,6 +66,8 @@ export interface SimBenchReport {
    * of the V8 heap plus ArrayBuffer memory (the typed arrays live outside the heap).
    */
   bytesPerDistinctPage: number;
+  /** Sim/live parity cells and how many had identical counters (absent when skipped); `differing` names the others. */
+  parity?: { requests: number; cells: number; identical: number; differing: string[] };
 }
 
 export { bundledTrace };
@@ -137,6 +146,9 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
   const after = footprint();
   const bytesPerDistinctPage = round((after - before) / lru.count, 1);
 
+  const parityRequests = options.parityRequests ?? 60;
+  const parity = parityRequests > 0 ? await runParity({ requests: parityRequests, log }) : undefined;
+
   return {
     suite: 'sim',
     trace: path.basename(file),
@@ -152,5 +164,8 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
       missRatio: round(missRatio.get(p)!, 4),
     })),
     bytesPerDistinctPage,
+    ...(parity
+      ? { parity: { requests: parity.requests, cells: parity.cells, identical: parity.identical, differing: parity.results.filter((c) => !c.identical).map((c) => `${c.policy}/${c.capacity}/${c.writeMode}`) } }
+      : {}),
   };
 }
