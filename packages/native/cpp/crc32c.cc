@@ -100,41 +100,64 @@ __attribute__((target("sse4.2"))) inline uint64_t Load(const uint8_t* p) {
   return v;
 }
 
-// Three streams of `block` bytes each while 3 blocks remain; returns the joined register.
-__attribute__((target("sse4.2"))) uint64_t Triple(uint64_t c0, const uint8_t*& p, size_t& n, size_t block, const Shift& shift) {
+// Three streams of `block` bytes each while 3 blocks remain; returns the joined register. With `to`, the bytes are
+// also stored there as they are read (a copy and its checksum in one pass over memory).
+template <bool kCopy>
+__attribute__((target("sse4.2"))) uint64_t Triple(uint64_t c0, const uint8_t*& p, uint8_t*& to, size_t& n, size_t block, const Shift& shift) {
   while (n >= 3 * block) {
     uint64_t c1 = 0, c2 = 0;
     const uint8_t* end = p + block;
     do {
-      c0 = _mm_crc32_u64(c0, Load(p));
-      c1 = _mm_crc32_u64(c1, Load(p + block));
-      c2 = _mm_crc32_u64(c2, Load(p + 2 * block));
+      uint64_t v0 = Load(p), v1 = Load(p + block), v2 = Load(p + 2 * block);
+      c0 = _mm_crc32_u64(c0, v0);
+      c1 = _mm_crc32_u64(c1, v1);
+      c2 = _mm_crc32_u64(c2, v2);
+      if constexpr (kCopy) {
+        std::memcpy(to, &v0, 8);
+        std::memcpy(to + block, &v1, 8);
+        std::memcpy(to + 2 * block, &v2, 8);
+        to += 8;
+      }
       p += 8;
     } while (p < end);
     c0 = shift(static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
     c0 = shift(static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c2);
     p += 2 * block;
+    if constexpr (kCopy) to += 2 * block;
     n -= 3 * block;
   }
   return c0;
 }
 
-__attribute__((target("sse4.2"))) uint32_t Hardware(uint32_t crc, const uint8_t* p, size_t n) {
+template <bool kCopy>
+__attribute__((target("sse4.2"))) uint32_t HardwareT(uint32_t crc, const uint8_t* p, uint8_t* to, size_t n) {
   uint64_t c = crc;
   while (n && (reinterpret_cast<uintptr_t>(p) & 7)) {
+    if constexpr (kCopy) *to++ = *p;
     c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
     n--;
   }
-  c = Triple(c, p, n, kLong, kShiftLong);
-  c = Triple(c, p, n, kShort, kShiftShort);
+  c = Triple<kCopy>(c, p, to, n, kLong, kShiftLong);
+  c = Triple<kCopy>(c, p, to, n, kShort, kShiftShort);
   while (n >= 8) {
-    c = _mm_crc32_u64(c, Load(p));
+    uint64_t v = Load(p);
+    if constexpr (kCopy) {
+      std::memcpy(to, &v, 8);
+      to += 8;
+    }
+    c = _mm_crc32_u64(c, v);
     p += 8;
     n -= 8;
   }
-  while (n--) c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+  while (n--) {
+    if constexpr (kCopy) *to++ = *p;
+    c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+  }
   return static_cast<uint32_t>(c);
 }
+
+uint32_t Hardware(uint32_t crc, const uint8_t* p, size_t n) { return HardwareT<false>(crc, p, nullptr, n); }
+uint32_t HardwareCopy(uint32_t crc, uint8_t* to, const uint8_t* p, size_t n) { return HardwareT<true>(crc, p, to, n); }
 const bool kHardware = __builtin_cpu_supports("sse4.2");
 #else
 const bool kHardware = false;
@@ -155,6 +178,14 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t length) {
   if (kHardware) return ~Hardware(crc, p, length);
 #endif
   return ~Software(crc, p, length);
+}
+
+uint32_t CopyCrc32c(uint32_t crc, void* dst, const void* src, size_t length) {
+#if defined(__x86_64__)
+  if (kHardware) return ~HardwareCopy(~crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), length);
+#endif
+  std::memcpy(dst, src, length);
+  return Crc32c(crc, dst, length);
 }
 
 }  // namespace tiersync

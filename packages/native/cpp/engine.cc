@@ -393,8 +393,10 @@ void Engine::ExecuteMemory(Batch& b, const Group& g) {
       for (uint64_t off = 0; off < len; off += chunk) {
         if (off && b.Stopped(NowNs())) return;
         uint64_t n = std::min(chunk, len - off);
-        std::memcpy(to + off, from + off, n);
-        if (crc) sum = Crc32c(sum, to + off, n);  // the chunk is still in cache
+        if (crc)
+          sum = CopyCrc32c(sum, to + off, from + off, n);  // one pass: each word is checksummed as it is copied
+        else
+          std::memcpy(to + off, from + off, n);
       }
       // Emulated link: finish no earlier than the modeled wire time.
       auto model = [&](Memory& m, bool toDevice) -> uint64_t {
