@@ -5,7 +5,7 @@
  * - every page acknowledged durable in the child's journal (and not deleted since) loads byte-exact;
  * - no page is delivered whose bytes are not the page's (the child's own loads and the checker's);
  * - fs slots holding pages the index does not reference (leaked space) stay bounded: after open they must be 0,
- *   since reconcile frees them.
+ *   since reconcile adopts them into the index.
  */
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -111,7 +111,7 @@ export async function runCrashLoop(options: CrashLoopOptions = {}): Promise<Scen
 
 interface CycleCheck {
   acknowledged: number;
-  /** fs slots holding a page the index does not reference, as the kill left them (reconcile frees them). */
+  /** fs slots holding a page the index does not reference, as the kill left them (reconcile adopts them). */
   orphanSlots: number;
   /** The same after the hierarchy opened: must be 0. */
   leakedSlots: number;
