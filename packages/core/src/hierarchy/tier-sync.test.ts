@@ -167,4 +167,30 @@ describe('TierSync pins', () => {
     await ts.store(more, sourcePages(ts, src, more, 30));
     expect(ts.lookup(kept).pages.some((p) => p.tier !== 'hbm')).toBe(true);
   });
+
+  it('a first tier mostly pinned still stores while unpinned victims exist (victims are chosen among unpinned pages)', async () => {
+    // watermarks high 1, low 0.75: making room for 20 pages on a full 400-page tier frees 120 victims; the 300 least
+    // recently used pages are pinned, so a peek at the first victims finds only pinned pages.
+    const ts = await hierarchy({ hbm: 400, host: 1024 });
+    const src = HostArena.create({ capacity: 420 * PAGE });
+    const pinned = context(50, 300);
+    await ts.store(pinned, sourcePages(ts, src, pinned, 0));
+    const rest = context(51, 100);
+    await ts.store(rest, sourcePages(ts, src, rest, 300));
+    expect(ts.pin(pinned, { ttlMs: 60_000 }).length).toBe(300);
+    const more = context(52, 20);
+    const r = await ts.store(more, sourcePages(ts, src, more, 400));
+    expect(r).toMatchObject({ stored: 20, dropped: 0 });
+    expect(ts.lookup(pinned).pages.every((p) => p.tier === 'hbm')).toBe(true);
+    expect(ts.lookup(more).pages.every((p) => p.tier === 'hbm')).toBe(true);
+    // While a load holds pages, its pins live in the planner, not in SQLite rows.
+    const hit = ts.lookup(more);
+    const dst = HostArena.create({ capacity: 20 * PAGE });
+    const loading = ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })));
+    expect(hit.pages.every((p) => ts.planner.isPinned(p.key))).toBe(true);
+    await loading;
+    expect(hit.pages.some((p) => ts.planner.isPinned(p.key))).toBe(false);
+    src.close();
+    dst.close();
+  });
 });
