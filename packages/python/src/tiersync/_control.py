@@ -1,0 +1,174 @@
+"""The control channel to a daemon: the client protocol's ops (packages/core/src/protocol/client.ts), one small JSON
+request each, over a kept-alive HTTP/1.1 connection (http.client), each with a deadline. Page bytes never travel here.
+
+Same host: after ``hello`` the channel moves to the daemon's Unix socket when the daemon offers one and it answers
+(same routes and bodies, no TCP stack on the round trip). Refusals come back as the daemon's typed error.
+
+Not thread-safe: one request at a time per channel (the Client serializes its calls with a lock).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from .errors import ProtocolError, TierSyncError, TierSyncIOError, TierSyncTimeoutError, InvalidArgumentError, error_for
+
+#: Method of every op of the client API (GET for hello, POST for the rest).
+OPS = {
+    "hello": "GET",
+    "reserve": "POST",
+    "commit": "POST",
+    "abort": "POST",
+    "release": "POST",
+    "lookup": "POST",
+    "pin": "POST",
+    "resolve": "POST",
+    "delete": "POST",
+}
+
+#: Largest reply accepted (bounds the client's memory, as the Node client does).
+MAX_REPLY_BYTES = 64 << 20
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a Unix socket (the daemon serves the same routes there)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._unix_path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self._unix_path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+class ControlChannel:
+    """One kept-alive connection to the daemon's HTTP control plane."""
+
+    def __init__(self, url: str, token: Optional[str], timeout_s: float):
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise InvalidArgumentError(f"url must be an http:// URL of a tiersync daemon, got {url!r}", field="url")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.timeout_s = timeout_s
+        self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._conn: http.client.HTTPConnection = http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
+        self._endpoint = f"http://{self.host}:{self.port}"
+        #: Requests sent so far (each one round trip).
+        self.requests = 0
+
+    @property
+    def endpoint(self) -> str:
+        """Where requests go now: ``unix:PATH`` or the URL's origin."""
+        return self._endpoint
+
+    def use_socket(self, path: str) -> bool:
+        """Sends later requests over the daemon's Unix socket, once one round trip over it succeeds. Returns whether it moved."""
+        before, before_endpoint = self._conn, self._endpoint
+        self._conn, self._endpoint = _UnixHTTPConnection(path, self.timeout_s), f"unix:{path}"
+        try:
+            self.call("hello")
+        except TierSyncError:
+            self._conn.close()
+            self._conn, self._endpoint = before, before_endpoint
+            return False
+        before.close()
+        return True
+
+    def call(self, op: str, body: Optional[dict] = None) -> Any:
+        """Sends one op and returns the daemon's JSON answer.
+
+        Raises the daemon's error (AuthError, InvalidArgumentError naming the field, TierFullError...), or
+        TierSyncTimeoutError when the deadline passes, TierSyncIOError when the daemon cannot be reached,
+        ProtocolError when the answer is not the protocol's.
+        """
+        method = OPS[op]
+        path = f"/v1/client/{op}"
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers = dict(self._headers)
+        if payload is not None:
+            headers["content-type"] = "application/json"
+        deadline = time.monotonic() + self.timeout_s
+        self.requests += 1
+        # A kept-alive connection the daemon closed while idle fails on first use: the request never reached the
+        # daemon, so it is sent once more on a fresh connection. Any other failure is the caller's to handle.
+        for attempt in (0, 1):
+            reused = self._conn.sock is not None
+            try:
+                status, data = self._exchange(method, path, payload, headers, deadline)
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                self._conn.close()
+                if attempt == 0 and reused:
+                    continue
+                raise TierSyncIOError(f"cannot reach the daemon at {self._endpoint}: {e}") from e
+            except (socket.timeout, TimeoutError) as e:
+                self._conn.close()
+                raise TierSyncTimeoutError(f"{path} passed its {self.timeout_s:g} s deadline") from e
+            except OSError as e:
+                self._conn.close()
+                raise TierSyncIOError(f"cannot reach the daemon at {self._endpoint}: {e}") from e
+            except http.client.HTTPException as e:
+                self._conn.close()
+                raise ProtocolError(f"daemon answered {path} with a malformed HTTP reply: {e!r}") from e
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            raise ProtocolError(f"daemon answered {path} with status {status} and no JSON") from None
+        if status >= 400:
+            raise _refusal(answer, status, path)
+        if not isinstance(answer, dict):
+            raise ProtocolError(f"daemon answered {path} with {type(answer).__name__}, expected an object")
+        return answer
+
+    def _exchange(self, method: str, path: str, payload: Optional[bytes], headers: dict, deadline: float) -> "tuple[int, bytes]":
+        conn = self._conn
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout()
+        # Every blocking socket step gets what is left of the request's deadline, not a fresh timeout each.
+        conn.timeout = remaining
+        if conn.sock is not None:
+            conn.sock.settimeout(remaining)
+        conn.request(method, path, body=payload, headers=headers)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout()
+        conn.sock.settimeout(remaining)
+        res = conn.getresponse()
+        length = res.getheader("content-length")
+        if length is not None and int(length) > MAX_REPLY_BYTES:
+            res.close()
+            conn.close()
+            raise ProtocolError(f"reply to {path} of {length} bytes, over {MAX_REPLY_BYTES}")
+        data = res.read(MAX_REPLY_BYTES + 1)
+        if len(data) > MAX_REPLY_BYTES:
+            conn.close()
+            raise ProtocolError(f"reply to {path} over {MAX_REPLY_BYTES} bytes")
+        if res.will_close:
+            conn.close()
+        return res.status, data
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _refusal(answer: Any, status: int, path: str) -> TierSyncError:
+    err = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("code"), str) and isinstance(err.get("message"), str):
+        field = err.get("field") if isinstance(err.get("field"), str) else None
+        return error_for(err["code"], f"daemon refused {path}: {err['message']}", status=status, field=field)
+    code = "ERR_AUTH" if status == 401 else "ERR_PROTOCOL"
+    return error_for(code, f"daemon refused {path} with status {status} and no error body", status=status)

@@ -1,0 +1,83 @@
+"""Copies between caller memory and shared-memory slots: one memmove per contiguous run, on native threads.
+
+``ctypes.memmove`` is a C function called through ctypes, which releases the GIL for the call, so the copies of one
+batch run in parallel on a small thread pool and Python code elsewhere keeps running. Runs that are adjacent on both
+sides (consecutive slots from consecutive bytes of one array) are merged first, so a 256 MiB store from one array into
+consecutive slots is a few large memmoves, not one call per page.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from concurrent.futures import ThreadPoolExecutor
+from typing import List, Optional, Tuple
+
+#: A copy of ``n`` bytes from address ``src`` to address ``dst``.
+Job = Tuple[int, int, int]
+
+#: Below this many bytes a batch is copied on the calling thread (handing work to a pool costs ~10 us).
+PARALLEL_MIN_BYTES = 4 << 20
+_memmove = ctypes.memmove
+
+
+def coalesce(jobs: List[Job]) -> List[Job]:
+    """Merges consecutive jobs that continue each other on both sides."""
+    out: List[Job] = []
+    for dst, src, n in jobs:
+        if out:
+            d, s, m = out[-1]
+            if d + m == dst and s + m == src:
+                out[-1] = (d, s, m + n)
+                continue
+        out.append((dst, src, n))
+    return out
+
+
+def split(jobs: List[Job], parts: int) -> List[List[Job]]:
+    """Cuts jobs into ``parts`` lists of about equal bytes (large runs are cut at 64 KiB-aligned points)."""
+    total = sum(n for _, _, n in jobs)
+    share = -(-total // parts)
+    share = (share + 0xFFFF) & ~0xFFFF
+    out: List[List[Job]] = [[]]
+    room = share
+    for dst, src, n in jobs:
+        while n > 0:
+            if room == 0:
+                out.append([])
+                room = share
+            take = min(n, room)
+            out[-1].append((dst, src, take))
+            dst, src, n, room = dst + take, src + take, n - take, room - take
+    return out
+
+
+def _run(jobs: List[Job]) -> None:
+    for dst, src, n in jobs:
+        _memmove(dst, src, n)
+
+
+class Copier:
+    """Runs batches of copies on ``threads`` native threads (1: on the caller's thread)."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._pool: Optional[ThreadPoolExecutor] = ThreadPoolExecutor(threads, thread_name_prefix="tiersync-copy") if threads > 1 else None
+
+    def run(self, jobs: List[Job]) -> None:
+        jobs = coalesce(jobs)
+        total = sum(n for _, _, n in jobs)
+        if self._pool is None or total < PARALLEL_MIN_BYTES:
+            _run(jobs)
+            return
+        parts = split(jobs, self.threads)
+        # The caller's thread takes the first share itself; the others go to the pool. Memory copies cannot block,
+        # so waiting for them needs no deadline beyond the copies' own length.
+        futures = [self._pool.submit(_run, p) for p in parts[1:]]
+        _run(parts[0])
+        for f in futures:
+            f.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

@@ -1,0 +1,597 @@
+"""tiersync.Client: store, look up and load KV pages through the local ``tiersync serve`` daemon.
+
+Control goes over the daemon's HTTP client API (packages/core/src/protocol/client.ts: hello, reserve, commit, abort,
+lookup, pin, release, delete), on one kept-alive connection, or its Unix socket when ``hello`` offers one. Page
+bytes go through the daemon's shared-memory host tier, mapped into this process:
+
+- store = ``reserve`` (the daemon answers a slot offset per new page, -1 for pages it already holds), one copy from
+  the caller's array into each slot (native memmove, no temporary), ``commit`` (the daemon checks each page's CRC32C
+  on its native threads before the page becomes visible);
+- load = ``pin`` (the daemon makes the pages resident in the host tier and holds them), one copy out of each slot
+  into the caller's array, ``release``.
+
+No page byte crosses a socket. Pages the daemon must bring up from its lower tiers, or pull from another host through
+the cluster registry, arrive in the host tier during ``pin``: a Python process reaches every tier and every host
+through its local daemon.
+
+Checksums: the daemon computes and checks CRC32C natively. While a daemon still requires the client's CRC32C at
+commit, this client computes it with crcmod's C extension (Debian's python3-crcmod), never in pure Python.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence
+
+from ._buffers import Region, region_of, release_all
+from ._control import ControlChannel
+from ._copy import Copier, Job
+from ._shm import SharedArena
+from .errors import (
+    ClosedError,
+    InvalidArgumentError,
+    OutOfRangeError,
+    ProtocolError,
+    TierSyncError,
+    TierSyncTimeoutError,
+    UnavailableError,
+)
+
+__all__ = ["Client", "Hello", "StoreResult", "LookupResult", "DeleteResult", "Pin"]
+
+_KEY = re.compile(r"[0-9a-f]{16,128}")
+#: Client protocol revisions this client speaks (protocol/client.ts CLIENT_PROTOCOL_VERSION).
+PROTOCOL_VERSIONS = (1,)
+#: Longest pin a daemon with the 'pin-ttl' feature accepts (protocol/client.ts MAX_PIN_TTL_MS).
+MAX_PIN_TTL_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Hello:
+    """What the daemon offers this tenant (``GET /v1/client/hello``)."""
+
+    protocol: int
+    node: str
+    tenant: str
+    model: str
+    #: The daemon's page size: a page is 1..page_bytes bytes.
+    page_bytes: int
+    tokens_per_page: int
+    #: Most keys one request may name (the client splits larger calls).
+    max_batch_pages: int
+    #: A reservation or pin not closed within this many ms is undone by the daemon.
+    lease_ms: int
+    shm: Optional[dict]
+    socket: Optional[str]
+    peer: Optional[str]
+    #: Optional protocol capabilities the daemon announces (e.g. ``commit-crc-optional``, ``pin-ttl``).
+    features: tuple
+
+    @staticmethod
+    def parse(d: dict) -> "Hello":
+        try:
+            return Hello(
+                protocol=int(d["protocol"]),
+                node=str(d["node"]),
+                tenant=str(d["tenant"]),
+                model=str(d["model"]),
+                page_bytes=int(d["pageBytes"]),
+                tokens_per_page=int(d["tokensPerPage"]),
+                max_batch_pages=int(d["maxBatchPages"]),
+                lease_ms=int(d["leaseMs"]),
+                shm=d.get("shm"),
+                socket=d.get("socket"),
+                peer=d.get("peer"),
+                features=tuple(d.get("features") or ()),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProtocolError(f"daemon answered hello without {e}") from None
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """A store's answer."""
+
+    #: Pages the daemon recorded.
+    stored: int
+    #: Pages the daemon already held (nothing was copied for them: a shared prefix is stored once).
+    existing: int
+    #: Indices of pages refused because their slot did not hold the bytes declared.
+    bad_checksum: List[int]
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """Which keys the daemon holds (on any of its tiers)."""
+
+    #: How many keys, from the first, are all present: the reusable prefix.
+    prefix: int
+    present: List[bool]
+    #: The tier holding each present page (its fastest copy), None when absent.
+    tiers: List[Optional[str]]
+    #: Stored length of each present page, 0 when absent.
+    lengths: List[int]
+    #: The daemon's estimate of loading the present pages, ms.
+    estimated_load_ms: float
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    deleted: int
+    #: Pages kept because a lease or pin holds them.
+    pinned: int
+    missing: int
+
+
+class Pin:
+    """Pages held resident in the daemon's host tier until :meth:`unpin` (or the lease's deadline).
+
+    ``view(i)`` is a read-only memoryview of page i's slot in shared memory: zero copies, valid until unpin. Use as a
+    context manager to unpin on exit.
+    """
+
+    def __init__(self, client: "Client", keys: List[str], leases: List[int], offsets: List[int], lengths: List[int], crcs: List[int], deadline: float):
+        self._client = client
+        self.keys = keys
+        self._leases = leases
+        self.offsets = offsets
+        self.lengths = lengths
+        self.crcs = crcs
+        #: time.monotonic() after which the daemon may have undone the pin.
+        self.deadline = deadline
+        self._views: List[memoryview] = []
+        self.closed = False
+
+    @property
+    def missing(self) -> List[str]:
+        """Keys found on no tier (and no host in the cluster)."""
+        return [k for k, o in zip(self.keys, self.offsets) if o < 0]
+
+    def view(self, i: int) -> memoryview:
+        """Page ``i``'s bytes in the shared arena, read-only, without a copy. Raises NotFound-like errors when absent."""
+        if self.closed:
+            raise ClosedError("this pin is released")
+        if time.monotonic() > self.deadline:
+            raise TierSyncTimeoutError(f"this pin passed its deadline ({self._client.hello.lease_ms} ms lease)")
+        o, n = self.offsets[i], self.lengths[i]
+        if o < 0:
+            raise InvalidArgumentError(f"page {i} ({self.keys[i]}) is not held by the daemon", field=f"keys[{i}]")
+        v = self._client._shm_or_closed().view[o : o + n].toreadonly()
+        self._views.append(v)
+        return v
+
+    def unpin(self) -> int:
+        """Releases the pages (idempotent). Returns how many pages the daemon released."""
+        if self.closed:
+            return 0
+        self.closed = True
+        for v in self._views:
+            v.release()
+        self._views.clear()
+        return self._client._release(self._leases)
+
+    def __enter__(self) -> "Pin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unpin()
+
+
+class Client:
+    """A connection to the local tiersync daemon. Thread-safe: calls are serialized on one control connection."""
+
+    def __init__(self, hello: Hello, control: ControlChannel, shm: SharedArena, copier: Copier, verify: bool):
+        self.hello = hello
+        self._control = control
+        self._shm: Optional[SharedArena] = shm
+        self._copier = copier
+        self._verify = verify
+        self._lock = threading.RLock()
+        self._crc: Optional[Callable[[Any], int]] = None
+        # The daemon computes each page's CRC32C itself when the client sends none (announced in hello).
+        self._daemon_crc = "commit-crc-optional" in hello.features
+        self._pin_ttl = "pin-ttl" in hello.features
+
+    @classmethod
+    def connect(
+        cls,
+        url: str = "http://127.0.0.1:7071",
+        *,
+        token: Optional[str] = None,
+        timeout: float = 30.0,
+        threads: int = 2,
+        use_socket: bool = True,
+        populate: bool = False,
+        verify: bool = False,
+    ) -> "Client":
+        """Asks the daemon what it offers and maps its shared-memory host tier.
+
+        Args:
+            url: the daemon's HTTP control plane.
+            token: the tenant's bearer token (or the daemon's http.token when it has no tenants).
+            timeout: deadline of each control request, seconds.
+            threads: native copy threads (ctypes.memmove releases the GIL). 1 copies on the calling thread.
+            use_socket: move control requests to the daemon's Unix socket when hello offers one.
+            populate: map the arena with MAP_POPULATE (page tables built up front instead of on first touch).
+            verify: check each loaded page's CRC32C in this process (crcmod's C extension, ~0.1 GB/s here). The daemon
+                checked every page when it was committed or brought up from a lower tier; this re-checks the slot.
+
+        Raises:
+            AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
+            (no shared-memory tier offered to this tenant, e.g. a daemon on another host), GeometryMismatchError.
+        """
+        if not isinstance(threads, int) or threads < 1 or threads > 64:
+            raise InvalidArgumentError(f"threads must be an integer in [1, 64], got {threads!r}", field="threads")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout!r}", field="timeout")
+        control = ControlChannel(url, token, float(timeout))
+        try:
+            hello = Hello.parse(control.call("hello"))
+            if hello.protocol not in PROTOCOL_VERSIONS:
+                raise ProtocolError(f"daemon speaks client protocol {hello.protocol}; this client speaks {PROTOCOL_VERSIONS}")
+            if not hello.shm:
+                raise UnavailableError(
+                    f"daemon {hello.node} offers no shared-memory host tier to tenant {hello.tenant} (host tier without shm=,"
+                    " or tenant without sharedMemory); the Python client runs on the daemon's host"
+                )
+            s = hello.shm
+            shm = SharedArena(str(s["path"]), int(s["capacity"]), int(s["pageSize"]), str(s["fingerprint"]), populate=populate)
+            if use_socket and hello.socket:
+                control.use_socket(hello.socket)
+        except BaseException:
+            control.close()
+            raise
+        return cls(hello, control, shm, Copier(threads), verify)
+
+    # -- properties -------------------------------------------------------------------------------------------------
+
+    @property
+    def page_bytes(self) -> int:
+        return self.hello.page_bytes
+
+    @property
+    def tokens_per_page(self) -> int:
+        return self.hello.tokens_per_page
+
+    @property
+    def control_requests(self) -> int:
+        """Control requests sent so far (each one round trip)."""
+        return self._control.requests
+
+    @property
+    def endpoint(self) -> str:
+        """Where control requests go: ``unix:PATH`` or ``http://host:port``."""
+        return self._control.endpoint
+
+    # -- operations -------------------------------------------------------------------------------------------------
+
+    def store(self, keys: Sequence[str], arrays: Any) -> StoreResult:
+        """Stores page ``i`` under ``keys[i]``.
+
+        ``arrays`` is either a sequence with one array per key (numpy arrays, torch tensors or bytes-like objects,
+        1..page_bytes bytes each), or one array whose bytes are the pages back to back (``page_bytes`` each, the last
+        may be shorter). Bytes are copied once, from the array straight into the daemon's shared memory.
+
+        Raises InvalidArgumentError, TierFullError (no room in the host tier), UnavailableError (a lease limit).
+        """
+        keys = self._keys(keys)
+        with self._lock:
+            pages, regions = self._pages(keys, arrays, write=False)
+            try:
+                return self._store_pages(keys, pages)
+            finally:
+                release_all(regions)
+
+    def _store_pages(self, keys: List[str], pages: List["_Page"]) -> StoreResult:
+        """Stores pages given as segments of caller memory, in batches of at most max_batch_pages keys."""
+        stored = existing = 0
+        bad: List[int] = []
+        with self._lock:
+            for lo in range(0, len(keys), self.hello.max_batch_pages):
+                hi = min(len(keys), lo + self.hello.max_batch_pages)
+                r = self._store_batch(keys[lo:hi], pages[lo:hi])
+                stored += int(r["stored"])
+                existing += int(r["existing"])
+                bad.extend(lo + int(i) for i in r["badChecksum"])
+        return StoreResult(stored, existing, bad)
+
+    def _store_batch(self, keys: List[str], pages: List["_Page"]) -> dict:
+        shm = self._shm_or_closed()
+        r = self._control.call("reserve", {"keys": keys, "lengths": [p.length for p in pages]})
+        offsets = _ints(r, "offsets", len(keys), "reserve")
+        try:
+            jobs: List[Job] = []
+            for i, o in enumerate(offsets):
+                if o < 0:
+                    continue  # the daemon holds this page already: nothing to copy
+                p = pages[i]
+                shm.check(o, p.length, f"reserve of {keys[i]}")
+                slot = shm.address + o
+                for address, n in p.segments:
+                    jobs.append((slot, address, n))
+                    slot += n
+            self._copier.run(jobs)
+            body: dict = {"lease": r["lease"]}
+            if not self._daemon_crc:
+                crc = self._crc32c()
+                body["crcs"] = [crc(shm.view[o : o + p.length]) if o >= 0 else 0 for o, p in zip(offsets, pages)]
+        except BaseException:
+            # The slots go back to the daemon now rather than at the lease's deadline.
+            try:
+                self._control.call("abort", {"lease": r["lease"]})
+            except TierSyncError:
+                pass
+            raise
+        return self._control.call("commit", body)
+
+    def lookup(self, keys: Sequence[str]) -> LookupResult:
+        """Which of ``keys`` the daemon holds, on which tier, and the present prefix's length."""
+        keys = self._keys(keys)
+        present: List[bool] = []
+        tiers: List[Optional[str]] = []
+        lengths: List[int] = []
+        estimate = 0.0
+        with self._lock:
+            self._shm_or_closed()
+            for lo in range(0, len(keys), self.hello.max_batch_pages):
+                part = keys[lo : lo + self.hello.max_batch_pages]
+                r = self._control.call("lookup", {"keys": part})
+                present += [bool(x) for x in _list(r, "present", len(part), "lookup")]
+                tiers += list(_list(r, "tiers", len(part), "lookup"))
+                lengths += _ints(r, "lengths", len(part), "lookup")
+                estimate += float(r.get("estimatedLoadMs", 0))
+        prefix = next((i for i, p in enumerate(present) if not p), len(present))
+        return LookupResult(prefix, present, tiers, lengths, estimate)
+
+    def load(self, keys: Sequence[str], out_arrays: Any) -> List[str]:
+        """Loads page ``i`` into ``out_arrays[i]`` (or into one array at ``i * page_bytes``, as ``store`` takes them).
+
+        Each destination must have room for the stored page (OutOfRangeError otherwise, before anything is copied).
+        Returns the keys found nowhere (recompute those); with ``verify``, pages whose CRC32C did not match too.
+        """
+        keys = self._keys(keys)
+        with self._lock:
+            pages, regions = self._pages(keys, out_arrays, write=True)
+            try:
+                missing = self._load_pages(keys, pages)
+                for r in regions:
+                    if r.finish is not None:
+                        r.finish()
+            finally:
+                release_all(regions)
+        return [keys[i] for i in missing]
+
+    def _load_pages(self, keys: List[str], pages: List["_Page"], exact: bool = False, prefix_only: bool = False) -> List[int]:
+        """Loads pages into segments of caller memory, in batches; returns the indices not delivered.
+
+        ``prefix_only``: nothing after the first page not delivered is copied (an engine can use only a prefix, and
+        its blocks after the prefix must stay as they were); those pages are listed as not delivered.
+        """
+        missing: List[int] = []
+        with self._lock:
+            for lo in range(0, len(keys), self.hello.max_batch_pages):
+                hi = min(len(keys), lo + self.hello.max_batch_pages)
+                missing += [lo + i for i in self._load_batch(keys[lo:hi], pages[lo:hi], exact, prefix_only)]
+                if prefix_only and missing:
+                    return missing + list(range(hi, len(keys)))
+        return missing
+
+    def _load_batch(self, keys: List[str], pages: List["_Page"], exact: bool = False, prefix_only: bool = False) -> List[int]:
+        """Copies the pages the daemon holds into ``pages``; returns the indices of those it could not deliver.
+        ``exact``: a page whose stored length is not the destination's length counts as missing (not copied).
+        ``prefix_only``: stop at the first page not delivered (the rest count as missing)."""
+        shm = self._shm_or_closed()
+        pin = self._control.call("pin", {"keys": keys})
+        try:
+            offsets = _ints(pin, "offsets", len(keys), "pin")
+            lengths = _ints(pin, "lengths", len(keys), "pin")
+            crcs = _ints(pin, "crcs", len(keys), "pin")
+            missing: List[int] = []
+            jobs: List[Job] = []
+            for i, o in enumerate(offsets):
+                n, p = lengths[i], pages[i]
+                if prefix_only and missing:
+                    missing.append(i)
+                    continue
+                if o < 0 or (exact and n != p.length):
+                    missing.append(i)
+                    continue
+                shm.check(o, n, f"pin of {keys[i]}")
+                if n > p.length:
+                    raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
+                if self._verify and self._crc32c()(shm.view[o : o + n]) != crcs[i]:
+                    missing.append(i)
+                    continue
+                slot = shm.address + o
+                left = n
+                for address, room in p.segments:
+                    take = min(room, left)
+                    jobs.append((address, slot, take))
+                    slot, left = slot + take, left - take
+                    if left == 0:
+                        break
+            self._copier.run(jobs)
+            return missing
+        finally:
+            try:
+                self._control.call("release", {"lease": pin["lease"]})
+            except TierSyncError:
+                pass  # the daemon undoes the pin at its deadline
+
+    def pin(self, keys: Sequence[str], ttl: Optional[float] = None) -> Pin:
+        """Makes the pages resident in the host tier and holds them (lower tiers and other hosts are read into it).
+
+        ``ttl`` (seconds): how long the daemon holds them if :meth:`unpin` never comes; default the daemon's lease
+        (``hello.lease_ms``), at most an hour (at most the lease on a daemon without the ``pin-ttl`` feature). Read them without a copy with :meth:`Pin.view`.
+        """
+        keys = self._keys(keys)
+        lease_s = self.hello.lease_ms / 1000
+        if ttl is not None and not (isinstance(ttl, (int, float)) and 0 < ttl):
+            raise InvalidArgumentError(f"ttl must be > 0 seconds, got {ttl!r}", field="ttl")
+        # A daemon with 'pin-ttl' takes the pin's own deadline (up to an hour); an older one holds it for its lease.
+        top = MAX_PIN_TTL_S if self._pin_ttl else lease_s
+        if ttl is not None and ttl > top:
+            raise OutOfRangeError(f"ttl {ttl:g} s is longer than {top:g} s ({'the protocol limit' if self._pin_ttl else 'the daemon lease, client.leaseMs'})", field="ttl")
+        leases: List[int] = []
+        offsets: List[int] = []
+        lengths: List[int] = []
+        crcs: List[int] = []
+        with self._lock:
+            self._shm_or_closed()
+            start = time.monotonic()
+            try:
+                for lo in range(0, len(keys), self.hello.max_batch_pages):
+                    part = keys[lo : lo + self.hello.max_batch_pages]
+                    body: dict = {"keys": part}
+                    if ttl is not None and self._pin_ttl:
+                        body["ttlMs"] = max(1, int(ttl * 1000))
+                    r = self._control.call("pin", body)
+                    leases.append(int(r["lease"]))
+                    offsets += _ints(r, "offsets", len(part), "pin")
+                    lengths += _ints(r, "lengths", len(part), "pin")
+                    crcs += _ints(r, "crcs", len(part), "pin")
+            except BaseException:
+                self._release(leases)
+                raise
+        shm = self._shm_or_closed()
+        for k, o, n in zip(keys, offsets, lengths):
+            if o >= 0:
+                shm.check(o, n, f"pin of {k}")
+        return Pin(self, keys, leases, offsets, lengths, crcs, start + (ttl if ttl is not None else lease_s))
+
+    def unpin(self, pin: Pin) -> int:
+        """Releases a :class:`Pin` (same as ``pin.unpin()``)."""
+        if not isinstance(pin, Pin) or pin._client is not self:
+            raise InvalidArgumentError("pin must be a Pin returned by this client's pin()", field="pin")
+        return pin.unpin()
+
+    def _release(self, leases: List[int]) -> int:
+        released = 0
+        with self._lock:
+            for lease in leases:
+                try:
+                    released += int(self._control.call("release", {"lease": lease})["released"])
+                except TierSyncError:
+                    pass  # expired or closed already: the daemon undid it
+        return released
+
+    def delete(self, keys: Sequence[str]) -> DeleteResult:
+        """Removes pages from every tier of the daemon (pinned ones stay)."""
+        keys = self._keys(keys)
+        d = p = m = 0
+        with self._lock:
+            self._shm_or_closed()
+            for lo in range(0, len(keys), self.hello.max_batch_pages):
+                r = self._control.call("delete", {"keys": keys[lo : lo + self.hello.max_batch_pages]})
+                d, p, m = d + int(r["deleted"]), p + int(r["pinned"]), m + int(r["missing"])
+        return DeleteResult(d, p, m)
+
+    def close(self) -> None:
+        """Unmaps the shared arena, stops the copy threads and closes the control connection (idempotent)."""
+        with self._lock:
+            if self._shm is None:
+                return
+            shm, self._shm = self._shm, None
+            self._copier.close()
+            try:
+                shm.close()
+            except BufferError as e:
+                raise InvalidArgumentError(f"close(): views from Pin.view() are still open; unpin first ({e})") from None
+            finally:
+                self._control.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def _shm_or_closed(self) -> SharedArena:
+        if self._shm is None:
+            raise ClosedError("client is closed")
+        return self._shm
+
+    def _keys(self, keys: Sequence[str]) -> List[str]:
+        if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence) or len(keys) == 0:
+            raise InvalidArgumentError("keys must be a non-empty list of hex page keys", field="keys")
+        out = list(keys)
+        seen = set()
+        for i, k in enumerate(out):
+            if not isinstance(k, str) or not _KEY.fullmatch(k):
+                raise InvalidArgumentError(f"keys[{i}] must be 16..128 lower-case hex characters, got {k!r}", field=f"keys[{i}]")
+            if k in seen:
+                raise InvalidArgumentError(f"keys[{i}] {k} appears twice", field=f"keys[{i}]")
+            seen.add(k)
+        return out
+
+    def _pages(self, keys: List[str], arrays: Any, *, write: bool) -> "tuple[List[_Page], List[Region]]":
+        """Page i's bytes: its own array (a list), or a page_bytes-sized part of one array."""
+        name = "out_arrays" if write else "arrays"
+        pb = self.hello.page_bytes
+        n = len(keys)
+        if isinstance(arrays, (list, tuple)):
+            if len(arrays) != n:
+                raise InvalidArgumentError(f"{name} must have {n} entries (one per key), got {len(arrays)}", field=name)
+            regions: List[Region] = []
+            try:
+                for i, a in enumerate(arrays):
+                    r = region_of(a, f"{name}[{i}]", write=write)
+                    regions.append(r)
+                    if not write and not 1 <= r.nbytes <= pb:
+                        raise OutOfRangeError(f"{name}[{i}] holds {r.nbytes} bytes; a page is 1..{pb} bytes (the daemon's page size)", field=f"{name}[{i}]")
+            except BaseException:
+                release_all(regions)
+                raise
+            return [_Page(f"{name}[{i}]", [(r.address, min(r.nbytes, pb))]) for i, r in enumerate(regions)], regions
+        r = region_of(arrays, name, write=write)
+        lo_bytes = (n - 1) * pb + 1
+        if write and r.nbytes < lo_bytes or not write and not lo_bytes <= r.nbytes <= n * pb:
+            r.release()
+            raise OutOfRangeError(f"{name} holds {r.nbytes} bytes; {n} page(s) of {pb} bytes back to back need {lo_bytes}..{n * pb}", field=name)
+        return [_Page(f"{name} page {i}", [(r.address + i * pb, min(pb, r.nbytes - i * pb))]) for i in range(n)], [r]
+
+    def _crc32c(self) -> Callable[[Any], int]:
+        """CRC32C from crcmod's C extension; refuses crcmod's pure-Python fallback."""
+        if self._crc is None:
+            try:
+                import crcmod._crcfunext  # noqa: F401  (the C extension: without it crcmod is pure Python)
+                import crcmod.predefined
+            except ImportError as e:
+                raise UnavailableError(
+                    "this daemon wants each page's CRC32C from the client (client protocol 1), and crcmod's C extension"
+                    f" is missing ({e}); install Debian's python3-crcmod, or run a daemon that computes it itself"
+                ) from None
+            self._crc = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+        return self._crc
+
+
+class _Page:
+    """One page's bytes in caller memory: segments ``(address, nbytes)`` that, back to back, are the page."""
+
+    __slots__ = ("what", "segments", "length")
+
+    def __init__(self, what: str, segments: List["tuple[int, int]"]):
+        self.what = what
+        self.segments = segments
+        #: Bytes to store (a store) or room available (a load).
+        self.length = sum(n for _, n in segments)
+
+
+def _list(r: dict, name: str, n: int, op: str) -> list:
+    v = r.get(name)
+    if not isinstance(v, list) or len(v) != n:
+        raise ProtocolError(f"daemon answered {op} with {name} of {len(v) if isinstance(v, list) else type(v).__name__} entries, expected {n}")
+    return v
+
+
+def _ints(r: dict, name: str, n: int, op: str) -> List[int]:
+    v = _list(r, name, n, op)
+    if not all(isinstance(x, int) for x in v):
+        raise ProtocolError(f"daemon answered {op} with a non-integer in {name}")
+    return v
+
