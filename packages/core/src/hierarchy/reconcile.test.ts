@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostArena, TransferEngine } from '@tiersync/native';
 import { createPolicy, type EvictionPolicy } from '@tiersync/policy';
 import { FsTier, HostTier, type PageKey, type PageWrite, type TierDriver } from '@tiersync/tiers';
-import { BlockIndex } from '../index-store/index.js';
+import { BlockIndex } from '../index/index.js';
 import { chainOrder, reconcileTiers } from './reconcile.js';
 
 const PAGE = 4096;
@@ -69,7 +69,8 @@ describe('reconcileTiers: the index is rebuilt from the tiers', () => {
     const listed = new Map<string, number>();
     for await (const p of fs.list()) listed.set(p.key, p.crc32c);
     expect(records.map((r) => r!.crc32c)).toEqual(chain.map((k) => listed.get(k)));
-    expect(index.copiesOf([chain[0]!])[0]).toEqual([expect.objectContaining({ tier: 'fs', state: 'ready', durable: true })]);
+    // Unverified: the first read checks the bytes against the CRC32C (the fs tier checks every read anyway).
+    expect(index.copiesOf([chain[0]!])[0]).toEqual([expect.objectContaining({ tier: 'fs', state: 'ready', durable: true, verified: false })]);
     // The page without meta: a keyed page of the only namespace.
     expect(index.pages([keyed])[0]).toMatchObject({ namespace: NS_A, parent: null, position: 0 });
     // Another namespace's pages: not recorded, not deleted, not offered to the policy as victims.

@@ -8,7 +8,7 @@
  */
 import type { EvictionPolicy } from '@tiersync/policy';
 import type { PageInfo, PageKey, TierDriver } from '@tiersync/tiers';
-import type { BlockIndex, StorePage } from '../index-store/index.js';
+import type { AdoptPage, BlockIndex } from '../index/index.js';
 
 /** What reconcileTiers needs of each tier. */
 export interface ReconcileTier {
@@ -33,7 +33,7 @@ export interface TierAdoption {
   held: number;
   /** Of those, pages the index already recorded on this tier. */
   known: number;
-  /** Pages the index did not record on this tier, now recorded as ready, durable copies with their CRC32C. */
+  /** Pages the index did not record on this tier, now recorded as ready, durable (unverified) copies with their CRC32C. */
   adopted: number;
   /** Of `adopted`, pages recorded without meta (adopted as keyed pages: parent null, position 0). */
   adoptedKeyed: number;
@@ -75,8 +75,12 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
     for (let at = 0; at < held.length; at += ADOPT_BATCH) {
       const part = held.slice(at, at + ADOPT_BATCH);
       const copies = index.copiesOf(part.map((p) => p.key));
-      const elsewhere: PageInfo[] = [];
-      const byNamespace = new Map<string, StorePage[]>();
+      const byNamespace = new Map<string, AdoptPage[]>();
+      const add = (ns: string, page: AdoptPage) => {
+        const list = byNamespace.get(ns);
+        if (list) list.push(page);
+        else byNamespace.set(ns, [page]);
+      };
       part.forEach((p, i) => {
         const c = copies[i]!;
         if (c.some((x) => x.tier === t.name)) {
@@ -84,38 +88,26 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
           tracked.push(p.key);
           return;
         }
-        // The page is recorded (on other tiers): this tier's copy joins it, whatever namespace the tier says.
+        const page: AdoptPage = { key: p.key, parent: p.meta?.parent ?? null, position: p.meta?.position ?? 0, length: p.length, crc32c: p.crc32c, durable: true };
+        // Recorded on other tiers: this tier's copy joins the page as recorded (the namespace given is not used).
         if (c.length > 0) {
-          elsewhere.push(p);
+          add(p.meta && registered.has(p.meta.namespace) ? p.meta.namespace : [...registered][0]!, page);
           return;
         }
         const ns = p.meta?.namespace ?? fallback;
-        if (ns === undefined) {
-          r.unattributed++;
-          return;
+        if (ns === undefined) r.unattributed++;
+        else if (!registered.has(ns)) r.foreign++;
+        else {
+          if (!p.meta) r.adoptedKeyed++;
+          add(ns, page);
         }
-        if (!registered.has(ns)) {
-          r.foreign++;
-          return;
-        }
-        if (!p.meta) r.adoptedKeyed++;
-        const list = byNamespace.get(ns) ?? [];
-        list.push({ key: p.key, parent: p.meta?.parent ?? null, position: p.meta?.position ?? 0, length: p.length, location: p.key, crc32c: p.crc32c });
-        byNamespace.set(ns, list);
       });
-      const crcOf = new Map(part.map((p) => [p.key, p.crc32c]));
-      const adopted: PageKey[] = [];
+      // Ready, durable, unverified, with the CRC32C the tier recorded: the tier checks it on every read.
       for (const [ns, pages] of byNamespace) {
-        const begin = index.beginStore(ns, t.name, chainOrder(pages));
-        adopted.push(...begin.fresh);
-        // Recorded meanwhile by an earlier batch (a key listed twice cannot happen; a chain split across batches can).
-        if (begin.existing.length) elsewhere.push(...begin.existing.map((key) => ({ key, length: 0, crc32c: crcOf.get(key)! })));
+        const { adopted } = index.adoptPages(ns, t.name, chainOrder(pages));
+        r.adopted += adopted.length;
+        tracked.push(...adopted);
       }
-      if (elsewhere.length) adopted.push(...index.beginCopies(t.name, elsewhere.map((p) => ({ key: p.key, location: p.key }))).added);
-      // Ready, durable, with the CRC32C the tier recorded: the tier checks it on every read (verifiesOnRead).
-      const committed = adopted.length ? index.commitCopies(adopted.map((key) => ({ key, tier: t.name, crc32c: crcOf.get(key)!, durable: true }))) : { committed: 0 };
-      r.adopted += committed.committed;
-      tracked.push(...adopted);
     }
     for (const key of tracked) if (!t.policy.has(key) && t.policy.canAdmit(key, 1)) t.policy.insert(key, 1);
     report.tiers.push(r);
@@ -128,18 +120,18 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
  * Orders pages so each chain's pages follow one another (parent, then child, position + 1): the index then packs
  * them into shared runs, as a store of the chain would have. Pages whose parent is not in the batch start chains.
  */
-export function chainOrder(pages: readonly StorePage[]): StorePage[] {
+export function chainOrder<P extends { key: PageKey; parent: PageKey | null; position: number }>(pages: readonly P[]): P[] {
   const byKey = new Map(pages.map((p) => [p.key, p]));
-  const children = new Map<PageKey, StorePage[]>();
+  const children = new Map<PageKey, P[]>();
   for (const p of pages) {
     if (p.parent === null || !byKey.has(p.parent)) continue;
     const list = children.get(p.parent) ?? [];
     list.push(p);
     children.set(p.parent, list);
   }
-  const out: StorePage[] = [];
+  const out: P[] = [];
   const placed = new Set<PageKey>();
-  const walk = (start: StorePage) => {
+  const walk = (start: P) => {
     const stack = [start];
     while (stack.length) {
       const p = stack.pop()!;

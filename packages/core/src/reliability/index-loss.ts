@@ -14,7 +14,7 @@ import path from 'node:path';
 import { HostArena } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import { TierSync } from '../hierarchy/tier-sync.js';
-import { BlockIndex } from '../index-store/index.js';
+import { BlockIndex } from '../index/index.js';
 import { killAndWait, spawnModule, waitForLine } from './child-process.js';
 import { indexLossConfig } from './index-loss-workload.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
