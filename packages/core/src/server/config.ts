@@ -175,8 +175,9 @@ export function checkRespConfig(resp: ResolvedRespConfig): void {
   if (resp.port !== undefined && !isLoopback(resp.host) && !resp.password && !Object.keys(resp.tenants ?? {}).length) {
     throw new TierSyncError(`config resp.host: '${resp.host}' is not loopback; set resp.password or resp.tenants so clients must AUTH`, 'ERR_CONFIG');
   }
-  if (resp.maxBulkBytes * 2 > resp.stagingBytes) {
-    throw new TierSyncError(`config resp.maxBulkBytes: ${resp.maxBulkBytes} is more than half of resp.stagingBytes (${resp.stagingBytes})`, 'ERR_CONFIG');
+  // Values stream through staging in windows: two windows must fit (maxBulkBytes does not depend on staging).
+  if (resp.valueWindowBytes * 2 > resp.stagingBytes) {
+    throw new TierSyncError(`config resp.valueWindowBytes: ${resp.valueWindowBytes} is more than half of resp.stagingBytes (${resp.stagingBytes})`, 'ERR_CONFIG');
   }
 }
 

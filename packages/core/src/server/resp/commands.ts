@@ -2,12 +2,18 @@
  * The commands the RESP door answers, with Redis's reply shapes and error texts (so clients written for Redis
  * react the same way): the key/value commands KV-cache connectors use (GET, SET, MGET, MSET, EXISTS, DEL, SCAN)
  * and what redis-cli and redis-benchmark send around them (PING, AUTH, HELLO, INFO, COMMAND, CONFIG GET, CLIENT,
- * SELECT, QUIT, ...). RESP3 is not spoken: HELLO 3 gets -NOPROTO, as from a RESP2-only server.
+ * SELECT, QUIT, ...).
+ *
+ * RESP3: after `HELLO 3` a connection's replies use RESP3's types where Redis 7 uses them for these commands
+ * (github.com/redis/redis-specifications/blob/master/protocol/RESP3.md): null `_` for a missing value (GET, MGET,
+ * SET NX/XX not done, CLIENT GETNAME, COMMAND INFO of an unknown command), maps for HELLO, CONFIG GET and
+ * COMMAND DOCS, sets for COMMAND's flags, verbatim strings for INFO and CLIENT INFO. None of the commands served
+ * here answers a boolean or a double in Redis 7 (the encoder has them: replyBoolean, replyDouble).
  */
 import { TierSyncError } from '@tiersync/native';
 import type { RespConnection } from './connection.js';
 import type { ReadValue } from './door.js';
-import { EMPTY_ARRAY, NULL_BULK, OK, PONG, bulkParts, encodeArrayHeader, encodeBulk, encodeError, encodeInteger, encodeSimple } from './encoder.js';
+import { EMPTY_ARRAY, OK, PONG, bulkParts, encodeArrayHeader, encodeBulk, encodeError, encodeInteger, encodeSimple, replyMapHeader, replyNull, replySetHeader, replyVerbatim } from './encoder.js';
 import { globMatch } from './keyspace.js';
 import { latin1 } from './parser.js';
 
@@ -28,6 +34,8 @@ const text = (b: Uint8Array | undefined) => (b ? latin1(b) : '');
 const upper = (b: Uint8Array | undefined) => text(b).toUpperCase();
 
 class ReplyError extends Error {}
+/** A reply was cut short (a streamed value failed midway): the connection is closed, no error reply follows. */
+class ReplyCut extends Error {}
 /** An error reply with Redis's wording (the first word is the error kind). */
 const fail = (message: string): never => {
   throw new ReplyError(message);
@@ -39,32 +47,67 @@ function integerArg(b: Uint8Array | undefined): number {
   return Number(s);
 }
 
-/** `pattern` is latin1, like keys. */
-function bulkArray(items: ReadonlyArray<string | Uint8Array | null>): Buffer {
-  return Buffer.concat([encodeArrayHeader(items.length), ...items.map((x) => (x === null ? NULL_BULK : encodeBulk(typeof x === 'string' ? Buffer.from(x, 'latin1') : x)))]);
+/** An array of bulk strings (strings are latin1, like keys). */
+function bulkArray(items: ReadonlyArray<string | Uint8Array>): Buffer {
+  return Buffer.concat([encodeArrayHeader(items.length), ...items.map((x) => encodeBulk(typeof x === 'string' ? Buffer.from(x, 'latin1') : x))]);
 }
 
-/** Values sent from staging memory, each slice released once the kernel has the bytes. */
-function sendValues(c: RespConnection, values: ReadonlyArray<ReadValue | null>, asArray: boolean): void {
-  const parts: Uint8Array[] = asArray ? [encodeArrayHeader(values.length)] : [];
-  for (const v of values) {
-    if (!v) parts.push(NULL_BULK);
-    else parts.push(...bulkParts(v.bytes));
+/**
+ * Replies with values (one, or an array of them). Values loaded whole are sent from staging memory, each slice
+ * released once the kernel has the bytes; longer ones are streamed window by window. A stream that fails midway
+ * cannot be turned into an error reply (its length was sent): the client is closed.
+ */
+async function sendValues(c: RespConnection, values: ReadonlyArray<ReadValue | null>, asArray: boolean): Promise<void> {
+  let parts: Uint8Array[] = asArray ? [encodeArrayHeader(values.length)] : [];
+  let sent: ReadValue[] = [];
+  const flush = () => {
+    if (!parts.length) return;
+    const done = sent;
+    c.send(parts, () => done.forEach((v) => v.release()));
+    parts = [];
+    sent = [];
+  };
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!v) parts.push(replyNull(c.protocol));
+    else if (v.bytes) {
+      parts.push(...bulkParts(v.bytes));
+      sent.push(v);
+    } else {
+      flush();
+      try {
+        await v.stream!(c);
+      } catch (e) {
+        for (const rest of values.slice(i)) rest?.release();
+        c.cut(`a ${v.length}-byte reply was cut short: ${(e as Error).message}`);
+        throw new ReplyCut((e as Error).message);
+      }
+      v.release();
+    }
   }
-  c.send(parts, () => values.forEach((v) => v?.release()));
+  flush();
 }
 
 function tenantOf(c: RespConnection): string {
   return c.tenant!;
 }
 
-/** The value argument, in staging memory (values the parser did not stage, e.g. from inline commands, are copied there). */
-async function stagedValue(c: RespConnection, bytes: Uint8Array): Promise<{ bytes: Uint8Array; release: () => void }> {
-  if (bytes.length === 0 || c.stagedSlice(bytes)) return { bytes, release: () => undefined };
-  if (bytes.length > c.door.config.maxBulkBytes) fail(`ERR value of ${bytes.length} bytes is over the limit of ${c.door.config.maxBulkBytes}`);
-  const slice = await c.door.staging.allocate(bytes.length, c.door.config.requestTimeoutMs);
-  slice.bytes.set(bytes);
-  return { bytes: slice.bytes, release: () => c.door.staging.release(slice) };
+/**
+ * Stores a SET/MSET value argument as `key`'s value. A value the parser streamed into a writer is committed; one
+ * it did not (an inline command's, or an empty one) is copied into staging and stored whole.
+ */
+async function storeValue(c: RespConnection, key: string, arg: Uint8Array, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
+  const writer = c.writerOf(arg);
+  if (writer) return c.door.commitValue(tenantOf(c), key, writer, options);
+  if (arg.length > c.door.config.maxBulkBytes) fail(`ERR value of ${arg.length} bytes is over the limit of ${c.door.config.maxBulkBytes}`);
+  if (!arg.length) return c.door.setValue(tenantOf(c), key, arg, options);
+  const slice = await c.door.staging.allocate(arg.length, c.door.config.requestTimeoutMs);
+  try {
+    slice.bytes.set(arg);
+    return await c.door.setValue(tenantOf(c), key, slice.bytes, options);
+  } finally {
+    c.door.staging.release(slice);
+  }
 }
 
 function errorOf(e: unknown): string {
@@ -98,33 +141,25 @@ async function set(c: RespConnection, args: Uint8Array[]): Promise<void> {
   }
   let previous: ReadValue | null = null;
   if (withGet) previous = (await c.door.getValues(tenantOf(c), [key]))[0] ?? null;
-  const value = await stagedValue(c, args[2]!);
   let done: boolean;
   try {
-    done = await c.door.setValue(tenantOf(c), key, value.bytes, { expiresAt, keepTtl, nx, xx });
+    done = await storeValue(c, key, args[2]!, { expiresAt, keepTtl, nx, xx });
   } catch (e) {
     previous?.release();
     throw e;
-  } finally {
-    value.release();
   }
-  if (withGet) sendValues(c, [previous], false);
-  else c.send([done ? OK : NULL_BULK]);
+  if (withGet) await sendValues(c, [previous], false);
+  else c.send([done ? OK : replyNull(c.protocol)]);
 }
 
 async function mset(c: RespConnection, args: Uint8Array[]): Promise<void> {
   if (args.length % 2 !== 1) fail("ERR wrong number of arguments for 'mset' command");
-  const tenant = tenantOf(c);
   const keys: string[] = [];
   for (let i = 1; i < args.length; i += 2) keys.push(c.key(args[i]!));
   // MSET is atomic in Redis; here each key is set on its own, all stored before the reply.
-  const values: Array<{ bytes: Uint8Array; release: () => void }> = [];
-  try {
-    for (let i = 2; i < args.length; i += 2) values.push(await stagedValue(c, args[i]!));
-    await Promise.all(keys.map((k, j) => c.door.setValue(tenant, k, values[j]!.bytes)));
-  } finally {
-    for (const v of values) v.release();
-  }
+  const results = await Promise.allSettled(keys.map((k, j) => storeValue(c, k, args[2 + 2 * j]!)));
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
   c.send([OK]);
 }
 
@@ -178,7 +213,7 @@ function info(c: RespConnection, args: Uint8Array[]): void {
     if (!all && !want.includes(name)) continue;
     out.push(`# ${name[0]!.toUpperCase()}${name.slice(1)}`, ...fields.map(([k, v]) => `${k}:${v}`), '');
   }
-  c.send([encodeBulk(out.join('\r\n'))]);
+  c.send([replyVerbatim(c.protocol, 'txt', out.join('\r\n'))]);
 }
 
 function scan(c: RespConnection, args: Uint8Array[]): void {
@@ -201,31 +236,54 @@ function scan(c: RespConnection, args: Uint8Array[]): void {
   c.send([encodeArrayHeader(2), encodeBulk(String(r.cursor)), bulkArray(r.keys)]);
 }
 
+/**
+ * HELLO [protover [AUTH user pass] [SETNAME name]], in Redis 7's order: version checked (-NOPROTO outside 2..3),
+ * options parsed, AUTH done, NOAUTH if still unauthenticated, name set, then the protocol switched (a failed
+ * HELLO leaves it as it was) and the server's properties sent: a map of 7 entries in RESP3, a flat array of 14
+ * in RESP2 (what redis-server 7.0 answers). HELLO without a version keeps the current protocol.
+ */
 function hello(c: RespConnection, args: Uint8Array[]): void {
+  let version = 0;
   if (args.length > 1) {
     const v = text(args[1]);
-    if (!/^\d+$/.test(v)) fail('ERR Protocol version is not an integer or out of range');
-    if (v !== '2') fail('NOPROTO unsupported protocol version');
+    if (!/^[-+]?\d{1,18}$/.test(v)) fail('ERR Protocol version is not an integer or out of range');
+    version = Number(v);
+    if (version < 2 || version > 3) fail('NOPROTO unsupported protocol version');
   }
+  let credentials: [Uint8Array, Uint8Array] | undefined;
+  let name: Uint8Array | undefined;
   for (let i = 2; i < args.length; i++) {
     const opt = upper(args[i]);
-    if (opt === 'AUTH' && i + 2 < args.length) {
-      auth(c, [args[i]!, args[i + 1]!, args[i + 2]!], false);
+    const more = args.length - 1 - i;
+    if (opt === 'AUTH' && more >= 2) {
+      credentials = [args[i + 1]!, args[i + 2]!];
       i += 2;
-    } else if (opt === 'SETNAME' && i + 1 < args.length) c.name = text(args[++i]);
+    } else if (opt === 'SETNAME' && more >= 1) name = args[++i]!;
     else fail(`ERR Syntax error in HELLO option '${text(args[i])}'`);
   }
+  if (credentials) auth(c, [args[0]!, ...credentials], false);
   if (!c.tenant) fail('NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time');
+  if (name) setName(c, name);
+  if (version) c.protocol = version as 2 | 3;
   const fields: Array<[string, string | number | Buffer]> = [
     ['server', 'redis'],
-    ['version', '7.0.0'],
-    ['proto', 2],
+    ['version', REDIS_VERSION],
+    ['proto', c.protocol],
     ['id', c.id],
     ['mode', 'standalone'],
     ['role', 'master'],
     ['modules', EMPTY_ARRAY],
   ];
-  c.send([encodeArrayHeader(fields.length * 2), ...fields.flatMap(([k, v]) => [encodeBulk(k), typeof v === 'number' ? encodeInteger(v) : Buffer.isBuffer(v) ? v : encodeBulk(v)])]);
+  c.send([replyMapHeader(c.protocol, fields.length), ...fields.flatMap(([k, v]) => [encodeBulk(k), typeof v === 'number' ? encodeInteger(v) : Buffer.isBuffer(v) ? v : encodeBulk(v)])]);
+}
+
+/** The Redis version the door answers as (HELLO, INFO): the Redis 7 command set and replies it follows. */
+const REDIS_VERSION = '7.0.0';
+
+/** CLIENT SETNAME / HELLO SETNAME: Redis 7 accepts only characters '!'..'~' (no spaces or newlines). */
+function setName(c: RespConnection, name: Uint8Array): void {
+  for (const b of name) if (b < 0x21 || b > 0x7e) fail('ERR Client names cannot contain spaces, newlines or special characters.');
+  c.name = text(name);
 }
 
 /** AUTH [user] password. `reply` false: called from HELLO, which replies itself. */
@@ -236,7 +294,9 @@ function auth(c: RespConnection, args: Uint8Array[], reply = true): void {
   if (args.length === 2 && !d.hasPassword('default')) {
     fail('ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?');
   }
-  const tenant = d.authenticate(user, password);
+  // With no AUTH configured, the default user takes any password, as Redis's `nopass` default user does
+  // (clients that always send credentials, e.g. HELLO 3 AUTH default x, connect as they would to Redis).
+  const tenant = !d.requiresAuth && user === 'default' ? 'default' : d.authenticate(user, password);
   if (!tenant) {
     if (++c.authFailures >= 10) c.abort('too many failed AUTH attempts');
     fail('WRONGPASS invalid username-password pair or user is disabled.');
@@ -249,17 +309,17 @@ function command(c: RespConnection, args: Uint8Array[]): void {
   const sub = upper(args[1]);
   const info = (name: string) => {
     const s = COMMANDS.get(name)!;
-    return Buffer.concat([encodeArrayHeader(6), encodeBulk(name.toLowerCase()), encodeInteger(s.arity), encodeArrayHeader(s.flags.length), ...s.flags.map((f) => encodeSimple(f)), ...s.keys.map((k) => encodeInteger(k))]);
+    return Buffer.concat([encodeArrayHeader(6), encodeBulk(name.toLowerCase()), encodeInteger(s.arity), replySetHeader(c.protocol, s.flags.length), ...s.flags.map((f) => encodeSimple(f)), ...s.keys.map((k) => encodeInteger(k))]);
   };
   if (!sub) return c.send([encodeArrayHeader(COMMANDS.size), ...[...COMMANDS.keys()].map(info)]);
   if (sub === 'COUNT') return c.send([encodeInteger(COMMANDS.size)]);
   if (sub === 'LIST') return c.send([bulkArray([...COMMANDS.keys()].map((k) => k.toLowerCase()))]);
   if (sub === 'INFO') {
     const names = args.slice(2).map(upper);
-    return c.send([encodeArrayHeader(names.length), ...names.map((n) => (COMMANDS.has(n) ? info(n) : NULL_BULK))]);
+    return c.send([encodeArrayHeader(names.length), ...names.map((n) => (COMMANDS.has(n) ? info(n) : replyNull(c.protocol)))]);
   }
   // COMMAND DOCS (redis-cli asks for it for its hints): no docs, an empty map.
-  if (sub === 'DOCS') return c.send([EMPTY_ARRAY]);
+  if (sub === 'DOCS') return c.send([replyMapHeader(c.protocol, 0)]);
   fail(`ERR unknown subcommand '${text(args[1])}'. Try COMMAND HELP.`);
 }
 
@@ -285,19 +345,32 @@ function config(c: RespConnection, args: Uint8Array[]): void {
   for (const pattern of args.slice(2).map((a) => text(a).toLowerCase())) {
     for (const [k, v] of Object.entries(params)) if (globMatch(pattern, k) && !out.includes(k)) out.push(k, v);
   }
+  c.send([replyMapHeader(c.protocol, out.length / 2), ...out.map((x) => encodeBulk(Buffer.from(x, 'latin1')))]);
+}
+
+/** KEYS pattern: every key of the caller's tenant matching the glob (LMCache's docs list its keys this way). */
+function keysCommand(c: RespConnection, args: Uint8Array[]): void {
+  const pattern = text(args[1]);
+  const out: string[] = [];
+  let cursor = 0;
+  do {
+    const r = c.door.scan(tenantOf(c), cursor, 100_000, pattern === '*' ? undefined : pattern);
+    out.push(...r.keys);
+    cursor = r.cursor;
+  } while (cursor !== 0);
   c.send([bulkArray(out)]);
 }
 
 function client(c: RespConnection, args: Uint8Array[]): void {
   const sub = upper(args[1]);
   if (sub === 'SETNAME' && args.length === 3) {
-    c.name = text(args[2]);
+    setName(c, args[2]!);
     return c.send([OK]);
   }
-  if (sub === 'GETNAME') return c.send([c.name ? encodeBulk(c.name) : NULL_BULK]);
+  if (sub === 'GETNAME') return c.send([c.name ? encodeBulk(c.name) : replyNull(c.protocol)]);
   if (sub === 'ID') return c.send([encodeInteger(c.id)]);
   if (sub === 'SETINFO' && args.length === 4) return c.send([OK]);
-  if (sub === 'INFO') return c.send([encodeBulk(`id=${c.id} addr=${c.socket.remoteAddress}:${c.socket.remotePort} name=${c.name} db=0 user=${c.tenant ?? ''}\n`)]);
+  if (sub === 'INFO') return c.send([replyVerbatim(c.protocol, 'txt', `id=${c.id} addr=${c.socket.remoteAddress}:${c.socket.remotePort} name=${c.name} db=0 user=${c.tenant ?? ''} resp=${c.protocol}\n`)]);
   fail(`ERR unknown subcommand or wrong number of arguments for '${text(args[1])}'. Try CLIENT HELP.`);
 }
 
@@ -316,6 +389,7 @@ const COMMANDS = new Map<string, CommandSpec>([
   ['SELECT', spec(2, ['loading', 'stale', 'fast'], NO_KEYS, (c, a) => c.send([integerArg(a[1]) === 0 ? OK : fail('ERR DB index is out of range')]))],
   ['GET', spec(2, ['readonly', 'fast'], [1, 1, 1], async (c, a) => sendValues(c, await c.door.getValues(tenantOf(c), [c.key(a[1]!)]), false))],
   ['MGET', spec(-2, ['readonly', 'fast'], [1, -1, 1], async (c, a) => sendValues(c, await c.door.getValues(tenantOf(c), a.slice(1).map((k) => c.key(k))), true))],
+  ['KEYS', spec(2, ['readonly'], NO_KEYS, keysCommand)],
   ['SET', spec(-3, ['write', 'denyoom'], [1, 1, 1], set)],
   ['MSET', spec(-3, ['write', 'denyoom'], [1, -1, 2], mset)],
   ['EXISTS', spec(-2, ['readonly', 'fast'], [1, -1, 1], (c, a) => c.send([encodeInteger(c.door.exists(tenantOf(c), a.slice(1).map((k) => c.key(k))))]))],
@@ -368,6 +442,10 @@ export async function executeCommand(c: RespConnection, args: Uint8Array[]): Pro
     await s!.run(c, args);
   } catch (e) {
     failed = true;
+    if (e instanceof ReplyCut) {
+      c.door.countCommand(s ? name.toLowerCase() : 'other', failed, Number(process.hrtime.bigint() - start) / 1e9);
+      return;
+    }
     if (!(e instanceof ReplyError) && !(e instanceof TierSyncError)) c.door.log?.error({ err: e, command: name }, 'RESP command failed');
     c.send([encodeError(errorOf(e))]);
   }

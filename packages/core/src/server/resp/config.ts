@@ -19,8 +19,11 @@ export const respConfigSchema = z
     tenants: z.record(tenantName, z.string().min(1).max(4096)).optional(),
     /** Most clients connected at once; beyond it a new client is told so and closed. Default 1024. */
     maxClients: z.number().int().min(1).max(65536).default(1024),
-    /** Longest value (bulk string), bytes. Default 64 MiB; at most half of stagingBytes. */
-    maxBulkBytes: z.number().int().min(1).max(512 * MiB).default(64 * MiB),
+    /**
+     * Longest value (bulk string), bytes. Default 512 MiB, Redis's proto-max-bulk-len; at most 16 GiB. Values
+     * stream through staging in windows, so this does not depend on stagingBytes.
+     */
+    maxBulkBytes: z.number().int().min(1).max(16384 * MiB).default(512 * MiB),
     /** Most arguments of one command. Default 65536. */
     maxArrayLength: z.number().int().min(3).max(1 << 24).default(65536),
     /** Longest inline command or protocol line, bytes. Default 64 KiB. */
@@ -37,6 +40,12 @@ export const respConfigSchema = z
     maxKeyBytesTotal: z.number().int().min(1024).max(16384 * MiB).default(256 * MiB),
     /** Host memory that values pass through (all clients together), bytes. Default 256 MiB, at most 1 GiB. */
     stagingBytes: z.number().int().min(1 * MiB).max(1024 * MiB).default(256 * MiB),
+    /**
+     * Bytes of one staging window (rounded down to whole pages, at least one page): a value longer than this moves
+     * between socket and hierarchy window by window, holding at most two windows of staging. Default 16 MiB; at
+     * most half of stagingBytes.
+     */
+    valueWindowBytes: z.number().int().min(64 * 1024).max(512 * MiB).default(16 * MiB),
     /** Deadline for a command to arrive once begun, for room in staging, and for a client to read its replies, ms. Default 30000. */
     requestTimeoutMs: z.number().int().min(10).max(3_600_000).default(30_000),
     /** Close a client idle this long, ms; 0: never. Default 0. */

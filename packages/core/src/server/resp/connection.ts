@@ -5,20 +5,22 @@
  * Flow control, so a client cannot grow memory: its socket is paused while the parser holds more than half of
  * maxPendingBytes of unparsed input, and while it runs a command that waits (for the hierarchy, for staging
  * room); replies queued beyond maxOutputBytes make it wait for the client to read, up to requestTimeoutMs.
+ * Values of SET and MSET stream into the hierarchy as they arrive (value-stream.ts): the client's windows in
+ * flight hold at most two windows of staging (its lane).
  */
 import type net from 'node:net';
 import { TierSyncError } from '@tiersync/native';
 import { executeCommand } from './commands.js';
 import type { RespDoor } from './door.js';
-import { encodeError } from './encoder.js';
-import { RESP_WAIT, RespParser, latin1, type RespLimits } from './parser.js';
-import type { StagingSlice } from './staging.js';
+import { encodeError, type RespProtocol } from './encoder.js';
+import { RESP_WAIT, RespParser, latin1, type BulkSink, type RespLimits } from './parser.js';
+import { StagingLane, type ReplyOut, type ValueWriter } from './value-stream.js';
 
 /** What an unauthenticated client may send (as Redis 7 bounds it): small, few arguments. */
 const UNAUTHENTICATED_LIMITS = { maxBulkBytes: 16 * 1024, maxArrayLength: 10 };
 const MAX_AUTH_FAILURES = 10;
 
-export class RespConnection {
+export class RespConnection implements ReplyOut {
   readonly id: number;
   readonly door: RespDoor;
   readonly socket: net.Socket;
@@ -26,15 +28,18 @@ export class RespConnection {
   /** The tenant this client is authenticated as; undefined until AUTH when the door requires it. */
   tenant: string | undefined;
   name = '';
+  /** RESP version of the replies: 2 until HELLO 3. */
+  protocol: RespProtocol = 2;
   authFailures = 0;
   /** When the command now arriving began arriving (0: none), for the request deadline. */
   midSince = 0;
   lastActive = Date.now();
   readonly #limits: Partial<RespLimits>;
-  /** Arguments of the command being parsed or run that live in staging memory. */
-  readonly #staged = new Map<Uint8Array, StagingSlice>();
-  #stagedBytes = 0;
-  #waitFor = 0;
+  /** Values of the command being parsed or run, by the handle the parser puts in its arguments. */
+  readonly #writers = new Map<Uint8Array, ValueWriter>();
+  /** The writer the parser is filling (the one to wait for when it says RESP_WAIT). */
+  #filling: ValueWriter | undefined;
+  readonly #lane: StagingLane;
   #running = false;
   #closing = false;
   #peerEnded = false;
@@ -47,6 +52,7 @@ export class RespConnection {
     const c = door.config;
     this.#limits = { maxBulkBytes: c.maxBulkBytes, maxArrayLength: c.maxArrayLength, maxInlineBytes: c.maxInlineBytes, maxPendingBytes: c.maxPendingBytes };
     this.tenant = door.requiresAuth ? undefined : 'default';
+    this.#lane = new StagingLane(2 * door.windowBytes);
     this.parser = new RespParser({
       mode: 'request',
       limits: this.tenant ? this.#limits : { ...this.#limits, ...UNAUTHENTICATED_LIMITS },
@@ -74,37 +80,38 @@ export class RespConnection {
   }
 
   /**
-   * Values of SET and MSET go straight to staging memory (one copy from the socket buffer, then the engine moves
-   * them into the hierarchy); everything else (command names, keys, options) the parser keeps in small buffers.
+   * Values of SET and MSET stream into the hierarchy through staging windows as they arrive (one copy from the
+   * socket buffer, then the engine moves them into the hierarchy); everything else (command names, keys,
+   * options) the parser keeps in small buffers.
    */
-  #bulkTarget(length: number, index: number, args: readonly Uint8Array[]): Uint8Array | undefined | typeof RESP_WAIT {
+  #bulkTarget(length: number, index: number, args: readonly Uint8Array[]): BulkSink | undefined {
     if (!this.tenant || index < 2) return undefined;
     const cmd = args[0]!;
     const isSet = cmd.length === 3 && (cmd[0]! | 0x20) === 0x73 && (cmd[1]! | 0x20) === 0x65 && (cmd[2]! | 0x20) === 0x74;
     const isMset = cmd.length === 4 && (cmd[0]! | 0x20) === 0x6d && (cmd[1]! | 0x20) === 0x73 && (cmd[2]! | 0x20) === 0x65 && (cmd[3]! | 0x20) === 0x74;
     if (!((isSet && index === 2) || (isMset && index % 2 === 0))) return undefined;
-    if (this.#stagedBytes + length > this.door.staging.capacity / 2) {
-      throw new TierSyncError(`the values of one command may total at most ${this.door.staging.capacity / 2} bytes (half the staging area)`, 'ERR_PROTOCOL');
-    }
-    const slice = this.door.staging.tryAllocate(length);
-    if (!slice) {
-      this.#waitFor = length;
-      return RESP_WAIT;
-    }
-    this.#staged.set(slice.bytes, slice);
-    this.#stagedBytes += slice.reserved;
-    return slice.bytes;
+    // A key the command will refuse: the writer only drains the bytes.
+    const keyBytes = args[index - 1]!;
+    const key = keyBytes.length <= this.door.config.maxKeyBytes ? latin1(keyBytes) : undefined;
+    const w = this.door.beginValue(this.tenant, key, length, this.#lane);
+    w.onProgress = () => {
+      this.midSince = Date.now();
+    };
+    this.#writers.set(w.handle, w);
+    this.#filling = w;
+    return w;
   }
 
-  /** The staging slice holding argument `bytes`, if the parser put it there. */
-  stagedSlice(bytes: Uint8Array): StagingSlice | undefined {
-    return this.#staged.get(bytes);
+  /** The writer that received argument `bytes`, if the parser streamed it into one. */
+  writerOf(bytes: Uint8Array): ValueWriter | undefined {
+    return this.#writers.get(bytes);
   }
 
+  /** Drops the values of the command that were not committed (refused command, protocol error, client gone). */
   #releaseStaged(): void {
-    for (const s of this.#staged.values()) this.door.staging.release(s);
-    this.#staged.clear();
-    this.#stagedBytes = 0;
+    for (const w of this.#writers.values()) w.abort();
+    this.#writers.clear();
+    this.#filling = undefined;
   }
 
   #onData(chunk: Buffer): void {
@@ -147,7 +154,8 @@ export class RespConnection {
         }
         if (args === RESP_WAIT) {
           try {
-            await this.door.staging.waitForRoom(this.#waitFor, this.door.config.requestTimeoutMs);
+            if (!this.#filling) throw new TierSyncError('internal: the parser waits with no value being received', 'ERR_INVALID_ARGUMENT');
+            await this.#filling.wait(this.door.config.requestTimeoutMs);
           } catch (e) {
             this.#protocolFailure(e);
             return;
@@ -159,6 +167,7 @@ export class RespConnection {
           break;
         }
         this.midSince = this.parser.pendingBytes > 0 || this.parser.midValue ? Date.now() : 0;
+        this.#filling = undefined;
         try {
           await executeCommand(this, args);
         } finally {
@@ -210,6 +219,13 @@ export class RespConnection {
   shutdown(): void {
     this.#closing = true;
     if (!this.#running) this.socket.end();
+  }
+
+  /** Closes at once without another byte: a reply was cut short, so nothing after it could be parsed. */
+  cut(reason: string): void {
+    this.door.log?.debug({ client: this.id, reason }, 'RESP client closed mid-reply');
+    this.#closing = true;
+    this.socket.destroy();
   }
 
   /** Closes at once, saying why. */

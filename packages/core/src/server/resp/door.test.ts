@@ -28,7 +28,7 @@ function config(dir: string, resp: Record<string, unknown> = {}, tiers?: ServerC
     http: { port: 0 },
     peer: { enabled: false },
     log: { level: 'silent' },
-    resp: { port: 0, stagingBytes: 8 << 20, maxBulkBytes: 1 << 20, requestTimeoutMs: 2000, ...resp },
+    resp: { port: 0, stagingBytes: 8 << 20, valueWindowBytes: 64 << 10, maxBulkBytes: 1 << 20, requestTimeoutMs: 2000, ...resp },
   } as ServerConfig;
 }
 
@@ -176,7 +176,7 @@ describe('RESP door (no AUTH, loopback)', () => {
     const hello = await c.call('HELLO', '2');
     expect(hello.kind).toBe('array');
     expect(str(hello)).toContain('proto');
-    expect(await c.call('HELLO', '3')).toEqual({ kind: 'error', value: 'NOPROTO unsupported protocol version' });
+    expect(await c.call('HELLO', '4')).toEqual({ kind: 'error', value: 'NOPROTO unsupported protocol version' });
     expect(str(await c.call('CONFIG', 'GET', 'save'))).toEqual(['save', '']);
     expect(str(await c.call('CONFIG', 'GET', 'appendonly'))).toEqual(['appendonly', 'no']);
     expect((await c.call('COMMAND', 'COUNT')).kind).toBe('integer');
@@ -323,7 +323,7 @@ describe('RESP door with tenants', () => {
 
   it('refuses to listen off loopback without a password', () => {
     expect(() => parseServerConfig(config(dir, { host: '0.0.0.0' }))).toThrow(/resp.host: '0.0.0.0' is not loopback; set resp.password/);
-    expect(() => parseServerConfig(config(dir, { maxBulkBytes: 8 << 20 }))).toThrow(/resp.maxBulkBytes/);
+    expect(() => parseServerConfig(config(dir, { valueWindowBytes: 8 << 20 }))).toThrow(/resp.valueWindowBytes: 8388608 is more than half of resp.stagingBytes/);
   });
 });
 

@@ -8,12 +8,14 @@
  * mistaken for this one's. Every SET writes a new generation; the catalog (keyspace.ts) then points at it and the
  * old generation's pages are deleted once no GET is reading them, so a reader always sees one whole value.
  *
- * Copies: a SET's payload is copied by the parser from the socket's buffers into the staging arena (1), then by
- * the native engine into the first tier (2). A GET is loaded by the engine from its tier into the staging arena
- * (1) and written to the socket from there (the kernel copies it; no JavaScript copy).
+ * Copies: a SET's payload is copied by the parser from the socket's buffers into staging windows (1), then by
+ * the native engine into the first tier (2), window by window as it arrives (value-stream.ts). A GET is loaded by
+ * the engine from its tier into staging (1) and written to the socket from there (the kernel copies it; no
+ * JavaScript copy): whole for a value up to one window, window by window beyond.
  *
- * Bounds: staging memory is global (clients wait for room, with a deadline); each client's unparsed input and
- * small arguments are bounded by the parser; replies queued for a client that does not read are bounded
+ * Bounds: staging memory is global (clients wait for room, with a deadline); a value in flight holds at most two
+ * windows of it (resp.valueWindowBytes each), whatever its length; each client's unparsed input and small
+ * arguments are bounded by the parser; replies queued for a client that does not read are bounded
  * (maxOutputBytes, then a deadline); the catalog is bounded in keys and key bytes; clients in number.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -31,6 +33,7 @@ import { RespConnection } from './connection.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
 import type { RespPageStore } from './page-store.js';
 import { StagingArea, type StagingSlice } from './staging.js';
+import { streamValue, ValueWriter, type ReplyOut, type StagingLane, type StreamHost } from './value-stream.js';
 
 export interface RespDoorOptions {
   config: ResolvedRespConfig;
@@ -42,9 +45,15 @@ export interface RespDoorOptions {
   version?: string;
 }
 
-/** A value read for a reply: its bytes (in staging memory unless empty); release() once they are sent. */
+/**
+ * A value read for a reply. A value up to one window is loaded whole: `bytes` (in staging memory unless empty).
+ * A longer one is held (pinned, its pages kept) and sent by stream(). Call `release()` once it is sent.
+ */
 export interface ReadValue {
-  bytes: Uint8Array;
+  readonly length: number;
+  readonly bytes: Uint8Array | undefined;
+  /** Sends the value as a bulk string window by window; throws when the reply was cut short (close the client). */
+  stream?: (out: ReplyOut) => Promise<void>;
   release: () => void;
 }
 
@@ -71,8 +80,10 @@ function digest(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
 
-export class RespDoor {
+export class RespDoor implements StreamHost {
   readonly config: ResolvedRespConfig;
+  /** Bytes of one staging window: resp.valueWindowBytes rounded down to whole pages (at least one page). */
+  readonly windowBytes: number;
   readonly store: RespPageStore;
   readonly staging: StagingArea;
   readonly log: Logger | undefined;
@@ -91,6 +102,7 @@ export class RespDoor {
   readonly #reading = new Map<ValueEntry, { users: number; done: Promise<StagingSlice | null> }>();
   #op = 0;
   #generation = 0;
+  #pinSeq = 0;
   #sweep: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0 };
@@ -102,8 +114,10 @@ export class RespDoor {
     this.log = options.logger;
     this.version = options.version ?? packageVersion();
     this.#server = server;
-    if (this.config.maxBulkBytes * 2 > this.config.stagingBytes) {
-      throw new TierSyncError(`config resp.maxBulkBytes (${this.config.maxBulkBytes}) must be at most half of resp.stagingBytes (${this.config.stagingBytes})`, 'ERR_CONFIG');
+    const pageBytes = this.store.pageBytes;
+    this.windowBytes = Math.max(pageBytes, Math.floor(this.config.valueWindowBytes / pageBytes) * pageBytes);
+    if (this.windowBytes * 2 > this.config.stagingBytes) {
+      throw new TierSyncError(`config resp.stagingBytes (${this.config.stagingBytes}) must hold two value windows of ${this.windowBytes} bytes (resp.valueWindowBytes rounded to whole ${pageBytes}-byte pages)`, 'ERR_CONFIG');
     }
     if (this.config.password) this.#passwords.set('default', digest(this.config.password));
     for (const [user, pw] of Object.entries(this.config.tenants ?? {})) this.#passwords.set(user, digest(pw));
@@ -215,6 +229,11 @@ export class RespDoor {
     return { keys, keyBytes };
   }
 
+  /** Deletes pages in the background (StreamHost: pages of a value that was not kept). */
+  discard(pages: readonly PageKey[]): void {
+    this.#discard(pages);
+  }
+
   /** Deletes pages in the background; pinned ones are retried a few times, then left to eviction (and counted). */
   #discard(pages: readonly PageKey[], attempt = 0): void {
     if (!pages.length) return;
@@ -310,6 +329,44 @@ export class RespDoor {
     return true;
   }
 
+  /**
+   * A writer for a value of `length` bytes arriving for `key` (see value-stream.ts); it writes a new generation
+   * of pages as the bytes arrive, and commitValue() makes it the key's value. `key` undefined: the command will
+   * be refused (e.g. a key over maxKeyBytes); the writer drains the bytes and stores nothing.
+   */
+  beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueWriter {
+    const count = Math.ceil(length / this.store.pageBytes);
+    const pages = key === undefined ? [] : this.#pageKeys(tenant, key, ++this.#generation, count);
+    return new ValueWriter(this, lane, length, pages);
+  }
+
+  /**
+   * Makes the value `writer` received `key`'s value once its pages are stored, as SET does (NX/XX and the key
+   * limits are checked now, when the command runs: a later SET or DEL of the key wins, as in Redis). Resolves
+   * false when a condition kept it from being set (its pages are then deleted).
+   * @throws TierSyncError ERR_TIER_FULL when the hierarchy refused pages, ERR_OUT_OF_RANGE past the key limits
+   */
+  async commitValue(tenant: string, key: string, writer: ValueWriter, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
+    await writer.finish();
+    const ks = this.keyspace(tenant);
+    const current = ks.get(key, Date.now(), this.#onDead);
+    if ((options.nx && current) || (options.xx && !current)) {
+      writer.abort();
+      return false;
+    }
+    const size = current ? undefined : this.#catalogSize();
+    if (size && (size.keys >= this.config.maxKeys || size.keyBytes + key.length > this.config.maxKeyBytesTotal)) {
+      writer.abort();
+      throw new TierSyncError(`key limit reached (${this.config.maxKeys} keys or ${this.config.maxKeyBytesTotal} bytes of key names)`, 'ERR_OUT_OF_RANGE');
+    }
+    // A SET of this key begun earlier and still writing loses to this one.
+    this.#supersede(tenant, key);
+    writer.commit();
+    const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
+    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt }, this.#onDead);
+    return true;
+  }
+
   #endWrite(id: string, w: { latest: number; pending: number }): void {
     if (--w.pending === 0) this.#writes.delete(id);
   }
@@ -372,22 +429,24 @@ export class RespDoor {
   }
 
   /**
-   * Reads values through the hierarchy into staging memory. Concurrent reads of one value share one load (and one
-   * staging slice): a hot key read by 50 clients at once costs one read of its pages. Loads of different values
-   * requested together leave as one batch (the page store coalesces them). null for a key that is absent,
-   * expired or whose pages were evicted. Call `release()` of each value once its bytes are sent.
-   * @throws TierSyncError ERR_OUT_OF_RANGE when the values together exceed half the staging area
+   * Reads values through the hierarchy. A value up to one window is loaded into staging memory; concurrent reads
+   * of one value share one load (and one staging slice): a hot key read by 50 clients at once costs one read of
+   * its pages. Loads of different values requested together leave as one batch (the page store coalesces them).
+   * A longer value is pinned and kept (a SET or DEL meanwhile does not delete its pages) and is sent later by
+   * its stream(). null for a key that is absent, expired or whose pages were evicted. Call `release()` of each
+   * value once its bytes are sent.
+   * @throws TierSyncError ERR_OUT_OF_RANGE when the values loaded whole together exceed half the staging area
    */
   async getValues(tenant: string, keys: readonly string[]): Promise<Array<ReadValue | null>> {
     const ks = this.keyspace(tenant);
     const now = Date.now();
     const entries = keys.map((k) => ks.get(k, now, this.#onDead) ?? null);
     let total = 0;
-    for (const e of entries) if (e) total += e.length;
+    for (const e of entries) if (e && e.length <= this.windowBytes) total += e.length;
     if (total > this.staging.capacity / 2) throw new TierSyncError(`ERR the values asked for total ${total} bytes, more than half the ${this.staging.capacity}-byte staging area`, 'ERR_OUT_OF_RANGE');
     for (const e of entries) if (e) e.readers++;
     try {
-      const settled = await Promise.allSettled(entries.map((e, i) => (e ? this.#readEntry(tenant, keys[i]!, e) : null)));
+      const settled = await Promise.allSettled(entries.map((e, i) => (!e ? null : e.length > this.windowBytes ? this.#holdEntry(tenant, keys[i]!, e) : this.#readEntry(tenant, keys[i]!, e))));
       const failed = settled.find((r) => r.status === 'rejected');
       if (failed) {
         for (const r of settled) if (r.status === 'fulfilled') r.value?.release();
@@ -403,9 +462,36 @@ export class RespDoor {
     }
   }
 
+  /** A long value, held for streaming: pinned on every tier, and kept (one more reader) until release(). */
+  async #holdEntry(tenant: string, key: string, e: ValueEntry): Promise<ReadValue | null> {
+    const owner = `resp:${++this.#pinSeq}`;
+    const windows = Math.ceil(e.length / this.windowBytes);
+    // Each window must reach the client within requestTimeoutMs, so the pin outlives any stream that is not cut.
+    const present = this.store.pin(e.pages, owner, this.config.requestTimeoutMs * (windows + 2));
+    if (present < e.pages.length) {
+      this.store.unpin(e.pages, owner);
+      this.#evicted(tenant, key, e);
+      return null;
+    }
+    e.readers++;
+    let released = false;
+    return {
+      length: e.length,
+      bytes: undefined,
+      stream: (out) => streamValue(this, e.pages, e.length, out, this.config.requestTimeoutMs),
+      release: () => {
+        if (released) return;
+        released = true;
+        this.store.unpin(e.pages, owner);
+        e.readers--;
+        if (e.dead && e.readers === 0) this.#discard(e.pages);
+      },
+    };
+  }
+
   /** One value's read, shared by everyone asking for it while it runs. */
   async #readEntry(tenant: string, key: string, e: ValueEntry): Promise<ReadValue | null> {
-    if (!e.length) return { bytes: new Uint8Array(0), release: () => undefined };
+    if (!e.length) return { length: 0, bytes: new Uint8Array(0), release: () => undefined };
     let shared = this.#reading.get(e);
     if (!shared) {
       const created = { users: 0, done: this.#loadEntry(tenant, key, e) };
@@ -431,6 +517,7 @@ export class RespDoor {
     }
     let released = false;
     return {
+      length: e.length,
       bytes: slice.bytes,
       release: () => {
         if (released) return;

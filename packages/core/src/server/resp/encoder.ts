@@ -1,7 +1,12 @@
 /**
- * RESP2 encoding (redis.io/docs/latest/develop/reference/protocol-spec). Small replies are built as Buffers;
+ * RESP2 and RESP3 encoding (redis.io/docs/latest/develop/reference/protocol-spec; RESP3's types as specified in
+ * github.com/redis/redis-specifications/blob/master/protocol/RESP3.md). Small replies are built as Buffers;
  * a bulk string's payload can be passed on by reference (bulkParts), so a value read into arena memory reaches
  * the socket without another copy.
+ *
+ * The `Reply*` helpers take the connection's protocol version and write what Redis 7 writes in it: a RESP3 type
+ * to a RESP3 client, its RESP2 downgrade otherwise (null -> `$-1`, map -> flat array of 2n, set -> array,
+ * verbatim -> bulk string, boolean -> integer 1/0, double -> bulk string).
  */
 import { TierSyncError } from '@tiersync/native/errors';
 import type { RespValue } from './parser.js';
@@ -12,6 +17,69 @@ export const PONG = Buffer.from('+PONG\r\n');
 export const NULL_BULK = Buffer.from('$-1\r\n');
 export const NULL_ARRAY = Buffer.from('*-1\r\n');
 export const EMPTY_ARRAY = Buffer.from('*0\r\n');
+/** RESP3 null. */
+export const NULL3 = Buffer.from('_\r\n');
+
+/** RESP protocol version of a connection (HELLO switches it). */
+export type RespProtocol = 2 | 3;
+
+/** The null reply of a missing value: `$-1` (RESP2) or `_` (RESP3). */
+export function replyNull(proto: RespProtocol): Buffer {
+  return proto === 3 ? NULL3 : NULL_BULK;
+}
+
+/** Header of a map of `n` entries: `%n` (RESP3) or an array of 2n elements (RESP2). */
+export function replyMapHeader(proto: RespProtocol, n: number): Buffer {
+  if (proto === 2) return encodeArrayHeader(n * 2);
+  if (!Number.isSafeInteger(n) || n < 0) throw new TierSyncError(`a RESP map length must be an integer >= 0, got ${n}`, 'ERR_INVALID_ARGUMENT');
+  return Buffer.from(`%${n}\r\n`, 'latin1');
+}
+
+/** Header of a set of `n` elements: `~n` (RESP3) or an array (RESP2). */
+export function replySetHeader(proto: RespProtocol, n: number): Buffer {
+  if (proto === 2) return encodeArrayHeader(n);
+  if (!Number.isSafeInteger(n) || n < 0) throw new TierSyncError(`a RESP set length must be an integer >= 0, got ${n}`, 'ERR_INVALID_ARGUMENT');
+  return Buffer.from(`~${n}\r\n`, 'latin1');
+}
+
+/** A verbatim string (`=len\r\nfmt:text`, RESP3) or a bulk string of the text (RESP2). `format`: 3 letters, e.g. txt. */
+export function replyVerbatim(proto: RespProtocol, format: string, text: string): Buffer {
+  if (proto === 2) return encodeBulk(Buffer.from(text, 'latin1'));
+  return encodeVerbatim(format, text);
+}
+
+/** A boolean: `#t`/`#f` (RESP3) or the integer 1/0 (RESP2). */
+export function replyBoolean(proto: RespProtocol, b: boolean): Buffer {
+  return proto === 3 ? encodeBoolean(b) : encodeInteger(b ? 1 : 0);
+}
+
+/** A double: `,x` (RESP3) or a bulk string of the same text (RESP2), as Redis 7's addReplyDouble. */
+export function replyDouble(proto: RespProtocol, x: number): Buffer {
+  return proto === 3 ? encodeDouble(x) : encodeBulk(doubleText(x));
+}
+
+export function encodeBoolean(b: boolean): Buffer {
+  return Buffer.from(b ? '#t\r\n' : '#f\r\n', 'latin1');
+}
+
+/** Text of a double as RESP3 writes it: inf, -inf, nan, or the shortest decimal that reads back the same. */
+function doubleText(x: number): string {
+  if (Number.isNaN(x)) return 'nan';
+  if (x === Infinity) return 'inf';
+  if (x === -Infinity) return '-inf';
+  return String(x);
+}
+
+export function encodeDouble(x: number): Buffer {
+  if (typeof x !== 'number') throw new TierSyncError(`a RESP double must be a number, got ${typeof x}`, 'ERR_INVALID_ARGUMENT');
+  return Buffer.from(`,${doubleText(x)}\r\n`, 'latin1');
+}
+
+export function encodeVerbatim(format: string, text: string): Buffer {
+  if (!/^[A-Za-z]{3}$/.test(format)) throw new TierSyncError(`a verbatim string's format is 3 letters, got '${format}'`, 'ERR_INVALID_ARGUMENT');
+  const body = Buffer.from(`${format}:${text}`, 'latin1');
+  return Buffer.concat([Buffer.from(`=${body.length}\r\n`, 'latin1'), body, CRLF]);
+}
 
 function checkLine(text: string, what: string): void {
   if (/[\r\n]/.test(text)) throw new TierSyncError(`a RESP ${what} may not contain CR or LF`, 'ERR_INVALID_ARGUMENT');
@@ -60,7 +128,7 @@ export function encodeCommand(args: ReadonlyArray<string | Uint8Array>): Buffer 
   return Buffer.concat([encodeArrayHeader(args.length), ...args.map((a) => encodeBulk(a))]);
 }
 
-/** Any RESP2 value. @throws TierSyncError ERR_INVALID_ARGUMENT for a simple string or error holding CR/LF */
+/** Any RESP2 or RESP3 value. @throws TierSyncError ERR_INVALID_ARGUMENT for a simple string or error holding CR/LF */
 export function encodeValue(value: RespValue): Buffer {
   const parts: Buffer[] = [];
   const walk = (v: RespValue): void => {
@@ -84,6 +152,39 @@ export function encodeValue(value: RespValue): Buffer {
           return;
         }
         parts.push(encodeArrayHeader(v.value.length));
+        for (const item of v.value) walk(item);
+        return;
+      case 'null':
+        parts.push(NULL3);
+        return;
+      case 'boolean':
+        parts.push(encodeBoolean(v.value));
+        return;
+      case 'double':
+        parts.push(encodeDouble(v.value));
+        return;
+      case 'bignum':
+        if (!/^-?\d+$/.test(v.value)) throw new TierSyncError(`a RESP big number is decimal digits, got '${v.value.slice(0, 24)}'`, 'ERR_INVALID_ARGUMENT');
+        parts.push(Buffer.from(`(${v.value}\r\n`, 'latin1'));
+        return;
+      case 'blobError': {
+        const body = Buffer.from(v.value, 'latin1');
+        parts.push(Buffer.from(`!${body.length}\r\n`, 'latin1'), body, CRLF);
+        return;
+      }
+      case 'verbatim':
+        parts.push(encodeVerbatim(v.format, v.value));
+        return;
+      case 'map':
+        parts.push(replyMapHeader(3, v.value.length));
+        for (const [k, x] of v.value) {
+          walk(k);
+          walk(x);
+        }
+        return;
+      case 'set':
+      case 'push':
+        parts.push(Buffer.from(`${v.kind === 'set' ? '~' : '>'}${v.value.length}\r\n`, 'latin1'));
         for (const item of v.value) walk(item);
         return;
     }

@@ -19,6 +19,10 @@ export interface RespPageStore {
   has(keys: readonly PageKey[]): boolean[];
   /** Deletes pages; resolves with those kept because something pins them (retry later). */
   remove(keys: readonly PageKey[]): Promise<PageKey[]>;
+  /** Holds pages on every tier (eviction skips them) for `owner` until unpin() or `ttlMs`; returns how many are stored. */
+  pin(keys: readonly PageKey[], owner: string, ttlMs: number): number;
+  /** Removes `owner`'s pins on `keys`. */
+  unpin(keys: readonly PageKey[], owner: string): void;
 }
 
 interface Pending<I, O> {
@@ -131,6 +135,15 @@ export class TierSyncPageStore implements RespPageStore {
   has(keys: readonly PageKey[]): boolean[] {
     if (!keys.length) return [];
     return this.ts.lookupKeys(keys).present;
+  }
+
+  pin(keys: readonly PageKey[], owner: string, ttlMs: number): number {
+    if (!keys.length) return 0;
+    return this.ts.pinKeys(keys, { ttlMs, owner }).length;
+  }
+
+  unpin(keys: readonly PageKey[], owner: string): void {
+    if (keys.length) this.ts.unpinKeys(keys, owner);
   }
 
   async remove(keys: readonly PageKey[]): Promise<PageKey[]> {

@@ -1,8 +1,12 @@
 /**
- * An incremental RESP2 parser (the Redis serialization protocol, as published at
- * redis.io/docs/latest/develop/reference/protocol-spec): simple strings `+`, errors `-`, integers `:`, bulk
- * strings `$` (null `$-1`), arrays `*` (null `*-1`), and in request mode Redis's inline commands (a plain line of
- * space-separated words).
+ * An incremental RESP parser (the Redis serialization protocol, as published at
+ * redis.io/docs/latest/develop/reference/protocol-spec). Request mode reads what a server reads: arrays of bulk
+ * strings, or Redis's inline commands (a plain line of space-separated words). Mode `any` reads every reply type
+ * of RESP2 (simple strings `+`, errors `-`, integers `:`, bulk strings `$` (null `$-1`), arrays `*` (null `*-1`))
+ * and of RESP3 (github.com/redis/redis-specifications/blob/master/protocol/RESP3.md: null `_`, booleans `#`,
+ * doubles `,`, big numbers `(`, bulk errors `!`, verbatim strings `=`, maps `%`, sets `~`, pushes `>`), so tests
+ * and tools can check what the door answers a RESP3 client. RESP3 attributes (`|`) and streamed strings (`$?`)
+ * are refused with ERR_PROTOCOL: the door never sends them.
  *
  * Robust to any split of the input: it is a byte-at-a-time state machine over queued chunks, so a value cut
  * anywhere resumes where it stopped, and no byte is scanned twice. Every size is bounded (bulk length, array
@@ -11,7 +15,8 @@
  * error the parser is poisoned (every later call throws the same error): the stream cannot be resynchronised.
  *
  * Bulk payloads can be written straight into caller memory (a host arena) through `bulkTarget`, so a value's bytes
- * are copied once, from the socket's buffer to their destination.
+ * are copied once, from the socket's buffer to their destination; a `BulkSink` takes a long string window by
+ * window, so a 512 MiB value never needs 512 MiB of memory at once.
  */
 import { TierSyncError } from '@tiersync/native/errors';
 
@@ -40,27 +45,56 @@ export const DEFAULT_RESP_LIMITS: Readonly<RespLimits> = Object.freeze({
   maxDepth: 32,
 });
 
-/** One RESP2 value as parsed (mode `any`) or as encoded by encodeValue(). */
+/** One RESP2 or RESP3 value as parsed (mode `any`) or as encoded by encodeValue(). */
 export type RespValue =
   | { kind: 'simple'; value: string }
   | { kind: 'error'; value: string }
   | { kind: 'integer'; value: number }
   | { kind: 'bulk'; value: Uint8Array | null }
-  | { kind: 'array'; value: RespValue[] | null };
+  | { kind: 'array'; value: RespValue[] | null }
+  // RESP3 only
+  | { kind: 'null'; value: null }
+  | { kind: 'boolean'; value: boolean }
+  | { kind: 'double'; value: number }
+  /** A big number, as its decimal text. */
+  | { kind: 'bignum'; value: string }
+  | { kind: 'blobError'; value: string }
+  /** A verbatim string: `format` is its three-letter type (`txt`, `mkd`). */
+  | { kind: 'verbatim'; format: string; value: string }
+  | { kind: 'map'; value: Array<[RespValue, RespValue]> }
+  | { kind: 'set'; value: RespValue[] }
+  | { kind: 'push'; value: RespValue[] };
 
 /** Returned by next()/nextCommand() when `bulkTarget` asked to wait for memory; call again later. */
 export const RESP_WAIT: unique symbol = Symbol('resp-wait');
 
 /**
+ * Takes one bulk string window by window (a long value streams through bounded memory). The parser asks for a
+ * window, fills it from the input, hands it back with filled(), and asks for the next until the string ends.
+ */
+export interface BulkSink {
+  /**
+   * Memory for the string's next bytes: a view of 1..`left` bytes, or RESP_WAIT when none is available now (the
+   * parser stops and asks again on its next call). May throw (the error propagates; the stream is lost).
+   */
+  window(left: number): Uint8Array | typeof RESP_WAIT;
+  /** The window returned last is full: its bytes are final. May throw, like window(). */
+  filled(window: Uint8Array): void;
+  /** What the command receives in place of the string (a token the caller recognises, e.g. an empty view). */
+  readonly handle: Uint8Array;
+}
+
+/**
  * Decides where a bulk string's bytes go (request mode: only the elements of the top-level command array).
  * `index` is the element's position in the command, `args` the elements parsed before it. Return a view of
- * exactly `length` bytes to fill, `undefined` to let the parser allocate, or RESP_WAIT when memory is not
- * available now (the parser stops and asks again on the next call). May throw (the error propagates).
+ * exactly `length` bytes to fill, a BulkSink to take it window by window, `undefined` to let the parser
+ * allocate, or RESP_WAIT when memory is not available now (the parser stops and asks again on the next call).
+ * May throw (the error propagates).
  */
-export type BulkTarget = (length: number, index: number, args: readonly Uint8Array[]) => Uint8Array | undefined | typeof RESP_WAIT;
+export type BulkTarget = (length: number, index: number, args: readonly Uint8Array[]) => Uint8Array | BulkSink | undefined | typeof RESP_WAIT;
 
 export interface RespParserOptions {
-  /** `request`: what a server reads (arrays of bulk strings, or inline commands). `any`: every RESP2 type. */
+  /** `request`: what a server reads (arrays of bulk strings, or inline commands). `any`: every RESP2 and RESP3 reply type. */
   mode: 'request' | 'any';
   limits?: Partial<RespLimits>;
   bulkTarget?: BulkTarget;
@@ -74,12 +108,20 @@ const PHASE_TARGET = 2;
 const PHASE_BULK = 3;
 const PHASE_CR = 4;
 const PHASE_LF = 5;
+const PHASE_WINDOW = 6;
+
+/** Type bytes of mode `any`: RESP2 `+ - : $ *`, RESP3 `_ # , ( ! = % ~ >`. */
+const REPLY_TYPES = new Set([0x2b, 0x2d, 0x3a, 0x24, 0x2a, 0x5f, 0x23, 0x2c, 0x28, 0x21, 0x3d, 0x25, 0x7e, 0x3e]);
+/** A RESP3 double: decimal with optional fraction and exponent, or inf / -inf / nan. */
+const DOUBLE = /^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?inf$|^nan$/i;
 
 const EMPTY = new Uint8Array(0);
 
 interface Frame {
   items: unknown[];
   remaining: number;
+  /** Type byte of the aggregate: `*` array, `%` map (2 items per entry), `~` set, `>` push. */
+  type: number;
 }
 
 function protocolError(message: string): TierSyncError {
@@ -162,6 +204,11 @@ export class RespParser {
   #bulk: Uint8Array = EMPTY;
   #bulkFill = 0;
   #bulkLength = 0;
+  /** End of the current window of #bulk (the whole string unless a sink takes it in windows). */
+  #windowEnd = 0;
+  #sink: BulkSink | undefined;
+  /** Bytes of the string the sink has not received yet (window being filled included). */
+  #sinkLeft = 0;
   /** Bytes of bulk strings the parser allocated for the value in progress. */
   #owned = 0;
   #failed: TierSyncError | undefined;
@@ -277,7 +324,8 @@ export class RespParser {
               continue;
             }
             if (depth > 0 && b !== 0x24 /* $ */) throw this.#fail(`expected '$', got ${showByte(b)}`);
-          } else if (b !== 0x2b && b !== 0x2d && b !== 0x3a && b !== 0x24 && b !== 0x2a) {
+          } else if (!REPLY_TYPES.has(b)) {
+            if (b === 0x7c /* | */) throw this.#fail('RESP3 attributes are not supported');
             throw this.#fail(`unknown type byte ${showByte(b)}`);
           }
           this.#type = b;
@@ -300,13 +348,35 @@ export class RespParser {
           if (r === RESP_WAIT) return RESP_WAIT;
           continue;
         }
+        case PHASE_WINDOW: {
+          const w = this.#sink!.window(this.#sinkLeft);
+          if (w === RESP_WAIT) return RESP_WAIT;
+          if (!(w instanceof Uint8Array) || w.length < 1 || w.length > this.#sinkLeft) {
+            throw new TierSyncError(`BulkSink.window must return a Uint8Array of 1..${this.#sinkLeft} bytes`, 'ERR_INVALID_ARGUMENT');
+          }
+          this.#bulk = w;
+          this.#bulkFill = 0;
+          this.#windowEnd = w.length;
+          this.#phase = PHASE_BULK;
+          continue;
+        }
         case PHASE_BULK: {
-          if (this.#bulkFill === this.#bulkLength) {
+          if (this.#bulkFill === this.#windowEnd) {
+            if (this.#sink) {
+              this.#sinkLeft -= this.#windowEnd;
+              const full = this.#bulk;
+              this.#bulk = EMPTY;
+              this.#sink.filled(full);
+              if (this.#sinkLeft > 0) {
+                this.#phase = PHASE_WINDOW;
+                continue;
+              }
+            }
             this.#phase = PHASE_CR;
             continue;
           }
           if (!chunk) return undefined;
-          const take = Math.min(chunk.length - this.#head, this.#bulkLength - this.#bulkFill);
+          const take = Math.min(chunk.length - this.#head, this.#windowEnd - this.#bulkFill);
           this.#bulk.set(chunk.subarray(this.#head, this.#head + take), this.#bulkFill);
           this.#bulkFill += take;
           this.#consume(take);
@@ -324,9 +394,10 @@ export class RespParser {
             continue;
           }
           this.#phase = PHASE_TYPE;
-          const bulk = this.#bulk;
+          const bulk = this.#sink ? this.#sink.handle : this.#bulk;
           this.#bulk = EMPTY;
-          const r = this.#complete(this.mode === 'request' ? bulk : { kind: 'bulk', value: bulk });
+          this.#sink = undefined;
+          const r = this.#complete(this.mode === 'request' ? bulk : this.#blobValue(bulk));
           if (r !== undefined) return r;
           continue;
         }
@@ -399,11 +470,38 @@ export class RespParser {
         return this.#complete({ kind: 'error', value: latin1(line) });
       case 0x3a: // :
         return this.#complete({ kind: 'integer', value: this.#integer(line, 'integer') });
-      case 0x24: {
-        // $
+      case 0x5f: // _ (RESP3 null)
+        if (line.length) throw this.#fail(`invalid null '${latin1(line, 24)}'`);
+        return this.#complete({ kind: 'null', value: null });
+      case 0x23: {
+        // # (RESP3 boolean)
+        const t = latin1(line);
+        if (t !== 't' && t !== 'f') throw this.#fail(`invalid boolean '${latin1(line, 24)}'`);
+        return this.#complete({ kind: 'boolean', value: t === 't' });
+      }
+      case 0x2c: {
+        // , (RESP3 double)
+        const t = latin1(line);
+        if (!DOUBLE.test(t)) throw this.#fail(`invalid double '${latin1(line, 24)}'`);
+        const lower = t.toLowerCase();
+        const value = lower.endsWith('inf') ? (lower.startsWith('-') ? -Infinity : Infinity) : lower === 'nan' ? NaN : Number(t);
+        return this.#complete({ kind: 'double', value });
+      }
+      case 0x28: {
+        // ( (RESP3 big number)
+        const t = latin1(line);
+        if (!/^-?\d{1,4096}$/.test(t)) throw this.#fail(`invalid big number '${latin1(line, 24)}'`);
+        return this.#complete({ kind: 'bignum', value: t });
+      }
+      case 0x24: // $
+      case 0x21: // ! (RESP3 bulk error)
+      case 0x3d: {
+        // = (RESP3 verbatim string)
+        if (line.length === 1 && line[0] === 0x3f) throw this.#fail('RESP3 streamed strings are not supported');
         const n = this.#integer(line, 'bulk length');
-        if (n === -1 && this.mode === 'any') return this.#complete({ kind: 'bulk', value: null });
+        if (n === -1 && this.mode === 'any' && this.#type === 0x24) return this.#complete({ kind: 'bulk', value: null });
         if (n < 0) throw this.#fail(`invalid bulk length ${n}`);
+        if (this.#type === 0x3d && n < 4) throw this.#fail(`verbatim string of ${n} bytes is shorter than its 'fmt:' prefix`);
         if (n > this.#limits.maxBulkBytes) throw this.#fail(`bulk length ${n} over the limit of ${this.#limits.maxBulkBytes} bytes`);
         this.#bulkLength = n;
         this.#phase = PHASE_TARGET;
@@ -416,14 +514,21 @@ export class RespParser {
         if (n < -1) throw this.#fail(`invalid multibulk length ${n}`);
         if (this.mode === 'request') {
           if (n <= 0) return undefined; // empty command: skipped
-          this.#stack.push({ items: [], remaining: n });
+          this.#stack.push({ items: [], remaining: n, type: 0x2a });
           return undefined;
         }
         if (n === -1) return this.#complete({ kind: 'array', value: null });
-        if (n === 0) return this.#complete({ kind: 'array', value: [] });
-        if (this.#stack.length >= this.#limits.maxDepth) throw this.#fail(`arrays nested deeper than ${this.#limits.maxDepth}`);
-        this.#stack.push({ items: [], remaining: n });
-        return undefined;
+        return this.#open(n, 0x2a);
+      }
+      case 0x25: // % (RESP3 map)
+      case 0x7e: // ~ (RESP3 set)
+      case 0x3e: {
+        // > (RESP3 push)
+        const n = this.#integer(line, 'aggregate length');
+        if (n < 0) throw this.#fail(`invalid aggregate length ${n}`);
+        const items = this.#type === 0x25 ? n * 2 : n;
+        if (items > this.#limits.maxArrayLength) throw this.#fail(`aggregate of ${items} elements over the limit of ${this.#limits.maxArrayLength}`);
+        return this.#open(items, this.#type);
       }
       default:
         throw this.#fail('internal: unknown type');
@@ -438,8 +543,20 @@ export class RespParser {
     if (this.#target && this.mode === 'request' && top && n > 0) {
       const given = this.#target(n, top.items.length, top.items as Uint8Array[]);
       if (given === RESP_WAIT) return RESP_WAIT;
+      if (given !== undefined && !(given instanceof Uint8Array)) {
+        if (typeof given !== 'object' || typeof given.window !== 'function' || typeof given.filled !== 'function' || !(given.handle instanceof Uint8Array)) {
+          throw new TierSyncError('bulkTarget must return a Uint8Array, a BulkSink, undefined or RESP_WAIT', 'ERR_INVALID_ARGUMENT');
+        }
+        this.#sink = given;
+        this.#sinkLeft = n;
+        this.#bulk = EMPTY;
+        this.#bulkFill = 0;
+        this.#windowEnd = 0;
+        this.#phase = PHASE_WINDOW;
+        return undefined;
+      }
       target = given;
-      if (target !== undefined && (!(target instanceof Uint8Array) || target.length !== n)) {
+      if (target !== undefined && target.length !== n) {
         throw new TierSyncError(`bulkTarget must return a Uint8Array of exactly ${n} bytes`, 'ERR_INVALID_ARGUMENT');
       }
     }
@@ -450,8 +567,44 @@ export class RespParser {
     }
     this.#bulk = target;
     this.#bulkFill = 0;
+    this.#windowEnd = n;
     this.#phase = PHASE_BULK;
     return undefined;
+  }
+
+  /** Opens an aggregate of `items` elements (an empty one completes at once). */
+  #open(items: number, type: number): unknown {
+    if (items === 0) return this.#complete(this.#aggregate(type, []));
+    if (this.#stack.length >= this.#limits.maxDepth) throw this.#fail(`arrays nested deeper than ${this.#limits.maxDepth}`);
+    this.#stack.push({ items: [], remaining: items, type });
+    return undefined;
+  }
+
+  #aggregate(type: number, items: unknown[]): RespValue {
+    const values = items as RespValue[];
+    switch (type) {
+      case 0x25: {
+        const pairs: Array<[RespValue, RespValue]> = [];
+        for (let i = 0; i < values.length; i += 2) pairs.push([values[i]!, values[i + 1]!]);
+        return { kind: 'map', value: pairs };
+      }
+      case 0x7e:
+        return { kind: 'set', value: values };
+      case 0x3e:
+        return { kind: 'push', value: values };
+      default:
+        return { kind: 'array', value: values };
+    }
+  }
+
+  /** A completed `$`, `!` or `=` payload as its value (mode `any`). */
+  #blobValue(bytes: Uint8Array): RespValue {
+    if (this.#type === 0x21) return { kind: 'blobError', value: latin1(bytes) };
+    if (this.#type === 0x3d) {
+      if (bytes[3] !== 0x3a) throw this.#fail("verbatim string without its 'fmt:' prefix");
+      return { kind: 'verbatim', format: latin1(bytes.subarray(0, 3)), value: latin1(bytes.subarray(4)) };
+    }
+    return { kind: 'bulk', value: bytes };
   }
 
   /** A value finished: add it to the open array, or return it (and every array it completes). */
@@ -466,7 +619,7 @@ export class RespParser {
       top.items.push(v);
       if (--top.remaining > 0) return undefined;
       this.#stack.pop();
-      v = this.mode === 'request' ? top.items : { kind: 'array', value: top.items };
+      v = this.mode === 'request' ? top.items : this.#aggregate(top.type, top.items);
     }
   }
 }
