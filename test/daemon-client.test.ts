@@ -201,9 +201,9 @@ describe('daemon client (two processes)', () => {
       .poll(async () => (last = await post(daemon.url, '/v1/client/reserve', { keys: [key(7, 101)], lengths: [PAGE] }, 'token-slow')).status, { timeout: 10_000, interval: 300 })
       .toBe(200);
     const held = (await (await fetch(`${daemon.url}/v1/stats`)).json()) as { clients: { leases: number; leasedPages: number } };
-    expect(held.clients).toEqual({ leases: 1, leasedPages: 1 });
+    expect(held.clients).toMatchObject({ leases: 1, leasedPages: 1 });
     expect((await post(daemon.url, '/v1/client/abort', { lease: last.json.lease }, 'token-slow')).status).toBe(200);
-    expect(((await (await fetch(`${daemon.url}/v1/stats`)).json()) as typeof held).clients).toEqual({ leases: 0, leasedPages: 0 });
+    expect(((await (await fetch(`${daemon.url}/v1/stats`)).json()) as typeof held).clients).toMatchObject({ leases: 0, leasedPages: 0 });
     expect((await post(daemon.url, '/v1/client/commit', { lease: first.json.lease, crcs: keys.map(() => 0) }, 'token-slow')).status).toBe(404);
     const tooMany = await post(daemon.url, '/v1/client/lookup', { keys: Array.from({ length: 257 }, (_, i) => key(8, i)) }, 'token-bob');
     expect(tooMany.status).toBe(413);

@@ -43,6 +43,11 @@ export interface ClientBenchReport {
   shmLoad: PathFigure;
   peerStore: PathFigure;
   peerLoad: PathFigure;
+  /**
+   * After a shm store answered: how much longer the daemon took to record its pages in the block index (in batches,
+   * off the request path; waited for before the baseline runs).
+   */
+  recordAfterStoreMs: number;
   control: {
     roundTripUs: number;
     onePageLoadUs: number;
@@ -52,6 +57,15 @@ export interface ClientBenchReport {
     echoTcpUs: number;
     echoUnixUs: number;
   };
+}
+
+/** Resolves once the daemon's client API has recorded every committed page in its block index (polls /v1/stats). */
+async function untilRecorded(url: string): Promise<void> {
+  for (;;) {
+    const stats = (await (await fetch(`${url}/v1/stats`)).json()) as { clients: { unrecordedPages: number } | null };
+    if (!stats.clients?.unrecordedPages) return;
+    await new Promise((r) => setTimeout(r, 2));
+  }
 }
 
 /** Median microseconds of a small JSON POST answered by an empty http.Server, kept alive, over TCP or a Unix socket. */
@@ -143,6 +157,7 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
     await shmClient.load(keys(0), where(dst));
     await shmClient.delete(keys(0));
     let requestsPerStore = 0;
+    const recordMs: number[] = [];
     let requestsPerLoad = 0;
     for (let r = 1; r <= reps; r++) {
       log(`repetition ${r}/${reps}`);
@@ -150,6 +165,9 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
       const before = shmClient.controlRequests;
       t.shmStore.push(await time(() => shmClient.store(k, where(src))));
       requestsPerStore = shmClient.controlRequests - before;
+      // The daemon records committed pages in its index after answering: let that finish before the baseline runs,
+      // so the daemon's background work neither slows the baseline nor hides in it.
+      recordMs.push(await time(() => untilRecorded(url)));
       t.memcpy.push(memcpyBaseline(dst, src, bytes, 2, pageBytes));
       const beforeLoad = shmClient.controlRequests;
       t.shmLoad.push(await time(() => shmClient.load(k, where(dst))));
@@ -186,6 +204,7 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
       shmLoad: figure(bytes, t.shmLoad, t.memcpy),
       peerStore: figure(bytes, t.peerStore, t.tcp),
       peerLoad: figure(bytes, t.peerLoad, t.tcp),
+      recordAfterStoreMs: round(median(recordMs) * 1000, 2),
       control: { roundTripUs: round(median(rtt) * 1e6, 1), onePageLoadUs: round(median(onePage) * 1e6, 1), requestsPerShmStore: requestsPerStore, requestsPerShmLoad: requestsPerLoad, echoTcpUs: round(echoTcpUs, 1), echoUnixUs: round(echoUnixUs, 1) },
     };
   } finally {

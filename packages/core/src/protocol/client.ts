@@ -13,6 +13,16 @@ import { z } from 'zod';
 /** Protocol revision, sent in `hello`; bumped when a request or response changes incompatibly. */
 export const CLIENT_PROTOCOL_VERSION = 1;
 
+/**
+ * Optional capabilities a daemon lists in `hello.features` (added within a protocol revision):
+ * - `commit-crc-optional`: `commit` may omit `crcs`; the daemon then records the CRC32C it computes itself;
+ * - `pin-ttl`: `pin` takes `ttlMs`, the lease's own deadline.
+ */
+export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl'] as const;
+
+/** The longest lease a `pin` may ask for with `ttlMs` (1 hour). */
+export const MAX_PIN_TTL_MS = 3_600_000;
+
 /** Most keys one request may carry on the wire (a daemon's `client.maxBatchPages` may set fewer). */
 export const MAX_PROTOCOL_KEYS = 65536;
 
@@ -59,6 +69,8 @@ export const helloResponseSchema = z.object({
   socket: z.string().nullable(),
   /** The native peer endpoint `host:port` for page bytes from other hosts, or null. */
   peer: z.string().nullable(),
+  /** Optional capabilities of this daemon (CLIENT_FEATURES); unknown ones are to be ignored. */
+  features: z.array(z.string()),
 });
 
 /** `POST /v1/client/reserve`: room in the shared host tier for new pages. */
@@ -80,8 +92,11 @@ export const reserveResponseSchema = z.object({
 export const commitRequestSchema = z
   .object({
     lease: leaseIdSchema,
-    /** CRC32C of each page's bytes, one per reserved key (any value for keys answered -1). */
-    crcs: z.array(uint32),
+    /**
+     * CRC32C of each page's bytes, one per reserved key (any value for keys answered -1): the daemon checks the
+     * bytes against them. Omitted (feature `commit-crc-optional`): the daemon records the CRC32C it computes.
+     */
+    crcs: z.array(uint32).optional(),
   })
   .strict();
 export const commitResponseSchema = z.object({
@@ -121,6 +136,8 @@ export const pinRequestSchema = z
     keys: clientKeysSchema,
     /** Also answer the tenant's stored keys (remote clients fetch by them over the peer protocol). */
     storedKeys: z.boolean().optional(),
+    /** The lease's deadline in ms (feature `pin-ttl`); default the daemon's `leaseMs`. */
+    ttlMs: z.number().int('must be an integer').min(1, 'must be 1 or more').max(MAX_PIN_TTL_MS, `must be at most ${MAX_PIN_TTL_MS}`).optional(),
   })
   .strict();
 export const pinResponseSchema = z.object({

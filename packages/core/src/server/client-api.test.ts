@@ -175,11 +175,88 @@ describe('client protocol at the daemon', () => {
     }
   });
 
+  it('commits without declared checksums (the daemon records its own) and pins with a lease of their own length', async () => {
+    const hello = (await send({ url: server.url }, 'hello')).json;
+    expect(hello.features).toEqual(expect.arrayContaining(['commit-crc-optional', 'pin-ttl']));
+    const mapped = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false });
+    try {
+      const r = (await send({ url: server.url }, 'reserve', { keys: [key(300)], lengths: [PAGE - 1] })).json;
+      const view = mapped.view(r.offsets[0], PAGE - 1);
+      randomFillSync(view);
+      expect((await send({ url: server.url }, 'commit', { lease: r.lease })).json).toEqual({ stored: 1, existing: 0, badChecksum: [] });
+      const pin = await send({ url: server.url }, 'pin', { keys: [key(300)], ttlMs: 150 });
+      expect(pin.json).toMatchObject({ deadlineMs: 150, lengths: [PAGE - 1], crcs: [crc32c(view)] });
+      // The short lease lapses on its own: releasing it later finds nothing.
+      await expect.poll(async () => (await send({ url: server.url }, 'release', { lease: pin.json.lease })).status, { timeout: 5000, interval: 100 }).toBe(404);
+      expect((await send({ url: server.url }, 'pin', { keys: [key(300)], ttlMs: 0 })).json.error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field: 'ttlMs' });
+      expect((await send({ url: server.url }, 'delete', { keys: [key(300)] })).json.deleted).toBe(1);
+    } finally {
+      mapped.close();
+    }
+  });
+
   it('exports the protocol as JSON Schema for clients in other languages', () => {
     const s = clientProtocolJsonSchema();
     expect(Object.keys(s.ops).sort()).toEqual(Object.keys(clientOps).sort());
     expect(s.ops.reserve).toMatchObject({ method: 'POST', route: '/v1/client/reserve', request: { type: 'object', required: ['keys', 'lengths'] } });
     expect(s.ops.hello.request).toBeNull();
     expect(JSON.stringify(s.error)).toContain('ERR_INVALID_ARGUMENT');
+  });
+});
+
+describe('a load lease under eviction pressure', () => {
+  it('keeps the slot a client copies from until the lease closes, then finishes the eviction (no page left behind)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-evict-'));
+    const shm = `/dev/shm/tiersync-client-evict-${process.pid}`;
+    const server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'client-evict@1',
+        layout,
+        tiers: [
+          { url: `host://?capacity=${16 * PAGE}&shm=${shm}&prefault=false`, name: 'host', highWatermark: 1, lowWatermark: 0.5 },
+          { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, name: 'fs', writeThrough: true },
+        ],
+        index: { path: path.join(dir, 'index.sqlite') },
+        http: { port: 0 },
+        peer: { enabled: false },
+        client: { socket: false },
+        log: { level: 'silent' },
+      }),
+    );
+    const client = await TierSyncClient.connect({ url: server.url, transport: 'shm' });
+    const arena = HostArena.create({ capacity: 16 * PAGE });
+    try {
+      randomFillSync(arena.view(0, 16 * PAGE));
+      const pages = (n: number) => Array.from({ length: n }, (_, i) => ({ arena, offset: i * PAGE, length: PAGE }));
+      const first = Array.from({ length: 12 }, (_, i) => key(400 + i));
+      expect((await client.store(first, pages(12))).stored).toBe(12);
+      await server.ts.flush();
+      // A load lease holds the oldest page (the LRU's first victim) in the host tier.
+      const pin = await send({ url: server.url }, 'pin', { keys: [first[0]] }, { token: null });
+      expect(pin.json.offsets[0]).toBeGreaterThanOrEqual(0);
+      const second = Array.from({ length: 8 }, (_, i) => key(500 + i));
+      expect((await client.store(second, pages(8))).stored).toBe(8);
+      await server.ts.flush();
+      const host = () => server.ts.stats().tiers.find((t) => t.name === 'host')!;
+      // Evicted by the hierarchy meanwhile, the page still has its slot for the lease.
+      expect(host().pages).toBe(host().usedPages + 1);
+      expect((await send({ url: server.url }, 'release', { lease: pin.json.lease }, { token: null })).status).toBe(200);
+      // Lease closed: the slot is freed; the page is still found on the tier below and loads intact.
+      expect(host().pages).toBe(host().usedPages);
+      expect((await client.lookup([first[0]!])).tiers).toEqual(['fs']);
+      const into = HostArena.create({ capacity: PAGE });
+      try {
+        expect((await client.load([first[0]!], [{ arena: into, offset: 0, length: PAGE }])).loaded).toBe(1);
+        expect(Buffer.compare(Buffer.from(into.view(0, PAGE)), Buffer.from(arena.view(0, PAGE)))).toBe(0);
+      } finally {
+        into.close();
+      }
+    } finally {
+      arena.close();
+      await client.close();
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(shm, { force: true });
+    }
   });
 });

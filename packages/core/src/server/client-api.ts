@@ -20,6 +20,7 @@ import type { TierSync } from '../hierarchy/tier-sync.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
 import {
+  CLIENT_FEATURES,
   CLIENT_PROTOCOL_VERSION,
   ProtocolError,
   clientOps,
@@ -81,6 +82,10 @@ export class ClientApi {
   readonly #sweep: NodeJS.Timeout;
   readonly #pages: Counter<'tenant' | 'op'>;
   readonly #refused: Counter<'tenant' | 'why'>;
+  /** Open load leases holding each host-tier page (pinned in the tier driver, in memory). */
+  readonly #tierPins = new Map<PageKey, number>();
+  /** Pages the hierarchy evicted from the host tier while a lease held them: freed when the last lease closes. */
+  readonly #evictedWhilePinned = new Set<PageKey>();
   /** Committed pages the block index has yet to record (the recorder's next batch). */
   readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
   #recording: Promise<void> | undefined;
@@ -92,7 +97,17 @@ export class ClientApi {
     this.#sweep.unref();
     this.#pages = new Counter({ name: 'tiersync_client_pages_total', help: 'Pages handled for clients, per tenant and operation (store, load, lookup_hit, lookup_miss, pulled, pushed).', labelNames: ['tenant', 'op'], registers: [options.metrics] });
     this.#refused = new Counter({ name: 'tiersync_client_refused_total', help: 'Client requests refused, per tenant and reason (auth, limit, checksum).', labelNames: ['tenant', 'why'], registers: [options.metrics] });
+    options.ts.on('block:evicted', this.#onEvicted);
   }
+
+  /**
+   * The hierarchy evicted host-tier pages. One a load lease holds in the tier (pinRemote) keeps its slot, since the
+   * client may be copying out of it; the eviction is finished when the last such lease closes (#close).
+   */
+  readonly #onEvicted = (e: { keys: readonly PageKey[]; tier: string }): void => {
+    if (e.tier !== this.#o.hostTierName || !this.#tierPins.size) return;
+    for (const k of e.keys) if (this.#tierPins.has(k)) this.#evictedWhilePinned.add(k);
+  };
 
   get arena(): HostArena {
     const a = this.#o.hostTier.arena;
@@ -100,10 +115,11 @@ export class ClientApi {
     return a;
   }
 
-  stats(): { leases: number; leasedPages: number } {
+  /** Open leases, the pages they hold, and committed pages the block index has yet to record. */
+  stats(): { leases: number; leasedPages: number; unrecordedPages: number } {
     let pages = 0;
     for (const n of this.#leasedPages.values()) pages += n;
-    return { leases: this.#leases.size, leasedPages: pages };
+    return { leases: this.#leases.size, leasedPages: pages, unrecordedPages: this.#unrecorded.size };
   }
 
   /**
@@ -164,6 +180,7 @@ export class ClientApi {
       // The Unix socket only helps a client that shares this host's filesystem, i.e. one offered shared memory.
       socket: shm ? (this.#o.socketPath ?? null) : null,
       peer: this.#o.peerAddress || null,
+      features: [...CLIENT_FEATURES],
     };
   }
 
@@ -203,8 +220,8 @@ export class ClientApi {
     this.#leasedPages.set(tenant.name, held + pages);
   }
 
-  #open(lease: Omit<Lease, 'id' | 'expires'>): Lease {
-    const l: Lease = { ...lease, id: this.#nextLease++, expires: Date.now() + this.#o.leaseMs };
+  #open(lease: Omit<Lease, 'id' | 'expires'>, ttlMs = this.#o.leaseMs): Lease {
+    const l: Lease = { ...lease, id: this.#nextLease++, expires: Date.now() + ttlMs };
     this.#leases.set(l.id, l);
     return l;
   }
@@ -220,7 +237,30 @@ export class ClientApi {
       const held = lease.keys.filter((_, i) => lease.offsets[i]! >= 0);
       tier.unpin(held);
       if (lease.indexPinned?.length) this.#o.ts.unpinKeys(lease.indexPinned, `client:${lease.id}`);
+      this.#untrackPins(held);
     }
+  }
+
+  #trackPins(keys: readonly PageKey[]): void {
+    for (const k of keys) this.#tierPins.set(k, (this.#tierPins.get(k) ?? 0) + 1);
+  }
+
+  /** Drops a lease's tier pins; finishes evictions that waited for them (unless the page was recorded again since). */
+  #untrackPins(keys: readonly PageKey[]): void {
+    const free: PageKey[] = [];
+    for (const k of keys) {
+      const n = (this.#tierPins.get(k) ?? 1) - 1;
+      if (n > 0) {
+        this.#tierPins.set(k, n);
+        continue;
+      }
+      this.#tierPins.delete(k);
+      if (this.#evictedWhilePinned.delete(k)) free.push(k);
+    }
+    if (!free.length) return;
+    const known = this.#o.ts.lookupKeys(free);
+    const gone = free.filter((k, i) => !known.present[i] || !known.pages[known.indices.indexOf(i)]!.tiers.includes(this.#o.hostTierName));
+    if (gone.length) this.#o.hostTier.deleteNow(gone.filter((k) => !this.#unrecorded.has(k)));
   }
 
   #expire(now: number): void {
@@ -236,8 +276,15 @@ export class ClientApi {
     this.#perKey(body.lengths, 'lengths', keys.length, this.#o.ts.pageBytes);
     this.#claim(tenant, keys.length);
     try {
-      await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length);
-      const got = this.#o.hostTier.reserveRemote(keys);
+      // Slots that evicted pages keep for open load leases are invisible to the hierarchy: ask for room for them too.
+      // (Once more when making room just evicted such pages.)
+      const ghosts = this.#evictedWhilePinned.size;
+      await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length + ghosts);
+      let got = this.#o.hostTier.reserveRemote(keys);
+      if (!got && this.#evictedWhilePinned.size > ghosts) {
+        await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length + this.#evictedWhilePinned.size);
+        got = this.#o.hostTier.reserveRemote(keys);
+      }
       if (!got) throw new ProtocolError(`the host tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
       const lease = this.#open({ kind: 'reserve', tenant, keys, offsets: got.offsets, lengths: Uint32Array.from(body.lengths) });
       return { lease: lease.id, offsets: Array.from(got.offsets), deadlineMs: this.#o.leaseMs };
@@ -249,7 +296,7 @@ export class ClientApi {
 
   async #commit(tenant: Tenant, body: CommitRequest): Promise<ClientResponse<'commit'>> {
     const lease = this.#lease(tenant, body.lease, 'reserve');
-    this.#perKey(body.crcs, 'crcs', lease.keys.length, 0xffffffff);
+    if (body.crcs) this.#perKey(body.crcs, 'crcs', lease.keys.length, 0xffffffff);
     const arena = this.arena;
     // The daemon checks the bytes itself: a page whose slot does not hold what the client declared never becomes
     // visible. The check runs on native threads (the event loop keeps serving); the lease is held meanwhile.
@@ -269,7 +316,9 @@ export class ClientApi {
     }
     // Closed meanwhile (daemon shutting down): its slots are already freed.
     if (!this.#leases.has(lease.id)) throw new ProtocolError('the daemon closed this reservation while checking it', 'ERR_CLOSED', 503);
-    const crcs = Uint32Array.from(body.crcs);
+    // Without declared checksums the daemon's own become the pages' (nothing to compare them with).
+    const crcs = body.crcs ? Uint32Array.from(body.crcs) : new Uint32Array(lease.keys.length);
+    if (!body.crcs) copied.forEach((i, j) => (crcs[i] = actual[j]!));
     const ok = new Uint8Array(lease.keys.length);
     const bad: number[] = [];
     const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
@@ -395,10 +444,12 @@ export class ClientApi {
   async #pin(tenant: Tenant, body: PinRequest): Promise<ClientResponse<'pin'>> {
     const keys = this.#stored(tenant, body.keys);
     this.#claim(tenant, keys.length);
-    const lease = this.#open({ kind: 'pin', tenant, keys, offsets: new Float64Array(keys.length).fill(-1), lengths: new Uint32Array(keys.length) });
+    const ttlMs = body.ttlMs ?? this.#o.leaseMs;
+    const lease = this.#open({ kind: 'pin', tenant, keys, offsets: new Float64Array(keys.length).fill(-1), lengths: new Uint32Array(keys.length) }, ttlMs);
     const crcs = new Array<number>(keys.length).fill(0);
     try {
       const { ts, hostTier } = this.#o;
+      // Pinned in the tier driver from here on; tracked at once, so #close (even on an error below) undoes exactly these.
       const take = (where: ReturnType<HostTier['pinRemote']>, at: readonly number[]) =>
         where.forEach((w, j) => {
           if (!w) return;
@@ -406,13 +457,14 @@ export class ClientApi {
           lease.offsets[i] = w.offset;
           lease.lengths[i] = w.length;
           crcs[i] = w.crc32c;
+          this.#trackPins([keys[i]!]);
         });
       take(hostTier.pinRemote(keys), keys.map((_, i) => i));
       const rest = keys.map((_, i) => i).filter((i) => lease.offsets[i]! < 0);
       if (rest.length) {
         const restKeys = rest.map((i) => keys[i]!);
         // Held in the hierarchy first, so it does not evict what is being brought up.
-        ts.pinKeys(restKeys, { ttlMs: this.#o.leaseMs, owner: `client:${lease.id}` });
+        ts.pinKeys(restKeys, { ttlMs, owner: `client:${lease.id}` });
         lease.indexPinned = restKeys;
         const hit = ts.lookupKeys(restKeys);
         const below = hit.pages.filter((p) => !p.tiers.includes(this.#o.hostTierName));
@@ -425,7 +477,7 @@ export class ClientApi {
       for (let i = 0; i < keys.length; i++) if (lease.offsets[i]! >= 0) found++;
       this.#pages.inc({ tenant: tenant.name, op: 'load' }, found);
       // Remote clients fetch over the peer protocol, which names pages by their stored keys.
-      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs, deadlineMs: this.#o.leaseMs, ...(body.storedKeys === true ? { keys } : {}) };
+      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs, deadlineMs: ttlMs, ...(body.storedKeys === true ? { keys } : {}) };
     } catch (e) {
       this.#close(lease);
       throw e;
@@ -563,6 +615,7 @@ export class ClientApi {
   /** Undoes every open lease, records committed pages in the block index, closes peer connections. */
   async close(): Promise<void> {
     clearInterval(this.#sweep);
+    this.#o.ts.off('block:evicted', this.#onEvicted);
     for (const l of [...this.#leases.values()]) this.#close(l);
     for (const p of this.#peers.values()) void p.then((c) => c.close(), () => undefined);
     this.#peers.clear();

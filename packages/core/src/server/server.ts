@@ -48,8 +48,8 @@ export interface ServerStats {
   peer: { host: string; port: number; tier: string; connections: number; authFailures: number; refused: number; active: number } | null;
   http: { host: string; port: number; inFlight: number };
   cluster: ({ name: string } & ReturnType<ClusterRegistry['stats']>) | null;
-  /** Client API leases open now (reservations + pins) and the pages they hold. */
-  clients: { leases: number; leasedPages: number } | null;
+  /** Client API leases open now (reservations + pins), the pages they hold, committed pages not yet in the index. */
+  clients: { leases: number; leasedPages: number; unrecordedPages: number } | null;
 }
 
 class HttpError extends Error {
