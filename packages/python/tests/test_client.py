@@ -1,0 +1,213 @@
+"""tiersync.Client against a real daemon: bytes exact through shared memory, numpy / torch / bytes-like arrays in
+place, batching, lookups, missing keys, pins with TTL, tenants, typed errors and deadlines."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import tiersync
+from tiersync import (
+    AuthError,
+    ClosedError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    TierSyncError,
+    TierSyncIOError,
+    TierSyncTimeoutError,
+    UnavailableError,
+)
+
+PAGE = 16384
+
+
+def random_bytes(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, size=n, dtype=np.uint8)
+
+
+def test_hello_maps_shared_memory_and_moves_control_to_the_unix_socket(client):
+    h = client.hello
+    assert (h.tenant, h.model, h.page_bytes, h.tokens_per_page, h.max_batch_pages) == ("alice", "py-client@1", PAGE, 16, 64)
+    assert h.shm["path"].startswith("/dev/shm/")
+    assert "commit-crc-optional" in h.features
+    assert client.endpoint.startswith("unix:")
+
+
+def test_one_array_of_pages_round_trips_through_shared_memory_with_two_requests_each_way(client, fresh_keys):
+    keys = fresh_keys(10)
+    src = random_bytes(10 * PAGE - 100, 1)  # the last page is short
+    before = client.control_requests
+    r = client.store(keys, src)
+    assert (r.stored, r.existing, r.bad_checksum) == (10, 0, [])
+    # reserve + commit: the bytes went through shared memory, not a socket.
+    assert client.control_requests - before == 2
+    look = client.lookup(keys)
+    assert look.prefix == 10 and all(look.present)
+    assert set(look.tiers) == {"host"}
+    assert look.lengths == [PAGE] * 9 + [PAGE - 100]
+    dst = np.zeros_like(src)
+    before = client.control_requests
+    assert client.load(keys, dst) == []
+    assert client.control_requests - before == 2  # pin + release
+    assert np.array_equal(src, dst)
+    # Stored again: the daemon already holds every page, nothing is copied.
+    assert client.store(keys, src).existing == 10
+
+
+def test_numpy_torch_and_bytes_like_arrays_are_read_and_written_in_place(client, fresh_keys):
+    keys = fresh_keys(5)
+    f32 = np.random.default_rng(2).standard_normal(PAGE // 4).astype(np.float32)
+    bf16 = torch.randn(8, 2, 64).to(torch.bfloat16)  # 2 KiB: pages may be shorter than the page size
+    blob = bytes(random_bytes(1000, 3))
+    ba = bytearray(random_bytes(PAGE, 4))
+    arr = array_of_ints = __import__("array").array("I", range(PAGE // 4))
+    sources = [f32, bf16, blob, ba, arr]
+    assert client.store(keys, sources).stored == 5
+    outs = [np.empty_like(f32), torch.zeros_like(bf16), bytearray(1000), np.zeros(PAGE, np.uint8), memoryview(bytearray(PAGE))]
+    assert client.load(keys, outs) == []
+    assert np.array_equal(outs[0], f32)
+    assert torch.equal(outs[1].view(torch.int16), bf16.view(torch.int16))
+    assert bytes(outs[2]) == blob
+    assert bytes(outs[3]) == bytes(ba)
+    assert bytes(outs[4]) == array_of_ints.tobytes()
+
+
+def test_calls_larger_than_max_batch_pages_are_split(client, fresh_keys):
+    keys = fresh_keys(150)  # the daemon takes at most 64 keys per request
+    src = random_bytes(150 * PAGE, 5)
+    before = client.control_requests
+    assert client.store(keys, src).stored == 150
+    assert client.control_requests - before == 6  # 3 x (reserve + commit)
+    dst = np.zeros_like(src)
+    assert client.load(keys, dst) == []
+    assert np.array_equal(src, dst)
+    assert client.lookup(keys).prefix == 150
+    assert client.delete(keys).deleted == 150
+
+
+def test_lookup_prefix_and_load_missing_keys(client, fresh_keys):
+    keys = fresh_keys(6)
+    src = random_bytes(6 * PAGE, 6)
+    client.store(keys[:2] + keys[3:], [src[i * PAGE : (i + 1) * PAGE] for i in (0, 1, 3, 4, 5)])
+    look = client.lookup(keys)
+    assert look.prefix == 2
+    assert look.present == [True, True, False, True, True, True]
+    assert look.tiers[2] is None and look.lengths[2] == 0
+    dst = np.full(6 * PAGE, 7, np.uint8)
+    assert client.load(keys, dst) == [keys[2]]
+    # The missing page's destination is left as it was; every other page arrived.
+    assert (dst[2 * PAGE : 3 * PAGE] == 7).all()
+    for i in (0, 1, 3, 4, 5):
+        assert np.array_equal(dst[i * PAGE : (i + 1) * PAGE], src[i * PAGE : (i + 1) * PAGE])
+
+
+def test_a_destination_too_small_is_refused_before_anything_is_copied(client, fresh_keys):
+    keys = fresh_keys(2)
+    client.store(keys, random_bytes(2 * PAGE, 7))
+    small = [np.zeros(PAGE, np.uint8), np.zeros(PAGE - 1, np.uint8)]
+    with pytest.raises(OutOfRangeError) as e:
+        client.load(keys, small)
+    assert e.value.field == "out_arrays[1]"
+    assert not small[0].any()
+    # The pin was released: the pages can be deleted.
+    assert client.delete(keys).deleted == 2
+
+
+def test_pin_holds_pages_for_its_ttl_and_views_them_without_a_copy(client, fresh_keys):
+    keys = fresh_keys(3)
+    src = random_bytes(3 * PAGE, 8)
+    client.store(keys, src)
+    with client.pin(keys + fresh_keys(1), ttl=10) as pin:
+        assert pin.missing == [pin.keys[3]]
+        v = pin.view(1)
+        assert v.readonly and v.nbytes == PAGE
+        assert np.array_equal(np.frombuffer(v, np.uint8), src[PAGE : 2 * PAGE])
+        # Held: a delete keeps them.
+        assert client.delete(keys).pinned == 3
+    with pytest.raises(ValueError):
+        v[0]  # the view is released with the pin
+    # A short TTL: the daemon lets go by itself (its lease sweep runs every 750 ms here).
+    client.pin(keys, ttl=0.2)
+    time.sleep(1.5)
+    r = client.delete(keys)
+    assert (r.deleted, r.pinned) == (3, 0)
+    with pytest.raises(OutOfRangeError):
+        client.pin(keys, ttl=7200)
+
+
+def test_tenants_do_not_see_each_other(daemon_url, client, fresh_keys):
+    keys = fresh_keys(2)
+    client.store(keys, random_bytes(2 * PAGE, 9))
+    with tiersync.Client.connect(daemon_url, token="token-bob") as bob:
+        assert bob.lookup(keys).present == [False, False]
+        assert bob.load(keys, np.zeros(2 * PAGE, np.uint8)) == keys
+
+
+def test_typed_errors_carry_the_daemon_code(daemon_url, client, fresh_keys):
+    with pytest.raises(AuthError) as e:
+        tiersync.Client.connect(daemon_url, token="wrong")
+    assert e.value.code == "ERR_AUTH" and e.value.status == 401
+    with pytest.raises(UnavailableError, match="no shared-memory host tier"):
+        tiersync.Client.connect(daemon_url, token="token-remote")
+    # A refusal by the daemon: its code, status and field come through.
+    with pytest.raises(NotFoundError) as e:
+        client._control.call("commit", {"lease": 987654321})
+    assert (e.value.code, e.value.status, e.value.field) == ("ERR_NOT_FOUND", 404, "lease")
+    with pytest.raises(InvalidArgumentError) as e:
+        client._control.call("lookup", {"keys": ["XYZ"]})
+    assert e.value.field == "keys[0]" and e.value.status == 400
+    # Checked here before any request.
+    with pytest.raises(InvalidArgumentError, match="appears twice"):
+        client.lookup(["ab" * 8, "ab" * 8])
+    with pytest.raises(InvalidArgumentError, match="keys must be a non-empty list"):
+        client.store("abababababababab", b"x")
+    with pytest.raises(OutOfRangeError, match="a page is 1..16384 bytes"):
+        client.store(fresh_keys(1), [np.zeros(PAGE + 1, np.uint8)])
+    with pytest.raises(InvalidArgumentError, match="C-contiguous"):
+        client.store(fresh_keys(1), [np.zeros((64, 64), np.uint8)[:, ::2]])
+    with pytest.raises(InvalidArgumentError, match="read-only"):
+        client.load(fresh_keys(1), [b"immutable"])
+    assert all(isinstance(x, TierSyncError) for x in (AuthError("a"), NotFoundError("b")))
+
+
+def test_every_wait_has_a_deadline():
+    # A server that accepts and never answers: connect gives up at its deadline.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    held = []
+    t = threading.Thread(target=lambda: held.append(srv.accept()), daemon=True)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(TierSyncTimeoutError) as e:
+        tiersync.Client.connect(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout=0.5)
+    assert time.monotonic() - start < 3
+    assert isinstance(e.value, TimeoutError) and e.value.code == "ERR_TIMEOUT"
+    srv.close()
+    # Nobody listening: an I/O error naming the daemon's address.
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    free = port.getsockname()[1]
+    port.close()
+    with pytest.raises(TierSyncIOError, match=f"127.0.0.1:{free}"):
+        tiersync.Client.connect(f"http://127.0.0.1:{free}", timeout=2)
+
+
+def test_a_kept_alive_connection_the_daemon_closed_is_reopened(daemon_url, fresh_keys):
+    with tiersync.Client.connect(daemon_url, token="token-alice", use_socket=False) as c:
+        assert c.endpoint.startswith("http://")
+        c.lookup(fresh_keys(1))
+        c._control._conn.sock.shutdown(socket.SHUT_RDWR)  # as if the server had timed the idle connection out
+        assert c.lookup(fresh_keys(1)).prefix == 0
+
+
+def test_a_closed_client_refuses_calls(daemon_url, fresh_keys):
+    c = tiersync.Client.connect(daemon_url, token="token-alice", threads=1)
+    c.close()
+    c.close()
+    with pytest.raises(ClosedError):
+        c.lookup(fresh_keys(1))
