@@ -11,5 +11,8 @@ describe('reliability: the index is rebuilt from the tiers', () => {
     expect(r).toMatchObject({ runs: CYCLES + 2, faults: 2 * CYCLES, lostDurablePages: 0, corruptPagesServed: 0, hangs: 0, failures: 0 });
     expect(r.details.acknowledgedDurablePages).toBeGreaterThan(0);
     expect(r.details.memoryIndexReopens).toBe(2);
+    // The store path records namespace, parent and position with each page: every chain comes back whole.
+    expect(r.details.pagesAdoptedWithoutChain).toBe(0);
+    expect(r.details.pagesWithRecoveredParentAndPosition).toBe(r.details.acknowledgedDurablePages);
   }, 600_000);
 });
