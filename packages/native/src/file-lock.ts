@@ -23,12 +23,13 @@ export class FileLock {
   }
 
   /**
-   * Takes the exclusive lock on `path` (created when absent) without waiting, and writes `note` into the file (for
-   * people and error messages: who holds it; the lock itself is the kernel's). Undefined when another open file
-   * holds it, in this process or another.
+   * Takes the exclusive lock on `path` (created when absent) without waiting. With `note`, the file's contents are
+   * replaced by it (for people and error messages: who holds it; the lock itself is the kernel's); without, the file
+   * is left as it is (a data file can be its own lock). Undefined when another open file holds the lock, in this
+   * process or another.
    * @throws TierSyncError ERR_INVALID_ARGUMENT (path), ERR_IO (the file cannot be created, opened or locked)
    */
-  static tryAcquire(path: string, note = ''): FileLock | undefined {
+  static tryAcquire(path: string, note?: string): FileLock | undefined {
     if (typeof path !== 'string' || path.length === 0) throw new TierSyncError(`path must be a non-empty string, got ${describeValue(path)}`, 'ERR_INVALID_ARGUMENT');
     for (let attempt = 0; attempt < RACE_ATTEMPTS; attempt++) {
       let fd: number;
@@ -57,8 +58,10 @@ export class FileLock {
           closeSync(fd);
           continue;
         }
-        ftruncateSync(fd, 0);
-        if (note) writeSync(fd, note, 0);
+        if (note !== undefined) {
+          ftruncateSync(fd, 0);
+          writeSync(fd, note, 0);
+        }
         return new FileLock(path, fd);
       } catch (e) {
         if (locked) closeSync(fd);

@@ -66,6 +66,26 @@ describe('host tier on /dev/shm', () => {
     rmSync(shm, { force: true });
   });
 
+  it('holds its shm file with a kernel lock: a second tier on it is refused until the first closes', async () => {
+    rmSync(shm, { force: true });
+    const engine = new TransferEngine({ threads: 1 });
+    const src = HostArena.create({ capacity: PAGE });
+    const url = `host://?capacity=${4 * PAGE}&shm=${shm}`;
+    const a = new HostTier(url, { engine, pageBytes: PAGE, fingerprint: 'model-a' });
+    await a.open();
+    await a.write([{ key: testKey(2), source: { arena: src, offset: 0, length: PAGE } }]);
+    const b = new HostTier(url, { engine, pageBytes: PAGE, fingerprint: 'model-a' });
+    await expect(b.open()).rejects.toMatchObject({ code: 'ERR_UNAVAILABLE', message: expect.stringMatching(/in use by another host tier/) });
+    await a.close();
+    const c = new HostTier(url, { engine, pageBytes: PAGE, fingerprint: 'model-a' });
+    await c.open();
+    expect(await c.has([testKey(2)])).toEqual([true]);
+    await c.close();
+    await engine.close();
+    src.close();
+    rmSync(shm, { force: true });
+  });
+
   it('says why an anonymous host tier starts empty', async () => {
     const engine = new TransferEngine({ threads: 1 });
     const t = new HostTier(`host://?capacity=${PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });

@@ -8,7 +8,7 @@
  * slot is reused, so a process killed mid-write leaves the slot free, never a torn page. Reattached pages are
  * verified against their CRC32C on every read.
  */
-import { HostArena, crc32c, type Slot } from '@tiersync/native';
+import { FileLock, HostArena, TierSyncError, crc32c, type Slot } from '@tiersync/native';
 import { z } from 'zod';
 import type { PageKey, PageMeta, TierCapabilities, TierContext } from '../driver.js';
 import { NAMESPACE_ID_PATTERN, PAGE_KEY_PATTERN } from '../driver.js';
@@ -81,6 +81,8 @@ export class HostTier extends MemoryTier {
   readonly capabilities: TierCapabilities;
   readonly config: HostTierConfig;
   #arena: HostArena | undefined;
+  /** The kernel lock on the shm file: one tier per file, released by the kernel if this process dies. */
+  #lock: FileLock | undefined;
   /** Why the tier started empty, or that it reattached (for logs). */
   attachNote = '';
 
@@ -104,6 +106,16 @@ export class HostTier extends MemoryTier {
       prefault: this.config.prefault,
       ...(this.config.shm ? { shmPath: this.config.shm } : {}),
     });
+    if (this.config.shm) {
+      // Taken before anything reads or writes the slot table: a second tier on the file (another process, or this
+      // one) would allocate the same slots. Its own arena mapping is dropped untouched.
+      const lock = FileLock.tryAcquire(this.config.shm);
+      if (!lock) {
+        arena.close();
+        throw new TierSyncError(`host tier: ${this.config.shm} is in use by another host tier (in this process or another); one tier per file, and the kernel lock is released when its holder exits`, 'ERR_UNAVAILABLE', { tier: 'host' });
+      }
+      this.#lock = lock;
+    }
     this.#arena = arena;
     this.attachNote = arena.attachNote;
     if (!this.config.shm) return { arena, dataOffset: 0 };
@@ -179,5 +191,7 @@ export class HostTier extends MemoryTier {
 
   protected closeStore(): void {
     this.#arena?.close();
+    this.#lock?.release();
+    this.#lock = undefined;
   }
 }
