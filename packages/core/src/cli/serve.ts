@@ -1,10 +1,12 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
 import { applyEnvOverrides, defaultServerConfig, ENV_OVERRIDES, loadServerConfig, parseServerConfig, type ResolvedServerConfig } from '../server/config.js';
+import { kvEventsConfigSchema } from '../server/kv-events/config.js';
 import { TierSyncServer } from '../server/server.js';
 import type { Command } from './main.js';
 
-const usage = `Usage: tiersync serve [--config FILE] [--http PORT] [--peer PORT] [--resp PORT] [--log-level LEVEL]
+const usage = `Usage: tiersync serve [--config FILE] [--http PORT] [--peer PORT] [--resp PORT]
+                     [--kv-events ENDPOINT [--kv-events-replay ENDPOINT]] [--log-level LEVEL]
 
 Runs the per-host daemon: one embedded hierarchy, its host tier served to other hosts over the peer protocol, and
 an HTTP control plane (/healthz, /metrics, /v1/stats, POST /v1/lookup, a live dashboard at /, and /v1/client/* for
@@ -17,6 +19,12 @@ an HTTP control plane (/healthz, /metrics, /v1/stats, POST /v1/lookup, a live da
   --peer PORT        peer data-plane port (overrides the config; 0 picks a free one)
   --resp PORT        serve the RESP (Redis protocol) front door on this port (overrides resp.port; 0 picks a
                      free one); off unless given here or in the config (docs/SERVE.md, RESP front door)
+  --kv-events ENDPOINT
+                     publish every page reaching or leaving any tier as vLLM KV events on a ZeroMQ PUB socket
+                     bound here, e.g. tcp://127.0.0.1:5557 (overrides kvEvents.endpoint; docs/SERVE.md, KV events)
+  --kv-events-replay ENDPOINT
+                     answer replay ("everything since sequence N") and snapshot requests on a ROUTER socket bound
+                     here, e.g. tcp://127.0.0.1:5558 (overrides kvEvents.replayEndpoint)
   --log-level LEVEL  fatal, error, warn, info, debug, trace or silent (logs are JSON lines on stderr)
 
 Environment: ${Object.entries(ENV_OVERRIDES).map(([name, o]) => `${name} (${o.field})`).join(', ')} override the
@@ -31,11 +39,23 @@ function port(value: string | undefined, flag: string): number | undefined {
   return n;
 }
 
+/** The kvEvents section with --kv-events / --kv-events-replay applied (validated as the config file is). */
+function kvEventsFlags(base: ResolvedServerConfig, endpoint: string | undefined, replay: string | undefined): Pick<ResolvedServerConfig, 'kvEvents'> {
+  if (endpoint === undefined && replay === undefined) return {};
+  const r = kvEventsConfigSchema.safeParse({ ...base.kvEvents, ...(endpoint !== undefined ? { endpoint } : {}), ...(replay !== undefined ? { replayEndpoint: replay } : {}) });
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const flag = issue.path[0] === 'replayEndpoint' ? '--kv-events-replay' : '--kv-events';
+    throw new TierSyncError(`${flag}: ${issue.message}`, 'ERR_INVALID_ARGUMENT');
+  }
+  return { kvEvents: r.data };
+}
+
 export const serveCommand: Command = {
   summary: 'run the per-host daemon: peer endpoint, HTTP control plane, metrics, dashboard, cluster registry',
   usage,
   async run(args) {
-    const { values } = parseArgs({ args, options: { config: { type: 'string' }, http: { type: 'string' }, peer: { type: 'string' }, resp: { type: 'string' }, 'log-level': { type: 'string' } } });
+    const { values } = parseArgs({ args, options: { config: { type: 'string' }, http: { type: 'string' }, peer: { type: 'string' }, resp: { type: 'string' }, 'kv-events': { type: 'string' }, 'kv-events-replay': { type: 'string' }, 'log-level': { type: 'string' } } });
     const base: ResolvedServerConfig = values.config ? loadServerConfig(values.config) : parseServerConfig(applyEnvOverrides(defaultServerConfig()));
     const httpPort = port(values.http, '--http');
     const peerPort = port(values.peer, '--peer');
@@ -49,6 +69,7 @@ export const serveCommand: Command = {
       http: { ...base.http, ...(httpPort !== undefined ? { port: httpPort } : {}) },
       peer: { ...base.peer, ...(peerPort !== undefined ? { port: peerPort } : {}) },
       ...(base.resp ? { resp: { ...base.resp, ...(respPort !== undefined ? { port: respPort } : {}) } } : {}),
+      ...kvEventsFlags(base, values['kv-events'], values['kv-events-replay']),
       log: { level: (level as ResolvedServerConfig['log']['level'] | undefined) ?? base.log.level },
     };
     const server = await TierSyncServer.start(config);

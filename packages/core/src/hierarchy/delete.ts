@@ -49,6 +49,7 @@ export function deleteNamespace(s: HierarchyState): Promise<number> {
       const keys = copies.filter((c) => c.tier === t.name).map((c) => c.key);
       if (keys.length) await t.driver.delete(keys);
       planner.forget(t.index, keys);
+      if (keys.length) s.emit('block:evicted', { keys, tier: t.name });
     }
     registerNamespace(s);
     return pages;

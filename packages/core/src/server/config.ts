@@ -12,6 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/config.js';
 import { respConfigSchema, type ResolvedRespConfig } from './resp/config.js';
+import { kvEventsConfigSchema, type ResolvedKvEventsConfig } from './kv-events/config.js';
 
 const port = z.number().int().min(0).max(65535);
 /** A secret given literally or as `env:NAME` (read from the environment when the config is parsed). */
@@ -124,6 +125,8 @@ export const serverConfigSchema = tierSyncConfigSchema.extend({
   cluster: clusterConfigSchema.optional(),
   /** The RESP (Redis protocol) front door; off unless it has a port (or `serve --resp PORT`). See resp/config.ts. */
   resp: respConfigSchema.optional(),
+  /** The KV event stream on ZeroMQ (vLLM's kv_events schema); off unless it has an endpoint (or `serve --kv-events`). See kv-events/config.ts. */
+  kvEvents: kvEventsConfigSchema.optional(),
   /** Tenants of the client API: each has a token and its own key namespace. Default: one tenant `default`. */
   tenants: z.array(tenantConfigSchema).max(4096).optional(),
   client: clientConfigSchema.default(clientConfigSchema.parse({})),
@@ -144,6 +147,8 @@ export interface ResolvedServerConfig {
   cluster: (z.output<typeof clusterConfigSchema> & { ttlMs: number }) | undefined;
   /** The RESP door's settings (secrets resolved); the door runs when `port` is set. */
   resp?: ResolvedRespConfig;
+  /** The KV event stream's settings; it runs when `endpoint` is set. */
+  kvEvents?: ResolvedKvEventsConfig;
   tenants?: Array<z.output<typeof tenantConfigSchema>> | undefined;
   client?: z.output<typeof clientConfigSchema>;
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
@@ -192,7 +197,7 @@ export function parseServerConfig(config: unknown): ResolvedServerConfig {
     const problems = r.error.issues.map((issue) => `config ${issue.path.length ? issue.path.join('.') : '(config)'}: ${issue.message}`);
     throw new TierSyncError(problems.length === 1 ? problems[0]! : `${problems.length} problems in the config:\n  ${problems.join('\n  ')}`, 'ERR_CONFIG');
   }
-  const { http, peer, cluster, log, tenants, client, resp, ...rest } = r.data;
+  const { http, peer, cluster, log, tenants, client, resp, kvEvents, ...rest } = r.data;
   const hierarchy = parseConfig(rest);
   const out: ResolvedServerConfig = {
     hierarchy,
@@ -203,6 +208,7 @@ export function parseServerConfig(config: unknown): ResolvedServerConfig {
     client: { ...client, ...(client.keySalt !== undefined ? { keySalt: resolveSecret(client.keySalt, 'client.keySalt')! } : {}) },
     log,
     resp: resolveRespConfig(respConfigSchema.parse(resp ?? {})),
+    kvEvents: kvEvents ?? kvEventsConfigSchema.parse({}),
   };
   const names = new Set<string>();
   for (const [i, t] of (out.tenants ?? []).entries()) {

@@ -28,6 +28,7 @@ import { TierSyncPageStore } from './resp/page-store.js';
 import { ClientApi } from './client-api.js';
 import { ProtocolError, isClientOp, type ErrorBody } from '../protocol/index.js';
 import { Tenants } from './tenants.js';
+import { KvEvents } from './kv-events/index.js';
 
 export interface ServerStartOptions {
   /** Logger to use; default: pino to stderr at the config's `log.level`. */
@@ -108,6 +109,8 @@ export class TierSyncServer {
   readonly #registry: ClusterRegistry | undefined;
   /** The RESP front door, when `resp.port` is set. */
   #resp: RespDoor | undefined;
+  /** The KV event stream, when `kvEvents.endpoint` is set. */
+  #kvEvents: KvEvents | undefined;
   /** The client API (`/v1/client/*`); undefined when the hierarchy has no host tier. */
   readonly #clients: ClientApi | undefined;
   readonly #startedAt = Date.now();
@@ -238,6 +241,11 @@ export class TierSyncServer {
         undo.push(() => door.close());
         log.info({ resp: `${config.resp.host}:${door.port}`, respPort: door.port, auth: door.requiresAuth }, 'RESP door listening');
       }
+      if (config.kvEvents?.endpoint) {
+        const events = await KvEvents.start(ts, config.kvEvents, { indexPath, log: log.child({ component: 'kv-events' }) });
+        self.#kvEvents = events;
+        undo.push(() => events.close());
+      }
       if (registry) {
         const initial: string[] = [];
         if (peerTier) for await (const p of ts.tierDriver(peerTier).list()) initial.push(p.key);
@@ -288,6 +296,11 @@ export class TierSyncServer {
 
   get resp(): RespDoor | undefined {
     return this.#resp;
+  }
+
+  /** The KV event stream, when it runs. */
+  get kvEvents(): KvEvents | undefined {
+    return this.#kvEvents;
   }
 
   get registry(): ClusterRegistry | undefined {
@@ -507,6 +520,8 @@ export class TierSyncServer {
       await this.#clients?.close();
       this.metrics.close();
       await this.ts.close();
+      // After the hierarchy: background copies that land while it closes are still announced.
+      await this.#kvEvents?.close();
       this.log.info('shut down cleanly');
     })();
     return this.#closing;
