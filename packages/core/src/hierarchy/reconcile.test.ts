@@ -61,7 +61,7 @@ describe('reconcileTiers: the index is rebuilt from the tiers', () => {
     const index = newIndex();
     const fsPolicy = policy();
     const report = await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: fsPolicy }]);
-    expect(report).toEqual({ adopted: 41, tiers: [{ tier: 'fs', held: 43, known: 0, adopted: 41, adoptedKeyed: 1, foreign: 2, unattributed: 0 }] });
+    expect(report).toEqual({ adopted: 41, tiers: [{ tier: 'fs', held: 43, known: 0, adopted: 41, adoptedKeyed: 1, foreign: 2, unattributed: 0, indexedNotHeld: 0 }] });
     // Prefix lookup reaches the whole chain; the records carry what the tier stored.
     expect(index.lookupPrefix(chain).map((h) => h.key)).toEqual(chain);
     const records = index.pages(chain);
@@ -111,6 +111,11 @@ describe('reconcileTiers: the index is rebuilt from the tiers', () => {
     ]);
     expect(report.tiers.map((t) => t.tier)).toEqual(['fs']);
     expect(report.adopted).toBe(41);
+    // A copy the index records on fs that the tier does not hold is counted (a load that misses drops it).
+    const ghost = chainKeys('00aa0000', 1)[0]!;
+    index.beginStore(NS_A, 'fs', [{ key: ghost, parent: null, position: 0, length: PAGE, location: ghost }]);
+    index.commitCopies([{ key: ghost, tier: 'fs', durable: true }]);
+    expect((await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: policy() }])).tiers[0]).toMatchObject({ known: 41, adopted: 0, indexedNotHeld: 1 });
     expect(index.copiesOf([chain[0]!])[0]!.map((c) => `${c.tier}:${c.state}`).sort()).toEqual(['fs:ready', 'host:ready']);
     index.close();
   });

@@ -41,6 +41,11 @@ export interface TierAdoption {
   foreign: number;
   /** Pages without meta whose namespace cannot be known (see ReconcileOptions.namespace): left alone. */
   unattributed: number;
+  /**
+   * Ready copies the index records on this tier that the tier does not hold (its pages were removed behind the
+   * index's back). Not enumerable here: each is dropped by the first load that misses it.
+   */
+  indexedNotHeld: number;
 }
 
 export interface ReconcileReport {
@@ -59,8 +64,8 @@ const ADOPT_BATCH = 4096;
  * alone, and lets each tier's policy know what the tier holds. Never deletes a page. Returns what it adopted per
  * tier, for the caller to log or emit.
  *
- * Index copies that a tier no longer holds are not enumerated here (the index has no per-tier listing): the first
- * load that misses on that tier drops the copy.
+ * Index copies that a tier no longer holds are counted (`indexedNotHeld`) but not enumerated (the index has no
+ * per-tier listing): the first load that misses on that tier drops each.
  */
 export async function reconcileTiers(index: BlockIndex, tiers: readonly ReconcileTier[], options: ReconcileOptions = {}): Promise<ReconcileReport> {
   const registered = new Set(index.namespaces().map((n) => n.id));
@@ -70,7 +75,7 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
     if (!t.driver.capabilities.persistent) continue;
     const held: PageInfo[] = [];
     for await (const p of t.driver.list()) held.push(p);
-    const r: TierAdoption = { tier: t.name, held: held.length, known: 0, adopted: 0, adoptedKeyed: 0, foreign: 0, unattributed: 0 };
+    const r: TierAdoption = { tier: t.name, held: held.length, known: 0, adopted: 0, adoptedKeyed: 0, foreign: 0, unattributed: 0, indexedNotHeld: 0 };
     const tracked: PageKey[] = [];
     for (let at = 0; at < held.length; at += ADOPT_BATCH) {
       const part = held.slice(at, at + ADOPT_BATCH);
@@ -112,6 +117,11 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
     for (const key of tracked) if (!t.policy.has(key) && t.policy.canAdmit(key, 1)) t.policy.insert(key, 1);
     report.tiers.push(r);
     report.adopted += r.adopted;
+  }
+  if (report.tiers.length) {
+    // One pass over the index's copies (stats scan them): what it records beyond what the tiers hold.
+    const ready = index.stats().tiers;
+    for (const r of report.tiers) r.indexedNotHeld = Math.max(0, (ready[r.tier]?.ready ?? 0) - r.known - r.adopted);
   }
   return report;
 }
