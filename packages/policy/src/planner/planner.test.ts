@@ -128,6 +128,19 @@ describe('Planner', () => {
     expect(run(q, q.load([{ key: 'a0', tier: 1 }]))).toEqual([]);
   });
 
+  it('a promotion whose room cascades down to its source tier never frees its source page', () => {
+    const tier = (name: string) => ({ name, capacityPages: 2, highWatermark: 1, lowWatermark: 1, policy: 'fifo' });
+    const p = new Planner({ tiers: [tier('hbm'), tier('host')] });
+    for (const k of ['a', 'b', 'c', 'd']) run(p, p.store([k]));
+    expect([...p.keysOn(1)].sort()).toEqual(['a', 'b']);
+    // a is promoted from host; hbm's victim c is demoted into a full host, whose FIFO victim would be a itself.
+    const log = run(p, p.load([{ key: 'a', tier: 1 }]));
+    expect(kinds(log)).toEqual(['queue:promote:0:1', 'evict:1:1', 'copy:demote:0>1:1', 'evict:0:1', 'copy:promote:1>0:1']);
+    expect((log[1] as Extract<M, { kind: 'evict' }>).keys).toEqual(['b']);
+    expect(p.holds(0, 'a')).toBe(true);
+    expect(p.isPinned('a')).toBe(false);
+  });
+
   it('admission: stores a page only once it was looked up k times', () => {
     const p = new Planner(two({ admission: { kind: 'lookups', lookups: 2 } }));
     p.lookup(['a0', 'a1']);
@@ -178,6 +191,25 @@ describe('Planner', () => {
     expect(kinds(log)).toEqual(['place:0:1', 'evict:0:1']);
     expect((log[1] as Extract<M, { kind: 'evict' }>).keys).toEqual(['a1']);
     expect(p.view(0).usedPages).toBe(4);
+  });
+
+  it('a page kept by its evict (refused by the tier) gives its slot back by freeing another victim', () => {
+    const p = new Planner({ tiers: [{ name: 'hbm', capacityPages: 4, highWatermark: 1, lowWatermark: 0.5 }] });
+    run(p, p.store(keys('a', 4)));
+    const moves = p.store(['b0', 'b1']);
+    const evict = moves[0] as Extract<M, { kind: 'evict' }>;
+    expect(evict.keys).toEqual(['a0', 'a1']);
+    // The tier refuses to free a0: a2 goes instead, so the two placed pages still fit.
+    const follow = p.completed(evict, { done: ['a1'], failed: ['a0'] });
+    expect(follow).toMatchObject([{ kind: 'evict', keys: ['a2'] }]);
+    run(p, follow);
+    run(p, moves.slice(1));
+    expect(p.view(0).usedPages).toBe(4);
+    expect(p.holds(0, 'a0')).toBe(true);
+    // A tier that refuses everything: no endless chain of victims.
+    const more = p.store(['c0']);
+    const e2 = more[0] as Extract<M, { kind: 'evict' }>;
+    expect(p.completed(e2, { done: [], failed: e2.keys })).toEqual([]);
   });
 
   it('TTL pins: expire(now) releases them and frees what they kept over the watermark', () => {

@@ -62,6 +62,8 @@ interface Pending<K extends PolicyKey> {
   readonly move: ReportedMove<K>;
   /** A demote copy: the victims freed once it is reported (whether or not their copy landed). */
   readonly thenEvict?: { readonly tier: number; readonly keys: readonly K[]; readonly why: EvictReason };
+  /** A copy out of the queue: its source pages are held (never victims) until it is reported. */
+  readonly hold?: LoadPinId;
 }
 
 /** Placement, eviction, admission, write modes, promotion, pins, priorities and quotas for one hierarchy. */
@@ -274,14 +276,24 @@ export class Planner<K extends PolicyKey = string> {
       if (!list) bySource.set(from, (list = []));
       list.push(k);
     }
+    // The sources are held while the copies' room is planned and until each copy is reported: room on the target
+    // can cascade into demotions that free room on the source tier, and a source chosen there would be gone
+    // before its copy reads it.
+    const candidates = [...bySource.values()].flat();
+    const planning = this.#hold(candidates);
     const moves: Move<K>[] = [];
     for (const [from, keys] of [...bySource].sort((a, b) => a[0] - b[0])) {
       const room = this.#makeRoom(to.index, keys.length, false, 'room') as { fit: number; moves: Move<K>[] };
       moves.push(...room.moves);
       const moving = keys.slice(0, room.fit);
-      if (moving.length) moves.push(this.#reserve({ kind: 'copy', id: this.#id(), from, to: to.index, keys: moving, why: move.why }, to.index, moving));
+      if (moving.length) {
+        const copy = this.#reserve({ kind: 'copy', id: this.#id(), from, to: to.index, keys: moving, why: move.why }, to.index, moving);
+        this.#pending.set(copy.id, { move: copy, hold: this.#hold(moving) });
+        moves.push(copy);
+      }
       if (keys.length > moving.length) moves.push({ kind: 'refuse', tier: to.index, keys: keys.slice(room.fit), reason: 'no-room' });
     }
+    this.#release(planning);
     for (const k of move.keys) this.#forgetIfGone(k);
     return moves;
   }
@@ -304,6 +316,7 @@ export class Planner<K extends PolicyKey = string> {
       case 'copy': {
         const to = m.kind === 'place' ? m.tier : m.to;
         const t = this.#tiers[to]!;
+        if (rec.hold !== undefined) this.#release(rec.hold);
         this.#unreserveIncoming(t, m.keys, m.keys.length);
         const landed = m.keys.filter((k) => done.has(k));
         const moves = this.#land(to, landed, m.kind === 'place');
@@ -326,10 +339,24 @@ export class Planner<K extends PolicyKey = string> {
         }
         const moves: Move<K>[] = [];
         const victims: K[] = [];
+        const back: K[] = [];
         for (const k of kept) {
           if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
           victims.push(...t.policy.insert(k, 1));
+          back.push(k);
           if (this.#pins.isHeld(k)) t.policy.pin(k);
+        }
+        // Kept pages take slots that placements in flight were promised: free as many others, never the pages just
+        // kept (held while choosing). Only after some progress (a page freed), so pages that keep refusing end it.
+        const over = t.policy.count + t.reserved - t.config.capacityPages - victims.length;
+        if (over > 0 && back.length && done.size > 0) {
+          const hold = this.#hold(back);
+          for (let i = 0; i < over; i++) {
+            const v = t.policy.evict();
+            if (v === undefined) break;
+            victims.push(v);
+          }
+          this.#release(hold);
         }
         if (victims.length) moves.push(...this.#evictVictims(m.tier, victims, m.why === 'refused' ? 'room' : m.why));
         for (const k of m.keys) if (done.has(k)) this.#forgetIfGone(k);
@@ -595,6 +622,17 @@ export class Planner<K extends PolicyKey = string> {
     this.#reserve(copy, next.index, moving);
     this.#pending.set(copy.id, { move: copy, thenEvict: { tier, keys: [...victims], why } });
     return [...room.moves, copy];
+  }
+
+  /** Holds `keys` as a load pin does (never victims), for the planner's own moves. */
+  #hold(keys: readonly K[]): LoadPinId {
+    const { id, held } = this.#pins.beginLoad(keys);
+    this.#pinInPolicies(held, true);
+    return id;
+  }
+
+  #release(id: LoadPinId): void {
+    this.#pinInPolicies(this.#pins.endLoad(id), false);
   }
 
   #pinInPolicies(keys: readonly K[], pin: boolean): void {
