@@ -57,12 +57,19 @@ function checkInvariants(file: string) {
   const db = new Database(file, { readonly: true });
   try {
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-    // Every copies row belongs to a segment, every segment has a copies row, pagedata and an anchor at slot 0.
+    // Every copies row belongs to a segment, every segment has a copies row, pagedata and anchors starting at slot 0.
     expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = c.id / 256)').get()).toEqual({ n: 0 });
     expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.id / 256 = s.id)').get()).toEqual({ n: 0 });
     expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM pagedata p WHERE p.seg = s.id)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM anchors a WHERE a.seg = s.id AND a.slot = 0)').get()).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM anchors a WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = a.seg)').get()).toEqual({ n: 0 });
+    for (const r of db.prepare('SELECT anchors, keys, width, count FROM segments').all() as Array<{ anchors: Buffer; keys: Buffer; width: number; count: number }>) {
+      expect(r.anchors.length % 12).toBe(0);
+      expect(r.anchors.readUInt32LE(8)).toBe(0);
+      for (let o = 0; o < r.anchors.length; o += 12) {
+        const slot = r.anchors.readUInt32LE(o + 8);
+        expect(slot).toBeLessThan(r.count);
+        expect(r.anchors.subarray(o, o + 8).equals(r.keys.subarray(slot * r.width, slot * r.width + 8))).toBe(true);
+      }
+    }
     expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM namespaces n WHERE n.id = s.ns)').get()).toEqual({ n: 0 });
     expect(db.prepare('SELECT count(*) AS n FROM segments WHERE length(keys) <> count * width OR count > 4096').get()).toEqual({ n: 0 });
     // No copies row without a held page; flags only on held pages; one state byte per page.
@@ -348,13 +355,13 @@ describe('block index: bad input', () => {
   it('rolls a failing batch back completely', () => {
     const index = open();
     const keys = chain(600);
-    // Make the SQL fail half-way: a trigger rejects the copies row, written after the segment, pagedata and anchors.
+    // Make the SQL fail half-way: a trigger rejects the copies row, written after the segment and its pagedata.
     index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE INSERT ON copies BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
     const e = thrown(() => index.beginStore(ns.id, 'host', specs(keys)));
     expect(e.code).toBe('ERR_IO');
     expect(e.message).toMatch(/beginStore failed: injected failure/);
     expect(index.stats().pages).toBe(0);
-    expect(index._internal.db.prepare('SELECT (SELECT count(*) FROM segments) + (SELECT count(*) FROM anchors) + (SELECT count(*) FROM pagedata) AS n').get()).toEqual({ n: 0 });
+    expect(index._internal.db.prepare('SELECT (SELECT count(*) FROM segments) + (SELECT count(*) FROM pagedata) AS n').get()).toEqual({ n: 0 });
     index._internal.db.exec('DROP TRIGGER reject');
     store(index, keys);
     index._internal.db.exec(`CREATE TEMP TRIGGER reject BEFORE UPDATE ON copies BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
@@ -441,11 +448,11 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: 5, unverified: 2, orphanPages: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 1, schemaVersion: SCHEMA_VERSION, unverified: 2, orphanPages: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs']]);
     expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ location: 'f0', verified: false }]);
     index.close();
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
   it('upgrades a version-2 database in place to the current schema (runs of pages), keeping pages, copies and pins', () => {
@@ -463,7 +470,7 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     let index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: 5, unverified: 3, orphanPages: 0, expiredPins: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 2, schemaVersion: SCHEMA_VERSION, unverified: 3, orphanPages: 0, expiredPins: 0 });
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs'], ['fs']]);
     expect(index.pages(keys)).toEqual(
       keys.map((key, i) => ({ key, namespace: ns.id, parent: i ? keys[i - 1] : null, position: i, length: 4096, crc32c: 100 + i, createdMs: 1, lastAccessMs: 2, hits: 3 })),
@@ -477,7 +484,7 @@ describe('block index: restart and recovery', () => {
     index.close();
     checkInvariants(file);
     const raw = new Database(file, { readonly: true });
-    expect(raw.pragma('user_version', { simple: true })).toBe(5);
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     // The three chain pages became one run (the removed ones are holes until stored again), the new chain another.
     expect(raw.prepare('SELECT count, length(keys) AS bytes, position FROM segments ORDER BY id').all()).toEqual([
       { count: 3, bytes: 96, position: 0 },
@@ -485,7 +492,7 @@ describe('block index: restart and recovery', () => {
     ]);
     raw.close();
     index = open(file);
-    expect(index.recovery.migratedFrom).toBe(5);
+    expect(index.recovery.migratedFrom).toBe(SCHEMA_VERSION);
     expect(index.lookupPrefix([keys[1]!])).toHaveLength(1);
     index.close();
   });
@@ -509,7 +516,7 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 3, schemaVersion: 5, droppedVolatile: { host: 1 }, unverified: 90, orphanPages: 0 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 3, schemaVersion: SCHEMA_VERSION, droppedVolatile: { host: 1 }, unverified: 90, orphanPages: 0 });
     expect(index.lookupPrefix(keys)).toHaveLength(40);
     expect(index.lookupPrefix(keys.slice(50))).toHaveLength(50);
     expect(index.pages([keys[0]!, keys[39]!, keys[40]!, keys[50]!, keys[99]!])).toEqual([
@@ -562,7 +569,7 @@ describe('block index: restart and recovery', () => {
     db.close();
 
     const index = open(file);
-    expect(index.recovery).toMatchObject({ migratedFrom: 4, schemaVersion: 5, droppedVolatile: { host: 1 }, droppedPending: 1, unverified: 2, orphanPages: 1 });
+    expect(index.recovery).toMatchObject({ migratedFrom: 4, schemaVersion: SCHEMA_VERSION, droppedVolatile: { host: 1 }, droppedPending: 1, unverified: 2, orphanPages: 1 });
     expect(index.lookupExact(keys).map((h) => h?.tiers.join())).toEqual(['fs', undefined, 'fs']);
     expect(index.pages([keys[2]!])[0]).toMatchObject({ position: 2, length: 4098, crc32c: 72, createdMs: 9 });
     expect(index.pages([keys[0]!])[0]!.crc32c).toBe(70);
@@ -573,6 +580,41 @@ describe('block index: restart and recovery', () => {
     checkInvariants(file);
   });
 
+  it('migrates a version-5 database (anchors table) to anchors kept with each segment', () => {
+    const file = path.join(dir, 'v5.sqlite');
+    const a = chain(100, 21); // two anchor ranges (0..63, 64..99)
+    const b = chain(5, 22);
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    expect(migrate(db, 5)).toBe(0);
+    db.prepare('INSERT INTO namespaces(name, model, layout, tenant, tokens_per_page, created_ms) VALUES (?, ?, ?, ?, ?, ?)').run(ns.id, ns.model, ns.layoutFingerprint, '', 16, 1);
+    db.prepare("INSERT INTO tier_names(code, name) VALUES (1, 'fs')").run();
+    const u32 = (n: number, v: number) => Buffer.from(new Uint32Array(n).fill(v).buffer);
+    [a, b].forEach((keys, i) => {
+      const id = i + 1;
+      const bytes = Buffer.from(keys.join(''), 'hex');
+      db.prepare('INSERT INTO segments(id, ns, count, width, position, created_ms, parent, keys) VALUES (?, 1, ?, 32, 0, 7, NULL, ?)').run(id, keys.length, bytes);
+      db.prepare("INSERT INTO pagedata(seg, lengths, crcs, crc_known, created, access, hits) VALUES (?, ?, ?, X'', X'', X'', X'')").run(id, u32(keys.length, 4096), u32(keys.length, 9));
+      for (let s = 0; s < keys.length; s += 64) db.prepare('INSERT INTO anchors(anchor, seg, slot) VALUES (?, ?, ?)').run(bytes.subarray(s * 32, s * 32 + 8), id, s);
+      db.prepare('INSERT INTO copies(id, states, updated_ms) VALUES (?, ?, 3)').run(id * 256 + 1, Buffer.alloc(keys.length, 2 | 4));
+    });
+    db.close();
+
+    const index = open(file);
+    expect(index.recovery).toMatchObject({ migratedFrom: 5, schemaVersion: SCHEMA_VERSION, unverified: 105, orphanPages: 0 });
+    expect(index.lookupPrefix(a)).toHaveLength(100);
+    expect(index.lookupExact([b[3]!, a[70]!, chain(1, 23)[0]!]).map((h) => h?.tiers.join())).toEqual(['fs', 'fs', undefined]);
+    expect(index.pages([a[99]!])[0]).toMatchObject({ position: 99, length: 4096, crc32c: 9, createdMs: 7, parent: a[98] });
+    index._internal.cache.clear();
+    // Found through the segment's second anchor range, with nothing cached.
+    expect(index.lookupPrefix(a.slice(64))).toHaveLength(36);
+    index.close();
+    checkInvariants(file);
+    const raw = new Database(file, { readonly: true });
+    expect(raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name IN ('anchors', 'segments_ns')").get()).toEqual({ n: 0 });
+    raw.close();
+  });
+
   it('refuses a database from a newer release', () => {
     const file = path.join(dir, 'future.sqlite');
     const db = new Database(file);
@@ -580,6 +622,6 @@ describe('block index: restart and recovery', () => {
     db.close();
     const e = thrown(() => BlockIndex.open({ path: file, tiers: TIERS }));
     expect(e.code).toBe('ERR_UNSUPPORTED');
-    expect(e.message).toMatch(/schema version 99, newer than this release supports \(5\)/);
+    expect(e.message).toContain(`schema version 99, newer than this release supports (${SCHEMA_VERSION})`);
   });
 });

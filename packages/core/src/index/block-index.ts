@@ -113,7 +113,7 @@ export class BlockIndex {
         return recover(this.conn, tiers, names, now(), this.conn.migratedFrom, SCHEMA_VERSION);
       })();
       const store = new SegmentStore(this.conn, tiers, o.cacheEntries);
-      this.conn.onRollback = () => store.clear();
+      this.conn.onRollback = () => store.reset();
       this.ctx = { conn: this.conn, store, tiers, pins: new DurablePins(this.conn), loadPins: new LoadPins(), now, counters: { hits: 0, misses: 0 } };
       for (const row of this.conn.db.prepare('SELECT id, name FROM namespaces').all() as Array<{ id: number; name: string }>) {
         this.nsIds.set(row.name, row.id);
@@ -314,7 +314,7 @@ export class BlockIndex {
     const now = options.now === undefined ? this.ctx.now() : checkInt(options.now, 'options.now', 0);
     const tl = touched.length ? locate(this.ctx.store, touched, 0, touched.length, (i) => `options.touched[${i}]`) : undefined;
     const kl = keys.length ? locate(this.ctx.store, keys, 0, keys.length, (i) => `keys[${i}]`) : undefined;
-    if (tl) this.conn.tx('endLoad', () => writes.touchLocated(this.ctx, tl, touched.length, now));
+    if (tl) this.conn.tx('endLoad', () => writes.touchLocated(this.ctx, tl, touched.length, now), false);
     if (!kl) return 0;
     const slots: number[] = [];
     for (let j = 0; j < keys.length; j++) {
@@ -359,7 +359,7 @@ export class BlockIndex {
     checkInt(now, 'now', 0);
     if (keys.length === 0) return;
     const loc = locate(this.ctx.store, keys, 0, keys.length, (i) => `keys[${i}]`);
-    this.conn.tx('touch', () => writes.touchLocated(this.ctx, loc, keys.length, now));
+    this.conn.tx('touch', () => writes.touchLocated(this.ctx, loc, keys.length, now), false);
   }
 
   /** Records that the ready copies of `keys` on `tier` matched their page CRC32C when read. Returns how many. */

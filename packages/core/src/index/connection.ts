@@ -40,11 +40,15 @@ export class Connection {
   private checkpointTimer: NodeJS.Timeout | undefined;
   private writes = 0;
   private closed = false;
+  private readonly full: boolean;
+  private syncNormal: Stmt | undefined;
+  private syncFull: Stmt | undefined;
   /** Called when a transaction rolled back (in-memory copies of rows may describe what was never committed). */
   onRollback: () => void = () => {};
 
   constructor(o: ConnectionOptions) {
     this.walPath = o.path === ':memory:' || o.path.startsWith('file:') ? undefined : `${o.path}-wal`;
+    this.full = o.synchronous === 'full';
     try {
       this.db = new Database(o.path);
     } catch (e) {
@@ -89,14 +93,23 @@ export class Connection {
     return out;
   }
 
-  /** Runs `fn` in one transaction; a failure rolls everything back and is thrown as a TierSyncError. */
-  tx<T>(what: string, fn: () => T): T {
+  /**
+   * Runs `fn` in one transaction; a failure rolls everything back and is thrown as a TierSyncError.
+   * @param durable false for a transaction whose loss in a crash recovery would undo anyway (pending copies,
+   *   access times): with synchronous 'full' it commits without its own fsync. It is still made durable by the
+   *   next durable commit (one fsync of the WAL covers every frame before it) and WAL order keeps it atomic.
+   */
+  tx<T>(what: string, fn: () => T, durable = true): T {
     let out: T;
+    const relax = !durable && this.full;
     try {
+      if (relax) (this.syncNormal ??= this.db.prepare('PRAGMA synchronous = NORMAL') as Stmt).run();
       out = this.db.transaction(fn)();
     } catch (e) {
       this.onRollback();
       wrapSqlite(e, what);
+    } finally {
+      if (relax) (this.syncFull ??= this.db.prepare('PRAGMA synchronous = FULL') as Stmt).run();
     }
     if (this.walPath !== undefined && (++this.writes & 15) === 0) this.checkpointSoon();
     return out;

@@ -80,7 +80,6 @@ describe('block index: kill -9 during commits', () => {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(db.prepare('SELECT count(*) AS n FROM copies c WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = c.id / 256)').get()).toEqual({ n: 0 });
       expect(db.prepare('SELECT count(*) AS n FROM segments s WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.id / 256 = s.id)').get()).toEqual({ n: 0 });
-      expect(db.prepare('SELECT count(*) AS n FROM anchors a WHERE NOT EXISTS (SELECT 1 FROM segments s WHERE s.id = a.seg)').get()).toEqual({ n: 0 });
       // After recovery only ready copies remain: nothing pending or being evicted, no copies row without a page.
       for (const r of db.prepare('SELECT states FROM copies').all() as Array<{ states: Buffer }>) {
         expect(r.states.every((b) => (b & 3) === 0 || (b & 3) === 2)).toBe(true);

@@ -31,6 +31,12 @@ export function checkKey(value: unknown, name: string | (() => string)): asserts
 }
 
 /**
+ * Keys decoded per hex string: the batch is joined and decoded in chunks, because one string of a whole 2,048-key
+ * batch (128 KiB) is a large-object allocation for V8 (measured: ~2.5x the time of 32 KiB chunks).
+ */
+const DECODE_CHUNK = 512;
+
+/**
  * Validates and decodes `keys` (each a page key) into one buffer.
  * @param name names key i in an error message (`keys[3]`, `pages[3].key`).
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming the first bad key.
@@ -45,10 +51,18 @@ export function decodeKeys(keys: readonly unknown[], name: (i: number) => string
     chars += k.length;
     off[i + 1] = chars >> 1;
   }
-  const joined = (keys as readonly string[]).join('');
-  // Buffer's hex decoder stops at the first non-hex pair and accepts upper case: both show here, once per batch.
-  const bytes = Buffer.from(joined, 'hex');
-  if (bytes.length * 2 !== chars || joined.toLowerCase() !== joined) {
+  const bytes = Buffer.allocUnsafe(chars >> 1);
+  let at = 0;
+  let bad = false;
+  for (let i = 0; i < n; i += DECODE_CHUNK) {
+    const joined = n <= DECODE_CHUNK ? (keys as readonly string[]).join('') : (keys as readonly string[]).slice(i, i + DECODE_CHUNK).join('');
+    // Buffer's hex decoder stops at the first non-hex pair and accepts upper case: both show here, once per chunk
+    // (toLowerCase returns its own string when nothing changes, so the comparison is by identity then).
+    const wrote = bytes.write(joined, at, 'hex');
+    if (wrote * 2 !== joined.length || joined.toLowerCase() !== joined) bad = true;
+    at += wrote;
+  }
+  if (bad) {
     for (let i = 0; i < n; i++) checkKey(keys[i], () => name(i));
   }
   return { n, bytes, off };

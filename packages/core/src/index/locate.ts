@@ -3,12 +3,14 @@
  *
  * 1. Trusted strings: a key string equal to one already checked for that slot (Segment.names) is that slot. The
  *    next key of a chain is tried at the next slot first, so a cached chain costs one string comparison per key.
- * 2. Bytes: the keys left are validated and decoded once as a batch (key-batch.ts), then matched by bytes against
- *    the next slot and the cached segments holding their anchor.
- * 3. SQL: the anchors of the keys still left are read in one IN query, their segments loaded (a few queries, each
- *    segment one row of keys), and the keys matched as in 2.
+ * 2. Bytes: the keys left are validated and decoded once as a batch (key-batch.ts), then matched by bytes: a key
+ *    found in a segment is followed by as many of the next keys as continue it, compared in one memcmp; other keys
+ *    are looked up in the anchor directory (anchor-directory.ts) among cached segments.
+ * 3. Segments not cached that the directory names for the keys still left are read (a few queries, each segment
+ *    one row of keys), and the keys matched as in 2. A key whose anchor the directory lacks is absent: no SQL.
  * A key is in at most one slot of the whole index (stores reuse a key's old slot), so the first match is the only one.
  */
+import { entrySegment, entrySlot } from './anchor-directory.js';
 import { type KeyBatch, ANCHOR_BYTES, anchorNumber, anchorNumberOfHex, bytesEqual, decodeKeys } from './key-batch.js';
 import type { Segment, SegmentStore } from './segments.js';
 
@@ -40,6 +42,21 @@ function scanBytes(seg: Segment, slot0: number, bytes: Uint8Array, o: number, w:
   return -1;
 }
 
+/** Calls `fn(seg, slot)` for each cached segment the directory lists for `anchor`, until it returns true. */
+function eachCached(store: SegmentStore, anchor: number, fn: (seg: Segment, slot: number) => boolean): boolean {
+  const e = store.directory.get(anchor);
+  if (e === undefined) return false;
+  if (typeof e === 'number') {
+    const sg = store.peek(entrySegment(e));
+    return sg !== undefined && fn(sg, entrySlot(e));
+  }
+  for (const p of e) {
+    const sg = store.peek(entrySegment(p));
+    if (sg !== undefined && fn(sg, entrySlot(p))) return true;
+  }
+  return false;
+}
+
 /**
  * Locates keys[from .. to).
  * @param name names key i (an index into `keys`) in an error message.
@@ -65,24 +82,20 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
       rest.push(j);
       continue;
     }
-    const cands = store.cachedAnchor(anchorNumberOfHex(k));
-    if (cands) {
-      for (const c of cands) {
-        const s = scanNames(c.seg, c.slot, k);
-        if (s >= 0) {
-          seg = c.seg;
-          slot = s;
-          break;
-        }
-      }
-    }
+    eachCached(store, anchorNumberOfHex(k), (c, slot0) => {
+      const s = scanNames(c, slot0, k);
+      if (s < 0) return false;
+      seg = c;
+      slot = s;
+      return true;
+    });
     if (seg === undefined) {
       missAnchor = k.substring(0, 16);
       rest.push(j);
       continue;
     }
     missAnchor = '';
-    store.cached(seg.id);
+    store.cached((seg as Segment).id);
     segs[j] = seg;
     slots[j] = slot;
   }
@@ -94,64 +107,81 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
   );
   const batchIndex = Int32Array.from(rest);
   const { bytes, off } = batch;
-  const pending: number[] = [];
-  const tryBytes = (b: number, prev: number): boolean => {
+  const found = new Uint8Array(batch.n);
+
+  /**
+   * Key b is at (sg, s): records it, then as many of the next batch keys as continue it (the next range index,
+   * the next slot, same width), checked with one comparison of their bytes. Returns the last batch index matched.
+   */
+  const matchRun = (b: number, sg: Segment, s: number): number => {
+    store.cached(sg.id);
+    segs[rest[b]!] = sg;
+    slots[rest[b]!] = s;
+    found[b] = 1;
+    const w = sg.width;
+    let e = b + 1;
+    while (e < batch.n && s + (e - b) < sg.count && rest[e] === rest[b]! + (e - b) && off[e + 1]! - off[e]! === w && !found[e]) e++;
+    if (e === b + 1) return b;
+    const t0 = (s + 1) * w;
+    const len = off[e]! - off[b + 1]!;
+    if ((bytes as Buffer).compare(sg.keys, t0, t0 + len, off[b + 1]!, off[e]!) !== 0) return b;
+    for (let i = b + 1; i < e; i++) {
+      segs[rest[i]!] = sg;
+      slots[rest[i]!] = s + (i - b);
+      found[i] = 1;
+    }
+    return e - 1;
+  };
+  /** Tries key b at the slot after the previous key, then among the cached segments holding its anchor. */
+  const tryBytes = (b: number): number => {
     const j = rest[b]!;
     const o = off[b]!;
     const w = off[b + 1]! - o;
-    // The next slot after the previous key (located by any pass).
-    if (prev >= 0) {
-      const ps = segs[prev];
-      const pslot = slots[prev]! + 1;
-      if (ps !== undefined && pslot < ps.count && ps.width === w && bytesEqual(ps.keys, pslot * w, bytes, o, w)) {
-        segs[j] = ps;
-        slots[j] = pslot;
-        return true;
-      }
+    if (j > 0) {
+      const ps = segs[j - 1];
+      const pslot = slots[j - 1]! + 1;
+      if (ps !== undefined && pslot < ps.count && ps.width === w && bytesEqual(ps.keys, pslot * w, bytes, o, w)) return matchRun(b, ps, pslot);
     }
-    const cands = store.cachedAnchor(anchorNumber(bytes, o));
-    if (cands) {
-      for (const c of cands) {
-        const s = scanBytes(c.seg, c.slot, bytes, o, w);
-        if (s >= 0) {
-          segs[j] = c.seg;
-          slots[j] = s;
-          return true;
-        }
-      }
-    }
-    return false;
+    let at = -1;
+    let atSeg: Segment | undefined;
+    eachCached(store, anchorNumber(bytes, o), (c, slot0) => {
+      const s = scanBytes(c, slot0, bytes, o, w);
+      if (s < 0) return false;
+      at = s;
+      atSeg = c;
+      return true;
+    });
+    return atSeg === undefined ? -1 : matchRun(b, atSeg, at);
   };
-  for (let b = 0; b < batch.n; b++) if (!tryBytes(b, rest[b]! - 1)) pending.push(b);
+  const pending: number[] = [];
+  for (let b = 0; b < batch.n; b++) {
+    if (found[b]) continue;
+    const last = tryBytes(b);
+    if (last < 0) pending.push(b);
+    else b = last;
+  }
 
   if (pending.length) {
-    // Distinct anchors of the keys left (a chain repeats its anchor up to 64 times in a row).
-    const anchors: Uint8Array[] = [];
+    // Segments the directory names for the anchors left and that are not cached (a chain repeats its anchor up to
+    // 64 times in a row: each anchor once).
+    const need: number[] = [];
     let last = -1;
     for (const b of pending) {
       const o = off[b]!;
       if (last >= 0 && bytesEqual(bytes, off[last]!, bytes, o, ANCHOR_BYTES)) continue;
       last = b;
-      anchors.push(bytes.subarray(o, o + ANCHOR_BYTES));
+      const e = store.directory.get(anchorNumber(bytes, o));
+      if (e === undefined) continue;
+      for (const p of typeof e === 'number' ? [e] : e) {
+        const id = entrySegment(p);
+        if (store.peek(id) === undefined && !need.includes(id)) need.push(id);
+      }
     }
-    const rows = store.anchorRows(anchors);
-    if (rows.length) {
-      const loaded = store.load(rows.map((r) => r.seg));
+    if (need.length) {
+      store.load(need);
       for (const b of pending) {
-        if (tryBytes(b, rest[b]! - 1)) continue;
-        const o = off[b]!;
-        const w = off[b + 1]! - o;
-        const j = rest[b]!;
-        for (const r of rows) {
-          const sg = loaded.get(r.seg);
-          if (!sg) continue;
-          const s = scanBytes(sg, r.slot, bytes, o, w);
-          if (s >= 0) {
-            segs[j] = sg;
-            slots[j] = s;
-            break;
-          }
-        }
+        if (found[b]) continue;
+        tryBytes(b);
       }
     }
   }

@@ -83,7 +83,6 @@ export function recover(conn: Connection, tiers: TierTable, names: ReadonlyMap<n
   db.exec(`
     DELETE FROM segments WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.id BETWEEN segments.id * ${TIER_CODES} AND segments.id * ${TIER_CODES} + ${TIER_CODES - 1});
     DELETE FROM pagedata WHERE seg NOT IN (SELECT id FROM segments);
-    DELETE FROM anchors WHERE seg NOT IN (SELECT id FROM segments);
     DELETE FROM locations WHERE id NOT IN (SELECT id FROM copies);
   `);
   const configured = tiers.list.map((_, r) => tiers.code(r));

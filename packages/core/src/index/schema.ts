@@ -34,7 +34,7 @@
  *   per-page locations, or NULL when every location is the page key (as TierSync stores them).
  * A store of a 2,048-page chain writes 64 run rows and 64 copies rows, and its commit rewrites those 64 copies rows.
  *
- * Schema v5 (current) replaces runs with segments, because v4 still missed its budgets: a store of 2,048 pages took
+ * Schema v5 replaces runs with segments, because v4 still missed its budgets: a store of 2,048 pages took
  * 4.7 ms (target 1 ms; 64 runs rows with their anchor and ns index entries, 64 copies rows, then 64 copies
  * updates at commit) and an uncached 2,048-page lookup 3.3 ms p50 / 11.4 ms p99 (64 rows of per-page arrays decoded
  * in JavaScript, copies masks and JSON locations read per run). v5 keeps what changes apart from what does not:
@@ -53,6 +53,15 @@
  * - pins: unchanged since v3; only pins that must survive a restart are rows (load pins live in memory).
  * A store of a 2,048-page chain writes 1 segments, 1 pagedata, 1 copies row and 32 anchors; its commit rewrites the
  * copies row. Migration 5 turns each v4 run into one segment (runs were already chain-ordered).
+ *
+ * Schema v6 (current) drops the anchors table and the segments(ns) index: anchors are random 8-byte values, so the
+ * 32 anchor rows of a store landed on ~32 different B-tree leaves, and writing those leaves was most of a store
+ * (measured: 32 anchor inserts plus their share of the commit ~1.4 ms of a 1.8 ms store transaction at 200k pages;
+ * without them 0.3 ms). Now every row a store writes is appended (ids only grow):
+ * - segments gains `anchors` (before `keys`, so it is read without the keys' overflow pages): per range of equal
+ *   anchors, the 8-byte anchor and the u32le slot where the range starts (12 bytes each, ANCHOR_ENTRY). The index
+ *   keeps a directory of every segment's anchors in memory (anchor-directory.ts), built at open from this column.
+ * - deleteNamespace finds a namespace's segments by scanning the segments rows' small leading columns.
  */
 import type Database from 'better-sqlite3';
 import { TierSyncError } from '@tiersync/native/errors';
@@ -306,6 +315,46 @@ function toSegments(db: Database.Database): void {
   db.exec('DROP TABLE copies_v4; DROP TABLE runs_v4;');
 }
 
+/** Bytes per entry of a segment's `anchors` column: the 8-byte anchor, then the u32le slot its range starts at. */
+export const ANCHOR_ENTRY = 12;
+
+/** The `anchors` column of a segment: one ANCHOR_ENTRY per range of keys that share their first 8 bytes. */
+export function anchorsBlob(keys: Uint8Array, width: number, count: number): Buffer {
+  const slots = anchorSlots(keys, width, count);
+  const out = Buffer.allocUnsafe(slots.length * ANCHOR_ENTRY);
+  slots.forEach((s, i) => {
+    out.set(keys.subarray(s * width, s * width + 8), i * ANCHOR_ENTRY);
+    out.writeUInt32LE(s, i * ANCHOR_ENTRY + 8);
+  });
+  return out;
+}
+
+/** Migration 6: segments get their anchors as a column (see the file comment); the anchors table and ns index go. */
+function toAnchorColumn(db: Database.Database): void {
+  db.exec(`
+    DROP INDEX segments_ns;
+    DROP TABLE anchors;
+    ALTER TABLE segments RENAME TO segments_v5;
+    CREATE TABLE segments (
+      id INTEGER PRIMARY KEY,
+      ns INTEGER NOT NULL,
+      count INTEGER NOT NULL,
+      width INTEGER NOT NULL,
+      position INTEGER NOT NULL,
+      created_ms INTEGER NOT NULL,
+      parent BLOB,
+      anchors BLOB NOT NULL,
+      keys BLOB NOT NULL
+    );
+  `);
+  const insert = db.prepare('INSERT INTO segments(id, ns, count, width, position, created_ms, parent, anchors, keys) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)');
+  for (const r of db.prepare('SELECT id, ns, count, width, position, created_ms, parent, keys FROM segments_v5 ORDER BY id').all() as Array<Record<string, unknown>>) {
+    const keys = r.keys as Buffer;
+    insert.run(r.id, r.ns, r.count, r.width, r.position, r.created_ms, r.parent, anchorsBlob(keys, r.width as number, r.count as number), keys);
+  }
+  db.exec('DROP TABLE segments_v5;');
+}
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -416,6 +465,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 5,
     description: 'segments (one row per stored chain, immutable keys), anchors, per-page data, copies as state bytes',
     sql: toSegments,
+  },
+  {
+    version: 6,
+    description: 'segments carry their anchors (appended with the segment); anchors table and segments(ns) index dropped',
+    sql: toAnchorColumn,
   },
 ];
 

@@ -3,15 +3,17 @@
  * recently used segments in front of SQLite, and writing changed segments back.
  *
  * The cache is write-through: every change is made to the cached segment and written by `flush` in the same
- * transaction; a rolled-back transaction clears the cache. It is bounded by pages held (an LRU of segments), and
- * keeps a map from key anchors to the cached segments holding them, so a cached lookup needs no SQL.
+ * transaction; a rolled-back transaction clears the cache (and reloads the anchor directory). It is bounded by pages
+ * held (an LRU of segments). The anchor directory (anchor-directory.ts) knows every segment's anchors, cached or
+ * not, so a key's segment is found without SQL, and only segments not cached are read.
  * Lifetimes: a segment object stays valid while an operation uses it; eviction happens only in `trim`, between
  * operations, so one operation never sees two objects for one segment.
  */
+import { AnchorDirectory } from './anchor-directory.js';
 import type { Connection } from './connection.js';
 import { STATE_MASK } from './copy-state.js';
-import { anchorNumber, hexOf } from './key-batch.js';
-import { TIER_CODES, anchorSlots } from './schema.js';
+import { hexOf } from './key-batch.js';
+import { TIER_CODES, anchorsBlob } from './schema.js';
 import type { TierTable } from './tiers.js';
 import type { PageHit } from './types.js';
 
@@ -41,6 +43,8 @@ export interface Segment {
   /** Parent key of the first page, or null. */
   readonly parent: Uint8Array | null;
   readonly keys: Uint8Array;
+  /** The segment's `anchors` column (schema.ts anchorsBlob): its entries in the anchor directory. */
+  readonly anchors: Uint8Array;
   readonly createdMs: number;
   lengths: Uint32Array;
   crcs: Uint32Array;
@@ -64,7 +68,7 @@ export interface Segment {
 }
 
 /** A segment's row sets, as read from the database. */
-const SEG_COLUMNS = 'id, ns, count, width, position, created_ms, parent, keys';
+const SEG_COLUMNS = 'id, ns, count, width, position, created_ms, parent, anchors, keys';
 
 const u32view = (b: Buffer | null, count: number): Uint32Array => {
   const out = new Uint32Array(count);
@@ -76,8 +80,8 @@ const blob = (a: ArrayBufferView | null): Buffer => (a ? Buffer.from(a.buffer, a
 
 export class SegmentStore {
   private readonly cache = new Map<number, Segment>();
-  /** anchorNumber -> cached segments' (segment, first slot) with that anchor. */
-  private readonly anchors = new Map<number, Array<{ seg: Segment; slot: number }>>();
+  /** Every segment's anchors (cached or not). */
+  readonly directory = new AnchorDirectory();
   private cachedPages = 0;
   /** Id of the next segment stored (ids only grow within a process). */
   private nextId: number;
@@ -88,6 +92,13 @@ export class SegmentStore {
     private readonly maxPages: number,
   ) {
     this.nextId = (conn.stmt('SELECT coalesce(max(id), 0) AS n FROM segments').get() as { n: number }).n + 1;
+    this.loadDirectory();
+  }
+
+  /** Fills the anchor directory from every segment's anchors column (reads no keys). */
+  private loadDirectory(): void {
+    this.directory.clear();
+    for (const [id, anchors] of this.conn.stmt('SELECT id, anchors FROM segments').raw().iterate() as IterableIterator<[number, Buffer]>) this.directory.addSegment(id, anchors);
   }
 
   get size(): number {
@@ -108,34 +119,20 @@ export class SegmentStore {
     return s;
   }
 
-  /** Cached segments holding keys with this anchor, and the slot where the anchor's range starts. */
-  cachedAnchor(anchor: number): ReadonlyArray<{ seg: Segment; slot: number }> | undefined {
-    return this.anchors.get(anchor);
+  /** A cached segment, without touching the LRU order (for probing candidates). */
+  peek(id: number): Segment | undefined {
+    return this.cache.get(id);
   }
 
   private remember(seg: Segment): void {
     this.cache.set(seg.id, seg);
     this.cachedPages += seg.count;
-    for (const slot of anchorSlots(seg.keys, seg.width, seg.count)) {
-      const a = anchorNumber(seg.keys, slot * seg.width);
-      const list = this.anchors.get(a);
-      if (list) list.push({ seg, slot });
-      else this.anchors.set(a, [{ seg, slot }]);
-    }
   }
 
   private forget(seg: Segment): void {
     if (this.cache.get(seg.id) !== seg) return;
     this.cache.delete(seg.id);
     this.cachedPages -= seg.count;
-    for (const slot of anchorSlots(seg.keys, seg.width, seg.count)) {
-      const a = anchorNumber(seg.keys, slot * seg.width);
-      const list = this.anchors.get(a);
-      if (!list) continue;
-      const kept = list.filter((c) => c.seg !== seg);
-      if (kept.length) this.anchors.set(a, kept);
-      else this.anchors.delete(a);
-    }
   }
 
   /** Evicts the least recently used segments beyond the page budget. Call between operations only. */
@@ -147,16 +144,16 @@ export class SegmentStore {
     }
   }
 
+  /** Empties the cache (the directory stays: it describes the database, not the cache). */
   clear(): void {
     this.cache.clear();
-    this.anchors.clear();
     this.cachedPages = 0;
   }
 
-  /** (segment, slot) rows of the anchors table for these 8-byte anchors. */
-  anchorRows(anchors: readonly Uint8Array[]): Array<{ seg: number; slot: number }> {
-    const rows = this.conn.inList(anchors, (l) => `SELECT seg, slot FROM anchors WHERE anchor IN (${l})`, (st, p) => st.all(...p) as Array<{ seg: number; slot: number }>);
-    return rows.flat();
+  /** After a rollback: the cache and the directory may describe rows that were never committed; start over. */
+  reset(): void {
+    this.clear();
+    this.loadDirectory();
   }
 
   /** The segments of `ids` (cached, or read in a few queries). Ids with no segment are left out. */
@@ -185,6 +182,7 @@ export class SegmentStore {
           position: r.position as number,
           parent: (r.parent as Buffer | null) ?? null,
           keys,
+          anchors: r.anchors as Buffer,
           createdMs: r.created_ms as number,
           lengths: new Uint32Array(count),
           crcs: new Uint32Array(count),
@@ -259,7 +257,8 @@ export class SegmentStore {
     const id = this.nextId++;
     const c = this.conn;
     const keys = Buffer.from(init.keys.buffer, init.keys.byteOffset, init.keys.byteLength);
-    c.stmt('INSERT INTO segments(id, ns, count, width, position, created_ms, parent, keys) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
+    const anchors = anchorsBlob(init.keys, init.width, count);
+    c.stmt('INSERT INTO segments(id, ns, count, width, position, created_ms, parent, anchors, keys) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)').run(
       id,
       init.ns,
       count,
@@ -267,18 +266,10 @@ export class SegmentStore {
       init.position,
       init.now,
       init.parent ? Buffer.from(init.parent.buffer, init.parent.byteOffset, init.parent.byteLength) : null,
+      anchors,
       keys,
     );
     c.stmt("INSERT INTO pagedata(seg, lengths, crcs, crc_known, created, access, hits) VALUES (?, ?, ?, ?, X'', X'', X'')").run(id, blob(init.lengths), blob(init.crcs), blob(init.crcKnown));
-    const slots = anchorSlots(init.keys, init.width, count);
-    const params: unknown[] = [];
-    for (const s of slots) params.push(keys.subarray(s * init.width, s * init.width + 8), id, s);
-    for (let at = 0; at < slots.length; ) {
-      let n = 64;
-      while (n > slots.length - at) n >>= 1;
-      c.stmt(`INSERT INTO anchors(anchor, seg, slot) VALUES ${new Array<string>(n).fill('(?, ?, ?)').join(', ')}`).run(...params.slice(at * 3, (at + n) * 3));
-      at += n;
-    }
     const rowid = id * TIER_CODES + this.tiers.code(init.rank);
     c.stmt('INSERT INTO copies(id, states, updated_ms) VALUES (?, ?, ?)').run(rowid, blob(init.states), init.now);
     if (init.locations) c.stmt('INSERT INTO locations(id, list) VALUES (?, ?)').run(rowid, JSON.stringify(init.locations));
@@ -289,7 +280,8 @@ export class SegmentStore {
       width: init.width,
       position: init.position,
       parent: init.parent,
-      keys: init.keys,
+      keys: keys,
+      anchors,
       createdMs: init.now,
       lengths: init.lengths,
       crcs: init.crcs,
@@ -304,6 +296,7 @@ export class SegmentStore {
     };
     seg.copies[init.rank] = { states: init.states, locations: init.locations, updated: init.now, stored: true, locStored: init.locations !== null, dirty: false, locDirty: false };
     this.remember(seg);
+    this.directory.addSegment(id, anchors);
     return seg;
   }
 
@@ -398,8 +391,7 @@ export class SegmentStore {
     c.stmt('DELETE FROM pagedata WHERE seg = ?').run(seg.id);
     c.stmt(`DELETE FROM copies WHERE id BETWEEN ? * ${TIER_CODES} AND ? * ${TIER_CODES} + ${TIER_CODES - 1}`).run(seg.id, seg.id);
     c.stmt(`DELETE FROM locations WHERE id BETWEEN ? * ${TIER_CODES} AND ? * ${TIER_CODES} + ${TIER_CODES - 1}`).run(seg.id, seg.id);
-    const del = c.stmt('DELETE FROM anchors WHERE anchor = ? AND seg = ? AND slot = ?');
-    for (const s of anchorSlots(seg.keys, seg.width, seg.count)) del.run(Buffer.from(seg.keys.buffer, seg.keys.byteOffset + s * seg.width, 8), seg.id, s);
+    this.directory.removeSegment(seg.id, seg.anchors);
   }
 
   /** Drops a segment from the cache (its rows were deleted by the caller). */

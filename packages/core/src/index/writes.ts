@@ -174,7 +174,7 @@ export function beginStore(ctx: IndexContext, ns: number, rank: number, pages: r
     }
     ctx.store.flush(touched);
     insertNew(ctx, ns, rank, pages, loc, now, () => pendingByte, true);
-  });
+  }, false); // pending copies: recovery drops them, so the commit that makes them ready is the durable one
   for (let i = 0; i < n; i++) (loc.segs[i] === undefined || loc.slots[i] === -2 ? fresh : existing).push(pages[i]!.key);
   ctx.store.trim();
   return { fresh, existing };
@@ -224,7 +224,16 @@ export function adoptPages(ctx: IndexContext, ns: number, rank: number, pages: r
  * Locates `keys` and applies `change` to the copy of each on tier `rank`, in one transaction; returns per key
  * whether it changed. Keys given twice change once (the second is neither changed nor missing).
  */
-function eachCopy(ctx: IndexContext, what: string, keys: readonly unknown[], name: (i: number) => string, skip: Uint8Array | null, change: (seg: Segment, s: number, j: number) => boolean, located?: Located): { changed: Uint8Array; loc: Located } {
+function eachCopy(
+  ctx: IndexContext,
+  what: string,
+  keys: readonly unknown[],
+  name: (i: number) => string,
+  skip: Uint8Array | null,
+  change: (seg: Segment, s: number, j: number) => boolean,
+  located?: Located,
+  durable = true,
+): { changed: Uint8Array; loc: Located } {
   const loc = located ?? locate(ctx.store, keys, 0, keys.length, name);
   const changed = new Uint8Array(keys.length);
   ctx.conn.tx(what, () => {
@@ -246,7 +255,7 @@ function eachCopy(ctx: IndexContext, what: string, keys: readonly unknown[], nam
       }
     }
     ctx.store.flush(touched);
-  });
+  }, durable);
   ctx.store.trim();
   return { changed, loc };
 }
@@ -276,7 +285,7 @@ export function beginCopies(ctx: IndexContext, rank: number, entries: ReadonlyAr
     ctx.store.setLocation(seg, t, s, e.location === e.key ? null : e.location);
     state[j] = 1;
     return true;
-  });
+  }, undefined, false);
   entries.forEach((e, j) => (state[j] === 1 ? result.added : state[j] === 2 ? result.existing : result.missing).push(e.key));
   return result;
 }
@@ -342,7 +351,7 @@ export function abortCopies(ctx: IndexContext, rank: number, keys: readonly Page
     ctx.store.setLocation(seg, t, s, null);
     n++;
     return true;
-  });
+  }, undefined, false);
   return n;
 }
 
