@@ -6,7 +6,7 @@ import { z } from 'zod';
 
 const endpoint = z
   .string()
-  .regex(/^(tcp:\/\/[^\s]+:\d+|ipc:\/\/[^\s]+)$/, 'must be a ZeroMQ endpoint to bind: tcp://HOST:PORT or ipc://PATH');
+  .regex(/^(tcp:\/\/[^\s]+:(\d+|\*)|ipc:\/\/[^\s]+)$/, 'must be a ZeroMQ endpoint to bind: tcp://HOST:PORT (PORT * picks a free one) or ipc://PATH');
 
 export const kvEventsConfigSchema = z
   .object({

@@ -84,6 +84,11 @@ export class KvEvents {
     return self;
   }
 
+  /** The endpoints bound (a `*` port resolved), for subscribers to connect to. */
+  get endpoints(): { pub: string; replay: string | undefined } {
+    return this.#publisher.endpoints;
+  }
+
   /** Sequence number of the last batch published (pending changes are published first). */
   get lastSeq(): number {
     this.flush();

@@ -114,6 +114,11 @@ export class KvEventPublisher {
     return p;
   }
 
+  /** The endpoints bound (a `*` port resolved). */
+  get endpoints(): { pub: string; replay: string | undefined } {
+    return { pub: this.#pub.lastEndpoint ?? this.#o.endpoint, replay: this.#router ? (this.#router.lastEndpoint ?? this.#o.replayEndpoint) : undefined };
+  }
+
   /** Sequence number the next batch gets. */
   get nextSeq(): number {
     return this.#next;
