@@ -97,6 +97,29 @@ describe('TierSync key-based API', () => {
     expect(ts.lookupKeys([keys[0]!]).present).toEqual([false]);
   });
 
+  it('eviction keeps a page its driver holds pinned (a client lease) on its tier, in the index and the planner', async () => {
+    const ts = await hierarchy({ hbm: 4, host: 16 }, [{}, {}, { writeThrough: false }]);
+    const src = arena(8);
+    const dst = arena(1);
+    const keys = Array.from({ length: 8 }, (_, i) => key(300 + i));
+    await ts.storeKeys(keys.slice(0, 4), [0, 1, 2, 3].map((i) => fill(src, i, PAGE, 600 + i)));
+    // keys[0] is hbm's first victim; its driver refuses to free it.
+    ts.tierDriver('hbm').pin([keys[0]!]);
+    await ts.storeKeys(keys.slice(4, 6), [4, 5].map((i) => fill(src, i, PAGE, 600 + i)));
+    const hit = ts.lookupKeys([keys[0]!]);
+    expect(hit.pages[0]!.tier).toBe('hbm');
+    expect(ts.planner.holds(0, keys[0]!)).toBe(true);
+    const r = await ts.load(hit, [{ arena: dst, offset: 0, length: PAGE }]);
+    expect(r).toMatchObject({ loaded: 1, missing: [], byTier: { hbm: 1 } });
+    expect(Buffer.from(dst.view(0, PAGE)).equals(Buffer.from(src.view(0, PAGE)))).toBe(true);
+    ts.tierDriver('hbm').unpin([keys[0]!]);
+    // Pins that need not survive a restart are held in memory only.
+    ts.pinKeys([keys[1]!], { ttlMs: 60_000, owner: 'client:1', durable: false });
+    expect(ts.planner.isPinned(keys[1]!)).toBe(true);
+    expect(ts.unpinKeys([keys[1]!], 'client:1', { durable: false })).toBe(1);
+    expect(ts.planner.isPinned(keys[1]!)).toBe(false);
+  });
+
   it('reports pages deleted between lookup and load as missing', async () => {
     const ts = await hierarchy({ hbm: 16, host: 16 });
     const src = arena(4);

@@ -44,31 +44,45 @@ export async function executeMoves(s: HierarchyState, moves: readonly Move[], ou
 }
 
 /**
- * Frees `m.keys` on their tier: the index marks the copies evicting, the driver deletes the bytes, the index forgets
- * the copies. A key pinned now (a load reading it, a TTL pin) or by a durable pin in the index is kept.
+ * Frees `m.keys` on their tier: the driver deletes the bytes, then the index forgets the copies (a load reading
+ * meanwhile meets a miss and falls back to its next copy). Kept, and reported failed so the planner keeps them
+ * resident: keys pinned now (a load reading them, a TTL pin), keys a durable pin in the index holds (pins made
+ * before a restart), and keys the driver refuses to free (pinned there by a same-host client's lease).
  */
 async function evict(s: HierarchyState, m: Extract<Move, { kind: 'evict' }>): Promise<{ done: PageKey[]; follow: Move[] }> {
   const { index, planner } = ready(s);
   const tier = s.tiers[m.tier]!;
-  const failed = m.keys.filter((k) => planner.isPinned(k));
-  const candidates = failed.length ? m.keys.filter((k) => !planner.isPinned(k)) : m.keys;
-  const done: PageKey[] = [];
+  const failed: PageKey[] = [];
+  let candidates = m.keys.filter((k) => {
+    if (!planner.isPinned(k)) return true;
+    failed.push(k);
+    return false;
+  });
+  const durable = candidates.length ? index.pinned(candidates) : [];
+  if (durable.includes(true)) {
+    failed.push(...candidates.filter((_, i) => durable[i]));
+    candidates = candidates.filter((_, i) => !durable[i]);
+  }
+  let done: PageKey[] = [];
   if (candidates.length) {
-    const { marked, pinned, missing } = index.markEvicting(tier.name, candidates);
-    failed.push(...pinned);
-    if (marked.length) {
-      try {
-        await tier.driver.delete(marked);
-      } catch (e) {
-        // The copies are forgotten anyway: a volatile tier's bytes are unreachable without them, and a persistent
-        // tier's are adopted again at the next open.
-        s.emit('transfer:failed', { op: 'move', tier: tier.name, error: e as TierSyncError });
+    try {
+      const r = await tier.driver.delete(candidates);
+      if (r.pinned.length) {
+        const kept = new Set(r.pinned);
+        failed.push(...r.pinned);
+        candidates = candidates.filter((k) => !kept.has(k));
       }
-      index.removeCopies(tier.name, marked, { force: true });
-      // Refused pages count too: a copy or an adoption that landed (and was announced) is gone again.
-      s.emit('block:evicted', { keys: [...marked], tier: tier.name });
+    } catch (e) {
+      // The copies are forgotten anyway: a volatile tier's bytes are unreachable without them, and a persistent
+      // tier's are adopted again at the next open.
+      s.emit('transfer:failed', { op: 'move', tier: tier.name, error: e as TierSyncError });
     }
-    done.push(...marked, ...missing);
+    if (candidates.length) {
+      index.removeCopies(tier.name, candidates, { force: true });
+      // Refused pages count too: a copy or an adoption that landed (and was announced) is gone again.
+      s.emit('block:evicted', { keys: [...candidates], tier: tier.name });
+    }
+    done = candidates;
   }
   if (m.why !== 'refused' && done.length) {
     const v = planner.view(m.tier);

@@ -52,6 +52,7 @@ export async function openHierarchy(s: HierarchyState): Promise<void> {
   s.reconciled = await reconcileTiers(
     s.index,
     s.tiers.map((t) => ({ name: t.name, driver: t.driver, policy: residentView(planner, t.index) })),
+    { namespace: s.namespace.id },
   );
   s.staging = HostArena.create({ capacity: s.config.stagingPages * s.pageBytes });
 }

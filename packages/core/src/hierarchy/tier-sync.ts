@@ -227,32 +227,36 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
     const { index } = ready(this.#s);
     const { ttlMs } = checkPinOptions(options);
     const keys = index.lookupPrefix(this.keysOf(tokens)).map((h) => h.key);
-    pinKeys(this.#s, keys, ttlMs, 'user');
+    pinKeys(this.#s, keys, ttlMs, 'user', true, false);
     return keys;
   }
 
   unpin(tokens: TokenArray): number {
     ready(this.#s);
-    return unpinKeys(this.#s, this.keysOf(tokens), 'user');
+    return unpinKeys(this.#s, this.keysOf(tokens), 'user', true);
   }
 
   /**
    * pin() by key: holds `keys` on every tier (eviction skips them) until `ttlMs` passes or unpinKeys() with the same
    * owner (default 'user', the owner pin() uses). Keys need not be stored yet (a page adopted later is held too).
-   * Returns the keys stored now.
+   * With `durable` (default true) the pin is also recorded in the index and survives a restart; `durable: false`
+   * holds it in memory only (no SQLite write: a client's lease). Returns the keys stored now.
    */
-  pinKeys(keys: readonly PageKey[], options: { ttlMs: number; owner?: string }): PageKey[] {
+  pinKeys(keys: readonly PageKey[], options: { ttlMs: number; owner?: string; durable?: boolean }): PageKey[] {
     ready(this.#s);
     checkKeys(keys, 'keys');
     const { ttlMs, owner } = checkPinOptions(options);
-    return pinKeys(this.#s, keys, ttlMs, owner);
+    return pinKeys(this.#s, keys, ttlMs, owner, options.durable !== false);
   }
 
-  /** Removes `owner`'s pins (default 'user') on `keys`. Returns how many pins were removed. */
-  unpinKeys(keys: readonly PageKey[], owner = 'user'): number {
+  /**
+   * Removes `owner`'s pins (default 'user') on `keys`; `durable: false` for pins made with it (skips the index).
+   * Returns how many pins were removed.
+   */
+  unpinKeys(keys: readonly PageKey[], owner = 'user', options: { durable?: boolean } = {}): number {
     ready(this.#s);
     checkKeys(keys, 'keys');
-    return unpinKeys(this.#s, keys, owner);
+    return unpinKeys(this.#s, keys, owner, options?.durable !== false);
   }
 
   /** Deletes every page of this namespace from every tier and the index. */
