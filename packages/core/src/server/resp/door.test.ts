@@ -188,6 +188,62 @@ describe('RESP door (no AUTH, loopback)', () => {
     expect(await c.call('AUTH', 'pw')).toMatchObject({ kind: 'error', value: expect.stringMatching(/without any password configured/) });
   });
 
+  it('speaks RESP3 after HELLO 3 as Redis 7 does, and RESP2 again after HELLO 2', async () => {
+    const r3 = await Client.connect(server.respPort);
+    const h = await r3.call('HELLO', '3', 'SETNAME', 'engine-1');
+    // redis-server 7.0 answers HELLO 3 with a map of these 7 entries, in this order.
+    expect(h.kind).toBe('map');
+    const entries = h.kind === 'map' ? h.value : [];
+    expect(entries.map(([k]) => str(k))).toEqual(['server', 'version', 'proto', 'id', 'mode', 'role', 'modules']);
+    const field = (name: string) => entries.find(([k]) => str(k) === name)![1];
+    expect(field('proto')).toEqual({ kind: 'integer', value: 3 });
+    expect(str(field('server'))).toBe('redis');
+    expect(str(field('version'))).toMatch(/^7\./);
+    expect(field('modules')).toEqual({ kind: 'array', value: [] });
+    expect(await r3.call('GET', 'r3:none')).toEqual({ kind: 'null', value: null });
+    expect(await r3.call('SET', 'r3:k', 'v1')).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await r3.call('SET', 'r3:k', 'v2', 'NX')).toEqual({ kind: 'null', value: null });
+    expect(await r3.call('MGET', 'r3:k', 'r3:none')).toEqual({ kind: 'array', value: [{ kind: 'bulk', value: Buffer.from('v1') }, { kind: 'null', value: null }] });
+    expect(await r3.call('SET', 'r3:k', 'v3', 'GET')).toEqual({ kind: 'bulk', value: Buffer.from('v1') });
+    expect(await r3.call('EXISTS', 'r3:k', 'r3:none')).toEqual({ kind: 'integer', value: 1 });
+    expect(await r3.call('CONFIG', 'GET', 'proto-max-bulk-len')).toEqual({ kind: 'map', value: [[{ kind: 'bulk', value: Buffer.from('proto-max-bulk-len') }, { kind: 'bulk', value: Buffer.from(String(1 << 20)) }]] });
+    const info = await r3.call('INFO', 'server');
+    expect(info).toMatchObject({ kind: 'verbatim', format: 'txt', value: expect.stringMatching(/redis_version:7/) });
+    expect(str(await r3.call('CLIENT', 'GETNAME'))).toBe('engine-1');
+    expect(await r3.call('CLIENT', 'INFO')).toMatchObject({ kind: 'verbatim', format: 'txt', value: expect.stringMatching(/name=engine-1 .*resp=3/) });
+    const cmd = await r3.call('COMMAND', 'INFO', 'get', 'nosuch');
+    expect(cmd.kind === 'array' && cmd.value![0]!.kind === 'array' && cmd.value![0]!.value![2]).toEqual({ kind: 'set', value: [{ kind: 'simple', value: 'readonly' }, { kind: 'simple', value: 'fast' }] });
+    expect(cmd.kind === 'array' && cmd.value![1]).toEqual({ kind: 'null', value: null });
+    expect(await r3.call('COMMAND', 'DOCS')).toEqual({ kind: 'map', value: [] });
+    expect((await r3.call('SCAN', '0', 'MATCH', 'r3:*')).kind).toBe('array');
+    // Refusals, with Redis 7's words; a refused HELLO leaves the protocol as it was.
+    expect(await r3.call('HELLO', '3', 'SETNAME', 'a b')).toEqual({ kind: 'error', value: 'ERR Client names cannot contain spaces, newlines or special characters.' });
+    expect(await r3.call('HELLO', '3', 'AUTH', 'default')).toEqual({ kind: 'error', value: "ERR Syntax error in HELLO option 'AUTH'" });
+    expect(await r3.call('HELLO', 'x')).toEqual({ kind: 'error', value: 'ERR Protocol version is not an integer or out of range' });
+    expect(await r3.call('HELLO', '1')).toEqual({ kind: 'error', value: 'NOPROTO unsupported protocol version' });
+    // Without AUTH configured, the default user takes any password (Redis's nopass default user).
+    expect((await r3.call('HELLO', '3', 'AUTH', 'default', 'anything')).kind).toBe('map');
+    // HELLO without a version keeps the protocol; HELLO 2 goes back to RESP2.
+    expect((await r3.call('HELLO')).kind).toBe('map');
+    const h2 = await r3.call('HELLO', '2');
+    expect(h2.kind === 'array' && h2.value!.length).toBe(14);
+    expect(await r3.call('GET', 'r3:none')).toEqual({ kind: 'bulk', value: null });
+    expect(await r3.call('CONFIG', 'GET', 'maxclients')).toEqual({ kind: 'array', value: [{ kind: 'bulk', value: Buffer.from('maxclients') }, { kind: 'bulk', value: Buffer.from('1024') }] });
+    r3.close();
+  });
+
+  it('works with redis-cli in RESP3 mode (-3)', async () => {
+    requireTools(['redis-cli']);
+    const cli = (...args: string[]) => run('redis-cli', ['-3', '-p', String(server.respPort), ...args], { timeout: 10_000 }).then((r) => r.stdout.trim());
+    expect(await cli('SET', 'cli3:k', 'resp three')).toBe('OK');
+    expect(await cli('GET', 'cli3:k')).toBe('resp three');
+    expect(await cli('KEYS', 'cli3:*')).toBe('cli3:k');
+    // redis-cli prints a map's entries as 'key value' lines.
+    expect(await cli('CONFIG', 'GET', 'appendonly')).toBe('appendonly no');
+    expect(await cli('INFO', 'keyspace')).toMatch(/db0:keys=/);
+    expect(await cli('DEL', 'cli3:k')).toBe('1');
+  });
+
   it('runs pipelined commands in order, whatever the split of the bytes', async () => {
     const cmds: Buffer[] = [];
     for (let i = 0; i < 60; i++) cmds.push(encodeCommand(['SET', `p${i}`, pattern(i * 500, i)]), encodeCommand(['GET', `p${i}`]));
@@ -381,5 +437,113 @@ describe('RESP door and a client that never reads', () => {
       await server.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('RESP door with values larger than its staging area', () => {
+  // 4 MiB of staging, 512 KiB windows: a 20 MiB value is 5x the staging area and must stream through it.
+  const WINDOW = 512 * 1024;
+  const BIG = 20 * 1024 * 1024 + 12345;
+  let dir: string;
+  let server: TierSyncServer;
+  let maxStaging = 0;
+  let sampler: NodeJS.Timeout;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-stream-'));
+    const tiers = [
+      { url: `host://?capacity=${8192 * PAGE}`, name: 'host' },
+      { url: `fs://${dir}/fs?capacity=${32768 * PAGE}`, name: 'fs' },
+    ];
+    server = await TierSyncServer.start(parseServerConfig(config(dir, { stagingBytes: 4 << 20, valueWindowBytes: WINDOW, maxBulkBytes: 64 << 20, requestTimeoutMs: 3000 }, tiers)));
+    sampler = setInterval(() => {
+      maxStaging = Math.max(maxStaging, server.resp!.staging.usedBytes);
+    }, 1);
+  });
+  afterAll(async () => {
+    clearInterval(sampler);
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('SETs and GETs a value 5x the staging area byte-exact, holding at most two windows of staging', async () => {
+    const c = await Client.connect(server.respPort);
+    const big = pattern(BIG, 11);
+    maxStaging = 0;
+    expect(await c.call('SET', 'big', big)).toEqual({ kind: 'simple', value: 'OK' });
+    expect(await c.call('STRLEN', 'big')).toEqual({ kind: 'integer', value: BIG });
+    c.socket.write(encodeCommand(['GET', 'big']));
+    const v = await c.reply(20_000);
+    expect(bulk(v)!.equals(big)).toBe(true);
+    // One window filling + one being written (SET), or one being loaded + one being sent (GET).
+    expect(maxStaging).toBeGreaterThan(0);
+    expect(maxStaging).toBeLessThanOrEqual(2 * WINDOW);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.resp!.staging.usedBytes).toBe(0);
+    c.close();
+  });
+
+  it('mixes streamed and whole values in MGET and SET ... GET, in RESP2 and RESP3', async () => {
+    const c = await Client.connect(server.respPort);
+    const big = pattern(3 * WINDOW + 7, 12);
+    const big2 = pattern(5 * WINDOW - 3, 13);
+    // Large buffers are compared with Buffer.equals (a deep toEqual walks them byte by byte, slowly).
+    const same = (v: RespValue | undefined, want: Buffer) => v?.kind === 'bulk' && v.value !== null && Buffer.from(v.value).equals(want);
+    expect(await c.call('MSET', 'm:big', big, 'm:small', 'tiny')).toEqual({ kind: 'simple', value: 'OK' });
+    const m = await c.call('MGET', 'm:small', 'm:big', 'm:none', 'm:big');
+    const items = m.kind === 'array' ? m.value! : [];
+    expect(items.length).toBe(4);
+    expect(same(items[0], Buffer.from('tiny'))).toBe(true);
+    expect(same(items[1], big)).toBe(true);
+    expect(items[2]).toEqual({ kind: 'bulk', value: null });
+    expect(same(items[3], big)).toBe(true);
+    // SET ... GET answers the old value (streamed) after the new one is in place.
+    expect(same(await c.call('SET', 'm:big', big2, 'GET'), big)).toBe(true);
+    expect((await c.call('HELLO', '3')).kind).toBe('map');
+    expect(same(await c.call('GET', 'm:big'), big2)).toBe(true);
+    const m3 = await c.call('MGET', 'm:big', 'm:none');
+    const items3 = m3.kind === 'array' ? m3.value! : [];
+    expect(same(items3[0], big2)).toBe(true);
+    expect(items3[1]).toEqual({ kind: 'null', value: null });
+    c.close();
+  });
+
+  it('drops a value whose client leaves mid-upload: staging freed, its pages deleted', async () => {
+    await server.ts.flush();
+    const before = server.ts.stats().index.pages;
+    const c = await Client.connect(server.respPort);
+    c.socket.write(`*3\r\n$3\r\nSET\r\n$4\r\ngone\r\n$${BIG}\r\n`);
+    c.socket.write(pattern(6 * WINDOW + 100, 14));
+    await new Promise((r) => setTimeout(r, 300));
+    c.close();
+    const until = Date.now() + 5000;
+    while (Date.now() < until && (server.resp!.staging.usedBytes > 0 || server.ts.stats().index.pages !== before)) {
+      await new Promise((r) => setTimeout(r, 50));
+      await server.ts.flush();
+    }
+    expect(server.resp!.staging.usedBytes).toBe(0);
+    expect(server.ts.stats().index.pages).toBe(before);
+    const check = await Client.connect(server.respPort);
+    expect(await check.call('EXISTS', 'gone')).toEqual({ kind: 'integer', value: 0 });
+    check.close();
+  });
+
+  it('refuses a value over maxBulkBytes and closes the client, as Redis does', async () => {
+    const c = await Client.connect(server.respPort);
+    c.socket.write(`*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$${(64 << 20) + 1}\r\n`);
+    expect(await c.reply()).toMatchObject({ kind: 'error', value: expect.stringMatching(/bulk length 67108865 over the limit of 67108864/) });
+    expect(await c.closedWithin(2000)).toBe(true);
+  });
+
+  it('closes a client that does not read a streamed GET, and frees its staging', async () => {
+    const c = await Client.connect(server.respPort);
+    expect(await c.call('SET', 'slow', pattern(BIG, 15))).toEqual({ kind: 'simple', value: 'OK' });
+    c.socket.pause();
+    c.socket.write(encodeCommand(['GET', 'slow']));
+    const until = Date.now() + 15_000;
+    while (server.resp!.clients > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(server.resp!.clients).toBe(0);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(server.resp!.staging.usedBytes).toBe(0);
+    c.close();
   });
 });
