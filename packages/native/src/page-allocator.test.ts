@@ -26,6 +26,14 @@ describe('PageAllocator', () => {
     expect(a.offset(3 as Slot)).toBe(192);
   });
 
+  it('hands out each batch in ascending order, so slots freed together come back as one run', () => {
+    const a = new PageAllocator({ capacity: 16, pageBytes: 1 });
+    const s = a.allocate(8)!;
+    expect(s).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    a.free(s);
+    expect(a.allocate(8)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+
   it('reserves given slots for recovery', () => {
     const a = new PageAllocator({ capacity: 8, pageBytes: 1 });
     a.reserve([1, 5]);

@@ -43,15 +43,20 @@ export class PageAllocator {
     return this.#used[slot] === 1;
   }
 
-  /** Takes `count` free slots, or returns undefined (taking none) when fewer are free. */
+  /**
+   * Takes `count` free slots in ascending order, or returns undefined (taking none) when fewer are free. Ascending:
+   * slots freed together come back as one run of adjacent memory (the LIFO stack holds them reversed), so a batch's
+   * copies coalesce into a few large ones instead of one per page.
+   */
   allocate(count: number): Slot[] | undefined {
     checkInteger(count, 'count');
     if (count > this.#top) return undefined;
+    const taken = this.#free.slice(this.#top - count, this.#top).sort();
+    this.#top -= count;
     const out = new Array<Slot>(count);
     for (let i = 0; i < count; i++) {
-      const s = this.#free[--this.#top]!;
-      this.#used[s] = 1;
-      out[i] = s as Slot;
+      this.#used[taken[i]!] = 1;
+      out[i] = taken[i] as Slot;
     }
     return out;
   }

@@ -13,44 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from daemon_process import start_daemon
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
-FIXTURE = REPO / "packages/core/src/server/serve.fixture.mjs"
-MODEL = "py-client@1"
 
 
 def daemon_config(directory: str, shm: str) -> dict:
     text = (HERE / "daemon.json").read_text().replace("$DIR", directory).replace("$SHM", shm)
     return json.loads(text)
-
-
-def _start_daemon() -> "tuple[str, subprocess.Popen, str, str]":
-    directory = tempfile.mkdtemp(prefix="tiersync-pytest-")
-    shm = f"/dev/shm/tiersync-pytest-{os.getpid()}"
-    config = Path(directory) / "daemon.json"
-    config.write_text(json.dumps(daemon_config(directory, shm)))
-    log = open(Path(directory) / "stderr.log", "w+")
-    child = subprocess.Popen(["node", "--conditions=source", str(FIXTURE), "--config", str(config)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        log.seek(0)
-        for line in log.read().splitlines():
-            if "tiersync serve listening" in line:
-                return f"http://127.0.0.1:{json.loads(line)['httpPort']}", child, directory, shm
-        if child.poll() is not None:
-            break
-        time.sleep(0.1)
-    child.kill()
-    log.seek(0)
-    raise RuntimeError(f"daemon did not start within 60 s: {log.read()[-2000:]}")
 
 
 @pytest.fixture(scope="session")
@@ -59,19 +34,12 @@ def daemon_url():
     if url:
         yield url
         return
-    url, child, directory, shm = _start_daemon()
+    shm = f"/dev/shm/tiersync-pytest-{os.getpid()}"
+    daemon = start_daemon(lambda d: daemon_config(d, shm), cleanup=lambda: os.path.exists(shm) and os.unlink(shm))
     try:
-        yield url
+        yield daemon.url
     finally:
-        child.terminate()
-        try:
-            child.wait(20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(5)
-        shutil.rmtree(directory, ignore_errors=True)
-        if os.path.exists(shm):
-            os.unlink(shm)
+        daemon.stop()
 
 
 @pytest.fixture

@@ -211,3 +211,21 @@ def test_a_closed_client_refuses_calls(daemon_url, fresh_keys):
     c.close()
     with pytest.raises(ClosedError):
         c.lookup(fresh_keys(1))
+
+
+def test_client_side_crc32c_agrees_with_the_daemon_and_verify_catches_a_corrupted_slot(daemon_url, fresh_keys):
+    # As against a daemon without 'commit-crc-optional': the client sends CRC32C from crcmod's C extension and the
+    # daemon checks them against its own.
+    with tiersync.Client.connect(daemon_url, token="token-alice", verify=True) as c:
+        c._daemon_crc = False
+        keys = fresh_keys(3)
+        src = random_bytes(3 * PAGE - 5, 11)
+        r = c.store(keys, src)
+        assert (r.stored, r.bad_checksum) == (3, [])
+        dst = np.zeros_like(src)
+        assert c.load(keys, dst) == [] and np.array_equal(src, dst)
+        # One flipped bit in a slot: the verifying load reports that page as missing.
+        with c.pin(keys[1:2]) as pin:
+            c._shm.view[pin.offsets[0] + 100] ^= 1
+        assert c.load(keys, np.zeros_like(src)) == [keys[1]]
+        c.delete(keys)

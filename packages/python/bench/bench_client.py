@@ -1,0 +1,139 @@
+"""Python client benchmark: a store and a load of 256 MiB between a numpy array and the daemon's shared-memory host
+tier, each against ``numpy.copyto`` of the same bytes between two numpy arrays, measured in the same run, alternating
+(store, copyto, load, copyto), medians.
+
+    /usr/bin/python3 packages/python/bench/bench_client.py [--json] [--mib 256] [--reps 5] [--threads 1] [--url URL]
+
+Without --url it starts a daemon from the repository's sources (the config of `tiersync bench client`: 256 KiB pages
+of 64 tokens x 8 KV heads x 128 dims x K,V x bf16, a host tier with room for every page). With --json the last line is
+``{"python": {"storeRatio", "loadRatio", ...}}``; ratio = path median / copyto median (1 = as fast as copyto).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import tiersync  # noqa: E402
+
+TOKENS_PER_PAGE = 64
+PAGE_BYTES = TOKENS_PER_PAGE * 8 * 128 * 2 * 2
+
+
+def daemon_config(directory: str, shm: str, pages: int) -> dict:
+    return {
+        "model": "bench-python@1",
+        "layout": {"tokensPerPage": TOKENS_PER_PAGE, "dtype": "bf16", "groups": [{"name": "full", "layers": 1, "attention": {"type": "mha", "kvHeads": 8, "headDim": 128}}]},
+        "tiers": [{"url": f"host://?capacity={(pages + 4) * PAGE_BYTES}&shm={shm}", "name": "host", "highWatermark": 1}],
+        "index": {"path": f"{directory}/index.sqlite"},
+        "http": {"port": 0},
+        "peer": {"port": 0},
+        "client": {"maxBatchPages": max(4096, pages)},
+        "log": {"level": "info"},
+    }
+
+
+def run(url: str, mib: int, reps: int, threads: int, log) -> dict:
+    client = tiersync.Client.connect(url, threads=threads)
+    try:
+        pb = client.page_bytes
+        pages = max(1, (mib << 20) // pb)
+        nbytes = pages * pb
+        src = np.random.default_rng(1).integers(0, 256, size=nbytes, dtype=np.uint8)
+        dst = np.ones(nbytes, np.uint8)  # touched: no first-touch faults inside a timed copy
+        keys = lambda tag: [f"{tag:08x}{i:08x}" for i in range(pages)]  # noqa: E731
+
+        def timed(fn) -> float:
+            t = time.perf_counter()
+            fn()
+            return time.perf_counter() - t
+
+        # Warm-up: this process's page tables over the shared slots, the connection, the copy threads.
+        client.store(keys(0), src)
+        client.load(keys(0), dst)
+        client.delete(keys(0))
+        np.copyto(dst, src)
+        t = {"store": [], "load": [], "copyto": []}
+        requests = {}
+        for r in range(1, reps + 1):
+            log(f"repetition {r}/{reps}")
+            k = keys(r)
+            before = client.control_requests
+            t["store"].append(timed(lambda: client.store(k, src)))
+            requests["store"] = client.control_requests - before
+            t["copyto"].append(timed(lambda: np.copyto(dst, src)))
+            dst.fill(0)
+            before = client.control_requests
+            t["load"].append(timed(lambda: client.load(k, dst)))
+            requests["load"] = client.control_requests - before
+            if not np.array_equal(src, dst):
+                raise tiersync.ChecksumError("bytes loaded differ from bytes stored")
+            t["copyto"].append(timed(lambda: np.copyto(dst, src)))
+            client.delete(k)
+        med = {name: statistics.median(xs) for name, xs in t.items()}
+        gib = nbytes / 2**30
+        return {
+            "bytes": nbytes,
+            "pageBytes": pb,
+            "pages": pages,
+            "repetitions": reps,
+            "threads": threads,
+            "storeMs": round(med["store"] * 1e3, 2),
+            "loadMs": round(med["load"] * 1e3, 2),
+            "copytoMs": round(med["copyto"] * 1e3, 2),
+            "storeGiBps": round(gib / med["store"], 2),
+            "loadGiBps": round(gib / med["load"], 2),
+            "copytoGiBps": round(gib / med["copyto"], 2),
+            "storeRatio": round(med["store"] / med["copyto"], 2),
+            "loadRatio": round(med["load"] / med["copyto"], 2),
+            "requestsPerStore": requests["store"],
+            "requestsPerLoad": requests["load"],
+        }
+    finally:
+        client.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON line {python: {...}} last")
+    ap.add_argument("--mib", type=int, default=256, help="bytes per path, MiB (default 256)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
+    ap.add_argument("--threads", type=int, default=1, help="client copy threads (default 1, the client's default)")
+    ap.add_argument("--url", help="a running daemon (default: start one from the sources)")
+    args = ap.parse_args()
+    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+    daemon = None
+    if args.url:
+        url = args.url
+    else:
+        from daemon_process import start_daemon
+
+        shm = f"/dev/shm/tiersync-bench-python-{os.getpid()}"
+        pages = max(1, (args.mib << 20) // PAGE_BYTES)
+        daemon = start_daemon(lambda d: daemon_config(d, shm, pages), cleanup=lambda: os.path.exists(shm) and os.unlink(shm))
+        url = daemon.url
+    try:
+        report = run(url, args.mib, args.reps, args.threads, log)
+    finally:
+        if daemon is not None:
+            daemon.stop()
+    if args.json:
+        print(json.dumps({"python": report}))
+    else:
+        for k, v in report.items():
+            print(f"{k:>18}: {v}")
+
+
+if __name__ == "__main__":
+    main()
