@@ -1,7 +1,7 @@
 /**
  * A self-contained fuzz driver for the RESP parser (no test framework needed, so the reliability suite can run
  * it at any number of cases). Each case, from a seeded generator:
- * - round trip: a random RESP2 value (or command) is encoded, cut into random pieces, parsed: the same value;
+ * - round trip: a random RESP2 or RESP3 value (or command) is encoded, cut into random pieces, parsed: the same value;
  * - mutation: a valid stream with bytes flipped, inserted, dropped or truncated, parsed under two different
  *   splits: both give the same values and the same outcome, and the only error ever thrown is ERR_PROTOCOL;
  * - noise: random bytes, likewise.
@@ -51,7 +51,9 @@ function randomBytes(r: () => number, n: number, printable = false): Uint8Array 
 }
 
 function randomValue(r: () => number, depth: number): RespValue {
-  const k = Math.floor(r() * (depth > 3 ? 4 : 5));
+  // 0..7 scalars (RESP2, then RESP3's), 8..10 aggregates (array, RESP3 map and set) while not too deep.
+  const k = Math.floor(r() * (depth > 3 ? 8 : 11));
+  const word = () => String.fromCharCode(...randomBytes(r, Math.floor(r() * 20), true));
   switch (k) {
     case 0:
       return { kind: 'simple', value: String.fromCharCode(...randomBytes(r, Math.floor(r() * 20), true)) };
@@ -61,6 +63,18 @@ function randomValue(r: () => number, depth: number): RespValue {
       return { kind: 'integer', value: Math.floor((r() - 0.5) * 2 ** (r() * 53)) };
     case 3:
       return { kind: 'bulk', value: r() < 0.1 ? null : randomBytes(r, Math.floor(r() * (r() < 0.1 ? 2000 : 40))) };
+    case 4:
+      return { kind: 'null', value: null };
+    case 5:
+      return { kind: 'boolean', value: r() < 0.5 };
+    case 6:
+      return { kind: 'double', value: r() < 0.1 ? Infinity : (r() - 0.5) * 10 ** Math.floor(r() * 30 - 10) };
+    case 7:
+      return { kind: 'verbatim', format: 'txt', value: word() };
+    case 9:
+      return { kind: 'map', value: Array.from({ length: Math.floor(r() * 4) }, () => [randomValue(r, depth + 1), randomValue(r, depth + 1)] as [RespValue, RespValue]) };
+    case 10:
+      return { kind: 'set', value: Array.from({ length: Math.floor(r() * 5) }, () => randomValue(r, depth + 1)) };
     default:
       return { kind: 'array', value: r() < 0.1 ? null : Array.from({ length: Math.floor(r() * 6) }, () => randomValue(r, depth + 1)) };
   }

@@ -43,6 +43,16 @@ const valueArb: fc.Arbitrary<RespValue> = fc.letrec<{ v: RespValue }>((tie) => (
     fc.maxSafeInteger().map((value) => ({ kind: 'integer' as const, value })),
     fc.option(fc.uint8Array({ maxLength: 300 }), { nil: null }).map((value) => ({ kind: 'bulk' as const, value })),
     fc.option(fc.array(tie('v'), { maxLength: 5 }), { nil: null }).map((value) => ({ kind: 'array' as const, value })),
+    // RESP3
+    fc.constant({ kind: 'null' as const, value: null }),
+    fc.boolean().map((value) => ({ kind: 'boolean' as const, value })),
+    fc.double({ noNaN: true }).map((value) => ({ kind: 'double' as const, value: Object.is(value, -0) ? 0 : value })),
+    fc.bigInt({ min: -(10n ** 40n), max: 10n ** 40n }).map((value) => ({ kind: 'bignum' as const, value: String(value) })),
+    text.map((value) => ({ kind: 'blobError' as const, value: `SYNTAX ${value}\r\n` })),
+    fc.tuple(fc.constantFrom('txt', 'mkd'), text).map(([format, value]) => ({ kind: 'verbatim' as const, format, value })),
+    fc.array(fc.tuple(tie('v'), tie('v')), { maxLength: 3 }).map((value) => ({ kind: 'map' as const, value })),
+    fc.array(tie('v'), { maxLength: 4 }).map((value) => ({ kind: 'set' as const, value })),
+    fc.array(tie('v'), { maxLength: 4 }).map((value) => ({ kind: 'push' as const, value })),
   ),
 })).v;
 
@@ -60,6 +70,66 @@ describe('RespParser', () => {
       { kind: 'array', value: null },
       { kind: 'bulk', value: new Uint8Array(0) },
     ]);
+  });
+
+  it('parses every RESP3 type (redis-specifications RESP3.md examples)', () => {
+    const { values, error } = parse('any', [
+      bytes('_\r\n#t\r\n#f\r\n,1.23\r\n,-inf\r\n,inf\r\n,10\r\n(3492890328409238509324850943850943825024385\r\n'),
+      bytes('!21\r\nSYNTAX invalid syntax\r\n=15\r\ntxt:Some string\r\n%2\r\n+first\r\n:1\r\n+second\r\n:2\r\n~2\r\n+orange\r\n+apple\r\n>2\r\n+message\r\n:7\r\n%0\r\n'),
+    ]);
+    expect(error).toBeUndefined();
+    expect(values).toEqual([
+      { kind: 'null', value: null },
+      { kind: 'boolean', value: true },
+      { kind: 'boolean', value: false },
+      { kind: 'double', value: 1.23 },
+      { kind: 'double', value: -Infinity },
+      { kind: 'double', value: Infinity },
+      { kind: 'double', value: 10 },
+      { kind: 'bignum', value: '3492890328409238509324850943850943825024385' },
+      { kind: 'blobError', value: 'SYNTAX invalid syntax' },
+      { kind: 'verbatim', format: 'txt', value: 'Some string' },
+      { kind: 'map', value: [[{ kind: 'simple', value: 'first' }, { kind: 'integer', value: 1 }], [{ kind: 'simple', value: 'second' }, { kind: 'integer', value: 2 }]] },
+      { kind: 'set', value: [{ kind: 'simple', value: 'orange' }, { kind: 'simple', value: 'apple' }] },
+      { kind: 'push', value: [{ kind: 'simple', value: 'message' }, { kind: 'integer', value: 7 }] },
+      { kind: 'map', value: [] },
+    ]);
+    const nan = parse('any', [bytes(',nan\r\n')]).values[0] as { value: number };
+    expect(Number.isNaN(nan.value)).toBe(true);
+  });
+
+  it('hands a long bulk string to a BulkSink window by window, waiting when it says so', () => {
+    const windows: string[] = [];
+    let lend = true;
+    let offered = 0;
+    const handle = new Uint8Array(0);
+    const sink = {
+      handle,
+      window: (left: number) => {
+        if (!lend) return RESP_WAIT;
+        offered++;
+        return new Uint8Array(Math.min(4, left));
+      },
+      filled: (w: Uint8Array) => {
+        windows.push(Buffer.from(w).toString());
+        // Every second window, make the parser wait for memory.
+        lend = windows.length % 2 === 1 ? false : true;
+      },
+    };
+    const p = new RespParser({ mode: 'request', bulkTarget: (_len, index) => (index === 2 ? sink : undefined) });
+    const stream = encodeCommand(['SET', 'k', 'abcdefghijklmnopq']);
+    for (const piece of cut(stream, [3, 17, 20, 26, 31])) p.push(piece);
+    const out: unknown[] = [];
+    for (let i = 0; i < 20 && out.length === 0; i++) {
+      const v = p.nextCommand();
+      if (v === RESP_WAIT) lend = true;
+      else if (v !== undefined) out.push(v);
+    }
+    expect(windows).toEqual(['abcd', 'efgh', 'ijkl', 'mnop', 'q']);
+    expect(offered).toBe(5);
+    const cmd = out[0] as Uint8Array[];
+    expect(Buffer.from(cmd[0]!).toString()).toBe('SET');
+    expect(cmd[2]).toBe(handle);
   });
 
   it('parses commands and inline commands, skipping empty ones', () => {
