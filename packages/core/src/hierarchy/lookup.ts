@@ -15,7 +15,7 @@ function estimateMs(s: HierarchyState, tier: string, length: number): number {
 /** The longest prefix of `keys` present on any tier. */
 export function lookupPrefix(s: HierarchyState, keys: PageKey[]): LookupResult {
   const { index, planner } = ready(s);
-  planner.lookup(keys);
+  planner.noteLookups(keys);
   let ms = 0;
   const pages = index.lookupPrefix(keys).map((h: PageHit) => {
     const tier = h.tiers[0]!;
@@ -28,7 +28,7 @@ export function lookupPrefix(s: HierarchyState, keys: PageKey[]): LookupResult {
 /** Which of exactly `keys` are present (validated by the caller). */
 export function lookupExact(s: HierarchyState, keys: readonly PageKey[]): KeyLookupResult {
   const { index, planner } = ready(s);
-  planner.lookup(keys);
+  planner.noteLookups(keys);
   const hits = index.lookupExact(keys);
   let ms = 0;
   const pages: LookupResult['pages'] = [];

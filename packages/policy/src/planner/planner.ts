@@ -124,6 +124,15 @@ export class Planner<K extends PolicyKey = string> {
   // ---- requests ------------------------------------------------------------------------------------------------
 
   /**
+   * Records one lookup of each key for the admission filter, without answering where the keys are (for an
+   * executor whose own index answers that). The same admission state as lookup().
+   */
+  noteLookups(keys: readonly K[]): void {
+    if (this.config.admission.kind === 'always') return;
+    for (const k of keys) this.#admission.recordLookup(k);
+  }
+
+  /**
    * Records one lookup of each key (the admission filter counts them) and answers where each key is.
    */
   lookup(keys: readonly K[]): PlannerLookup {
