@@ -23,6 +23,7 @@ export const SYSTEM_PACKAGES = [
   { apt: 'python3-pytest', why: 'the Python client tests', present: () => pyImports('pytest') },
   { apt: 'python3-numpy', why: 'the Python client: numpy arrays in place', present: () => pyImports('numpy') },
   { apt: 'python3-torch', why: 'the Python client: torch tensors and the paged-KV adapter', present: () => pyImports('torch') },
+  { apt: 'python3-crcmod', why: 'the Python client: CRC32C in C for daemons without commit-crc-optional, and verify=True', present: () => pyImports('crcmod._crcfunext') },
   { apt: 'python3-redis', why: 'redis-py against the RESP door', present: () => pyImports('redis') },
   { apt: 'python3-zmq', why: 'KV event subscribers', present: () => pyImports('zmq') },
   { apt: 'python3-msgpack', why: 'KV event decoding', present: () => pyImports('msgpack') },

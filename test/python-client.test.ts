@@ -51,7 +51,7 @@ describe('Python client (packages/python) against a daemon', () => {
   let config: { model: string; layout: KvLayoutInput };
 
   beforeAll(async () => {
-    requirePythonModules(['pytest', 'numpy', 'torch']);
+    requirePythonModules(['pytest', 'numpy', 'torch', 'crcmod']);
     dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-python-client-'));
     shm = `/dev/shm/tiersync-python-client-${process.pid}`;
     const text = readFileSync(path.join(pyDir, 'tests/daemon.json'), 'utf8').replaceAll('$DIR', dir).replaceAll('$SHM', shm);
