@@ -28,7 +28,7 @@ import { TierSyncPageStore } from './resp/page-store.js';
 import { ClientApi } from './client-api.js';
 import { ProtocolError, isClientOp, type ErrorBody } from '../protocol/index.js';
 import { Tenants } from './tenants.js';
-import { KvEvents } from './kv-events/index.js';
+import type { KvEvents } from './kv-events/index.js';
 
 export interface ServerStartOptions {
   /** Logger to use; default: pino to stderr at the config's `log.level`. */
@@ -242,6 +242,8 @@ export class TierSyncServer {
         log.info({ resp: `${config.resp.host}:${door.port}`, respPort: door.port, auth: door.requiresAuth }, 'RESP door listening');
       }
       if (config.kvEvents?.endpoint) {
+        // Loaded only when on: ZeroMQ's native addon stays out of a daemon that does not publish.
+        const { KvEvents } = await import('./kv-events/index.js');
         const events = await KvEvents.start(ts, config.kvEvents, { indexPath, log: log.child({ component: 'kv-events' }) });
         self.#kvEvents = events;
         undo.push(() => events.close());
