@@ -3,13 +3,14 @@
  * the index with what the persistent tiers hold (reconcile.ts: pages the index does not know are adopted).
  */
 import { HostArena, TierSyncError } from '@tiersync/native';
-import { Planner, type EvictionPolicy } from '@tiersync/policy';
+import { Planner, type EvictionPolicy, type Move } from '@tiersync/policy';
 import { createTier, type PageKey } from '@tiersync/tiers';
 import { BlockIndex } from '../index-store/index.js';
+import { runMoves } from './background.js';
 import { registerNamespace } from './delete.js';
-import { UNLIMITED_PAGES, plannerConfigOf, writeModeOf } from './planner-config.js';
+import { UNLIMITED_PAGES, plannerConfigOf } from './planner-config.js';
 import { reconcileTiers } from './reconcile.js';
-import type { HierarchyState } from './state.js';
+import { exclusive, type HierarchyState } from './state.js';
 
 const NOMINAL_READ_BPS: Record<string, number> = { hbm: 100e9, host: 20e9, fs: 2e9, peer: 2e9, object: 0.2e9 };
 
@@ -29,7 +30,6 @@ export async function openHierarchy(s: HierarchyState): Promise<void> {
       name,
       driver,
       capacityPages: capacity > 0 ? Math.floor(capacity / s.pageBytes) : UNLIMITED_PAGES,
-      writeMode: writeModeOf(t),
       readBps: NOMINAL_READ_BPS[driver.capabilities.kind] ?? 1e9,
     });
   }
@@ -47,23 +47,26 @@ export async function openHierarchy(s: HierarchyState): Promise<void> {
     tiers: s.tiers.map((t) => ({ name: t.name, kind: t.driver.capabilities.kind, persistent: t.driver.capabilities.persistent })),
   });
   registerNamespace(s);
+  s.staging = HostArena.create({ capacity: s.config.stagingPages * s.pageBytes });
   // reconcileTiers tells each tier's policy what the tier holds; the planner owns the policies, so it is handed
-  // a view that records those pages as resident there (planner.restore).
+  // a view that records those pages as resident there (planner.restore). Pages past a tier's capacity (lowered
+  // since they were written) are then evicted or demoted as under pressure.
+  const overflow: Move[] = [];
   s.reconciled = await reconcileTiers(
     s.index,
-    s.tiers.map((t) => ({ name: t.name, driver: t.driver, policy: residentView(planner, t.index) })),
+    s.tiers.map((t) => ({ name: t.name, driver: t.driver, policy: residentView(planner, t.index, overflow) })),
     { namespace: s.namespace.id },
   );
-  s.staging = HostArena.create({ capacity: s.config.stagingPages * s.pageBytes });
+  if (overflow.length) await exclusive(s, () => runMoves(s, overflow));
 }
 
 /** The part of EvictionPolicy that reconcileTiers uses, over the planner's record of tier `tier`. */
-function residentView(planner: Planner, tier: number): EvictionPolicy<string> {
+function residentView(planner: Planner, tier: number, overflow: Move[]): EvictionPolicy<string> {
   const view = {
     has: (key: PageKey) => planner.holds(tier, key),
     canAdmit: (key: PageKey) => !planner.holds(tier, key),
     insert: (key: PageKey) => {
-      planner.restore(tier, [key]);
+      overflow.push(...planner.restore(tier, [key]));
       return [];
     },
     remove: (key: PageKey) => {

@@ -6,7 +6,7 @@
  */
 import type { HostArena, TransferEngine } from '@tiersync/native';
 import { TierSyncError } from '@tiersync/native';
-import type { Move, Planner, WriteMode } from '@tiersync/policy';
+import type { Move, Planner } from '@tiersync/policy';
 import type { TierDriver } from '@tiersync/tiers';
 import type { BlockIndex } from '../index-store/index.js';
 import type { Namespace } from '../keys/index.js';
@@ -21,8 +21,6 @@ export interface TierState {
   name: string;
   driver: TierDriver;
   capacityPages: number;
-  /** How pages reach this tier from above (config tiers[i].writeMode). */
-  writeMode: WriteMode;
   /** Read bandwidth estimate, bytes per second (EWMA of measured loads). */
   readBps: number;
 }

@@ -288,6 +288,15 @@ describe('Planner', () => {
     expect(p.view(0).usedPages).toBe(3);
   });
 
+  it('restore: pages found at open become resident; past a lowered capacity they are demoted and freed', () => {
+    const p = new Planner(two());
+    expect(p.restore(1, ['x0', 'x1'])).toEqual([]);
+    expect(p.lookup(['x0']).tiers).toEqual([1]);
+    const log = run(p, p.restore(0, keys('a', 12)));
+    expect(kinds(log)).toEqual(['copy:demote:0>1:2', 'evict:0:2']);
+    expect(p.view(0).usedPages).toBe(10);
+  });
+
   it('is deterministic: the same config and requests give the same moves', () => {
     const trace = (p: Planner) => {
       const log: M[] = [];

@@ -387,16 +387,20 @@ export class Planner<K extends PolicyKey = string> {
     }
   }
 
-  /** Pages found on tier `tier` when a hierarchy opens (a persistent tier's listing): resident, no moves. */
-  restore(tier: number, keys: readonly K[]): void {
+  /**
+   * Pages found on tier `tier` when a hierarchy opens (a persistent tier's listing) become resident there. Answers
+   * the evicts (and demotions) of what does not fit, when the tier holds more than its capacity now (a capacity
+   * lowered since the pages were written); run them once the hierarchy can move pages.
+   */
+  restore(tier: number, keys: readonly K[]): Move<K>[] {
     const t = this.#tier(tier);
+    const victims: K[] = [];
     for (const k of keys) {
       if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
-      // At open the tier holds at most its capacity, so nothing is pushed out; a policy that still names victims
-      // (a capacity lowered since) loses them from its picture only, the bytes stay for the next pressure.
-      for (const v of t.policy.insert(k, 1)) this.#forgetIfGone(v);
+      victims.push(...t.policy.insert(k, 1));
       if (this.#pins.isHeld(k)) t.policy.pin(k);
     }
+    return victims.length ? this.#evictVictims(tier, victims, 'pressure') : [];
   }
 
   // ---- pins ----------------------------------------------------------------------------------------------------
