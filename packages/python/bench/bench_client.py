@@ -66,17 +66,27 @@ def run(url: str, mib: int, reps: int, threads: int, log) -> dict:
         np.copyto(dst, src)
         t = {"store": [], "load": [], "copyto": []}
         requests = {}
+        # Where each timed call's time went: control requests (daemon work included) and page copies.
+        spent = {"storeControl": [], "storeCopy": [], "loadControl": [], "loadCopy": []}
+
+        def split_of(op: str, before: dict) -> None:
+            now = client.timings
+            spent[f"{op}Control"].append(now["control_s"] - before["control_s"])
+            spent[f"{op}Copy"].append(now["copy_s"] - before["copy_s"])
+
         for r in range(1, reps + 1):
             log(f"repetition {r}/{reps}")
             k = keys(r)
-            before = client.control_requests
+            before, parts = client.control_requests, client.timings
             t["store"].append(timed(lambda: client.store(k, src)))
             requests["store"] = client.control_requests - before
+            split_of("store", parts)
             t["copyto"].append(timed(lambda: np.copyto(dst, src)))
             dst.fill(0)
-            before = client.control_requests
+            before, parts = client.control_requests, client.timings
             t["load"].append(timed(lambda: client.load(k, dst)))
             requests["load"] = client.control_requests - before
+            split_of("load", parts)
             if not np.array_equal(src, dst):
                 raise tiersync.ChecksumError("bytes loaded differ from bytes stored")
             t["copyto"].append(timed(lambda: np.copyto(dst, src)))
@@ -97,6 +107,7 @@ def run(url: str, mib: int, reps: int, threads: int, log) -> dict:
             "copytoGiBps": round(gib / med["copyto"], 2),
             "storeRatio": round(med["store"] / med["copyto"], 2),
             "loadRatio": round(med["load"] / med["copyto"], 2),
+            **{f"{name}Ms": round(statistics.median(xs) * 1e3, 2) for name, xs in spent.items()},
             "requestsPerStore": requests["store"],
             "requestsPerLoad": requests["load"],
         }

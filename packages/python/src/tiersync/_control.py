@@ -68,6 +68,8 @@ class ControlChannel:
         self._endpoint = f"http://{self.host}:{self.port}"
         #: Requests sent so far (each one round trip).
         self.requests = 0
+        #: Seconds spent in requests so far (waiting on the daemon included).
+        self.seconds = 0.0
 
     @property
     def endpoint(self) -> str:
@@ -100,8 +102,15 @@ class ControlChannel:
         headers = dict(self._headers)
         if payload is not None:
             headers["content-type"] = "application/json"
-        deadline = time.monotonic() + self.timeout_s
+        start = time.monotonic()
+        deadline = start + self.timeout_s
         self.requests += 1
+        try:
+            return self._call(op, method, path, payload, headers, deadline)
+        finally:
+            self.seconds += time.monotonic() - start
+
+    def _call(self, op: str, method: str, path: str, payload: Optional[bytes], headers: dict, deadline: float) -> Any:
         # A kept-alive connection the daemon closed while idle fails on first use: the request never reached the
         # daemon, so it is sent once more on a fresh connection. Any other failure is the caller's to handle.
         for attempt in (0, 1):

@@ -9,6 +9,7 @@ consecutive slots is a few large memmoves, not one call per page.
 from __future__ import annotations
 
 import ctypes
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Tuple
 
@@ -66,12 +67,20 @@ class Copier:
 
     def __init__(self, threads: int):
         self.threads = threads
+        #: Seconds spent copying so far.
+        self.seconds = 0.0
         self._pool: Optional[ThreadPoolExecutor] = ThreadPoolExecutor(threads, thread_name_prefix="tiersync-copy") if threads > 1 else None
 
     def run(self, jobs: List[Job], piece: Optional[int] = None) -> None:
         """Copies ``jobs`` (merged where they continue each other). ``piece`` cuts runs into copies of at most that
         many bytes: reads from shared memory are faster in pieces of a few MiB here (see LOAD_PIECE_BYTES)."""
-        jobs = coalesce(jobs)
+        start = time.perf_counter()
+        try:
+            self._run(coalesce(jobs), piece)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _run(self, jobs: List[Job], piece: Optional[int]) -> None:
         if piece is not None:
             jobs = [(d + o, s + o, min(piece, n - o)) for d, s, n in jobs for o in range(0, n, piece)]
         total = sum(n for _, _, n in jobs)

@@ -129,8 +129,9 @@ class DeleteResult:
 class Pin:
     """Pages held resident in the daemon's host tier until :meth:`unpin` (or the lease's deadline).
 
-    ``view(i)`` is a read-only memoryview of page i's slot in shared memory: zero copies, valid until unpin. Use as a
-    context manager to unpin on exit.
+    ``view(i)`` is a read-only memoryview of page i's slot in shared memory: zero copies, valid until unpin (the views
+    are released then; an array still built over one must not be read after unpin, the slot may hold another page).
+    Use as a context manager to unpin on exit.
     """
 
     def __init__(self, client: "Client", keys: List[str], leases: List[int], offsets: List[int], lengths: List[int], crcs: List[int], deadline: float):
@@ -169,7 +170,10 @@ class Pin:
             return 0
         self.closed = True
         for v in self._views:
-            v.release()
+            try:
+                v.release()
+            except BufferError:
+                pass  # the caller still holds an array over it: its bytes may be reused once the pin is gone
         self._views.clear()
         return self._client._release(self._leases)
 
@@ -261,6 +265,12 @@ class Client:
     def control_requests(self) -> int:
         """Control requests sent so far (each one round trip)."""
         return self._control.requests
+
+    @property
+    def timings(self) -> dict:
+        """Seconds spent so far in control requests (``control_s``, the daemon's work included) and in page copies
+        (``copy_s``): where a store's or load's time goes."""
+        return {"control_s": self._control.seconds, "copy_s": self._copier.seconds}
 
     @property
     def endpoint(self) -> str:
