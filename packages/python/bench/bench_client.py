@@ -2,7 +2,7 @@
 tier, each against ``numpy.copyto`` of the same bytes between two numpy arrays, measured in the same run, alternating
 (store, copyto, load, copyto), medians.
 
-    /usr/bin/python3 packages/python/bench/bench_client.py [--json] [--mib 256] [--reps 5] [--threads 1] [--url URL]
+    /usr/bin/python3 packages/python/bench/bench_client.py [--json] [--mib 256] [--reps 5] [--threads 1] [--url URL [--token T]]
 
 Without --url it starts a daemon from the repository's sources (the config of `tiersync bench client`: 256 KiB pages
 of 64 tokens x 8 KV heads x 128 dims x K,V x bf16, a host tier with room for every page). With --json the last line is
@@ -44,8 +44,8 @@ def daemon_config(directory: str, shm: str, pages: int) -> dict:
     }
 
 
-def run(url: str, mib: int, reps: int, threads: int, log) -> dict:
-    client = tiersync.Client.connect(url, threads=threads)
+def run(url: str, mib: int, reps: int, threads: int, log, token=None) -> dict:
+    client = tiersync.Client.connect(url, token=token, threads=threads)
     try:
         pb = client.page_bytes
         pages = max(1, (mib << 20) // pb)
@@ -122,6 +122,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     ap.add_argument("--threads", type=int, default=1, help="client copy threads (default 1, the client's default)")
     ap.add_argument("--url", help="a running daemon (default: start one from the sources)")
+    ap.add_argument("--token", help="the tenant's bearer token for --url")
     args = ap.parse_args()
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     daemon = None
@@ -135,7 +136,7 @@ def main() -> None:
         daemon = start_daemon(lambda d: daemon_config(d, shm, pages), cleanup=lambda: os.path.exists(shm) and os.unlink(shm))
         url = daemon.url
     try:
-        report = run(url, args.mib, args.reps, args.threads, log)
+        report = run(url, args.mib, args.reps, args.threads, log, args.token)
     finally:
         if daemon is not None:
             daemon.stop()
