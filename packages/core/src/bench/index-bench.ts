@@ -66,7 +66,7 @@ function chainTokens(ns: Namespace, seed: number): Uint32Array {
 }
 
 function storeChain(index: BlockIndex, ns: Namespace, keys: readonly string[], tier: string, pageBytes: number): void {
-  const pages = keys.map((key, i) => ({ key, parent: i === 0 ? null : keys[i - 1]!, position: i, length: pageBytes, location: `${i}`, crc32c: i }));
+  const pages = keys.map((key, i) => ({ key, parent: i === 0 ? null : keys[i - 1]!, position: i, length: pageBytes, location: key, crc32c: i }));
   const { fresh } = index.beginStore(ns.id, tier, pages);
   index.commitCopies(fresh.map((key) => ({ key, tier, durable: tier === 'fs' })));
 }

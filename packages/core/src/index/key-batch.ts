@@ -91,7 +91,8 @@ export function anchorNumberOfHex(key: string): number {
 
 /**
  * Index of the first key of `batch` that equals an earlier one, or -1. An open-addressing table of key indices in
- * a typed array (hash of the key's first and last 8 bytes), no per-key objects.
+ * a typed array, no per-key objects. The hash is two 32-bit reads of the key's last 8 bytes (hash output for keys
+ * made by keys/page-keys.ts; every key is at least 8 bytes); equal hashes are settled by comparing the keys.
  */
 export function firstDuplicate(batch: KeyBatch): number {
   const { n, bytes, off } = batch;
@@ -102,10 +103,11 @@ export function firstDuplicate(batch: KeyBatch): number {
   const mask = size - 1;
   for (let i = 0; i < n; i++) {
     const o = off[i]!;
-    const w = off[i + 1]! - o;
-    let h = 0x811c9dc5 ^ w;
-    for (let j = 0; j < 8; j++) h = Math.imul(h ^ bytes[o + j]!, 0x01000193);
-    for (let j = w - 8; j < w; j++) h = Math.imul(h ^ bytes[o + j]!, 0x01000193);
+    const e = off[i + 1]!;
+    const w = e - o;
+    const a = bytes[e - 1]! | (bytes[e - 2]! << 8) | (bytes[e - 3]! << 16) | (bytes[e - 4]! << 24);
+    const b = bytes[e - 5]! | (bytes[e - 6]! << 8) | (bytes[e - 7]! << 16) | (bytes[e - 8]! << 24);
+    const h = Math.imul(a ^ w, 0x9e3779b1) ^ Math.imul(b, 0x85ebca6b);
     let slot = (h ^ (h >>> 15)) & mask;
     for (;;) {
       const at = table[slot]!;

@@ -60,25 +60,35 @@ function eachCached(store: SegmentStore, anchor: number, fn: (seg: Segment, slot
 /**
  * Locates keys[from .. to).
  * @param name names key i (an index into `keys`) in an error message.
+ * @param byName false to skip pass 1 (stores: their keys are mostly new, and are decoded anyway to be inserted).
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming the first malformed key among those not matched as trusted.
  */
-export function locate(store: SegmentStore, keys: readonly unknown[], from: number, to: number, name: (i: number) => string): Located {
+export function locate(store: SegmentStore, keys: readonly unknown[], from: number, to: number, name: (i: number) => string, byName = true): Located {
   const n = to - from;
   const segs = new Array<Segment | undefined>(n);
   const slots = new Int32Array(n).fill(-1);
   const rest: number[] = [];
   let seg: Segment | undefined;
   let slot = -1;
-  let missAnchor = '';
+  /**
+   * Set at the first key not matched by name: the keys after it go to the bytes pass, which matches runs of keys
+   * with one memcmp (cheaper than comparing each key's anchor characters here).
+   */
+  let missed = !byName;
   for (let j = 0; j < n; j++) {
     const k = keys[from + j];
+    if (missed) {
+      rest.push(j);
+      continue;
+    }
     if (seg !== undefined && slot + 1 < seg.count && seg.names[slot + 1] === k) {
       segs[j] = seg;
       slots[j] = ++slot;
       continue;
     }
     seg = undefined;
-    if (typeof k !== 'string' || (missAnchor !== '' && k.startsWith(missAnchor))) {
+    if (typeof k !== 'string') {
+      missed = true;
       rest.push(j);
       continue;
     }
@@ -90,11 +100,10 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
       return true;
     });
     if (seg === undefined) {
-      missAnchor = k.substring(0, 16);
+      missed = true;
       rest.push(j);
       continue;
     }
-    missAnchor = '';
     store.cached((seg as Segment).id);
     segs[j] = seg;
     slots[j] = slot;
@@ -102,7 +111,7 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
   if (!rest.length) return { segs, slots, batch: undefined, batchIndex: undefined };
 
   const batch = decodeKeys(
-    rest.map((j) => keys[from + j]),
+    rest.length === keys.length ? keys : rest.map((j) => keys[from + j]),
     (b) => name(from + rest[b]!),
   );
   const batchIndex = Int32Array.from(rest);
@@ -132,8 +141,11 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
     }
     return e - 1;
   };
-  /** Tries key b at the slot after the previous key, then among the cached segments holding its anchor. */
-  const tryBytes = (b: number): number => {
+  /**
+   * Tries key b at the slot after the previous key, then in the cached segments the directory lists for its anchor.
+   * Returns the last batch index matched (matchRun), -1 when no cached segment holds it.
+   */
+  const tryBytes = (b: number, entries: number | readonly number[]): number => {
     const j = rest[b]!;
     const o = off[b]!;
     const w = off[b + 1]! - o;
@@ -142,48 +154,65 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
       const pslot = slots[j - 1]! + 1;
       if (ps !== undefined && pslot < ps.count && ps.width === w && bytesEqual(ps.keys, pslot * w, bytes, o, w)) return matchRun(b, ps, pslot);
     }
-    let at = -1;
-    let atSeg: Segment | undefined;
-    eachCached(store, anchorNumber(bytes, o), (c, slot0) => {
-      const s = scanBytes(c, slot0, bytes, o, w);
-      if (s < 0) return false;
-      at = s;
-      atSeg = c;
-      return true;
-    });
-    return atSeg === undefined ? -1 : matchRun(b, atSeg, at);
+    if (typeof entries === 'number') {
+      const c = store.peek(entrySegment(entries));
+      const s = c === undefined ? -1 : scanBytes(c, entrySlot(entries), bytes, o, w);
+      return s < 0 ? -1 : matchRun(b, c!, s);
+    }
+    for (const p of entries) {
+      const c = store.peek(entrySegment(p));
+      const s = c === undefined ? -1 : scanBytes(c, entrySlot(p), bytes, o, w);
+      if (s >= 0) return matchRun(b, c!, s);
+    }
+    return -1;
   };
+  // Keys in cached segments are matched now; keys whose anchor the directory lacks are absent (a run of keys with
+  // one anchor is skipped with 8-byte compares); the rest wait for the segments the directory names.
   const pending: number[] = [];
-  for (let b = 0; b < batch.n; b++) {
-    if (found[b]) continue;
-    const last = tryBytes(b);
-    if (last < 0) pending.push(b);
-    else b = last;
+  const pendingEntries: Array<number | readonly number[]> = [];
+  /** Pending keys not yet tried against the cached segments (taken by the shortcut below). */
+  let untried = false;
+  const need: number[] = [];
+  for (let b = 0; b < batch.n; ) {
+    if (found[b]) {
+      b++;
+      continue;
+    }
+    const o = off[b]!;
+    const np = pending.length;
+    // A key with the anchor of the pending key just before it: same directory entries, segments already asked for.
+    if (np > 0 && pending[np - 1] === b - 1 && off[b + 1]! - o >= ANCHOR_BYTES && bytesEqual(bytes, off[b - 1]!, bytes, o, ANCHOR_BYTES)) {
+      pending.push(b);
+      pendingEntries.push(pendingEntries[np - 1]!);
+      untried = true;
+      b++;
+      continue;
+    }
+    const entries = store.directory.get(anchorNumber(bytes, o));
+    if (entries === undefined) {
+      let e = b + 1;
+      while (e < batch.n && !found[e] && off[e + 1]! - off[e]! >= ANCHOR_BYTES && bytesEqual(bytes, o, bytes, off[e]!, ANCHOR_BYTES)) e++;
+      b = e;
+      continue;
+    }
+    const last = tryBytes(b, entries);
+    if (last >= 0) {
+      b = last + 1;
+      continue;
+    }
+    pending.push(b);
+    pendingEntries.push(entries);
+    for (const p of typeof entries === 'number' ? [entries] : entries) {
+      const id = entrySegment(p);
+      if (store.peek(id) === undefined && !need.includes(id)) need.push(id);
+    }
+    b++;
   }
-
-  if (pending.length) {
-    // Segments the directory names for the anchors left and that are not cached (a chain repeats its anchor up to
-    // 64 times in a row: each anchor once).
-    const need: number[] = [];
-    let last = -1;
-    for (const b of pending) {
-      const o = off[b]!;
-      if (last >= 0 && bytesEqual(bytes, off[last]!, bytes, o, ANCHOR_BYTES)) continue;
-      last = b;
-      const e = store.directory.get(anchorNumber(bytes, o));
-      if (e === undefined) continue;
-      for (const p of typeof e === 'number' ? [e] : e) {
-        const id = entrySegment(p);
-        if (store.peek(id) === undefined && !need.includes(id)) need.push(id);
-      }
-    }
-    if (need.length) {
-      store.load(need);
-      for (const b of pending) {
-        if (found[b]) continue;
-        tryBytes(b);
-      }
-    }
+  if (need.length || untried) {
+    if (need.length) store.load(need);
+    pending.forEach((b, i) => {
+      if (!found[b]) tryBytes(b, pendingEntries[i]!);
+    });
   }
   // Keys matched by bytes are now checked strings for their slot.
   for (let b = 0; b < batch.n; b++) {

@@ -62,6 +62,8 @@
  *   anchors, the 8-byte anchor and the u32le slot where the range starts (12 bytes each, ANCHOR_ENTRY). The index
  *   keeps a directory of every segment's anchors in memory (anchor-directory.ts), built at open from this column.
  * - deleteNamespace finds a namespace's segments by scanning the segments rows' small leading columns.
+ * - pagedata `lengths` holds one u32le when every page of the segment has the same length (segments.ts lengthsBlob),
+ *   else one per page as before (v5 rows are read unchanged).
  */
 import type Database from 'better-sqlite3';
 import { TierSyncError } from '@tiersync/native/errors';

@@ -32,6 +32,36 @@ export interface TierCopies {
   locDirty: boolean;
 }
 
+/** Copies read from the database: the locations row (JSON) is parsed when first read; lookups never read it. */
+class StoredCopies implements TierCopies {
+  private list: Array<string | null> | null | undefined = null;
+  private raw: string | null = null;
+  stored = true;
+  locStored = false;
+  dirty = false;
+  locDirty = false;
+  constructor(
+    public states: Uint8Array,
+    public updated: number,
+  ) {}
+
+  /** The JSON of the locations row. */
+  setRaw(json: string): void {
+    this.raw = json;
+    this.list = undefined;
+    this.locStored = true;
+  }
+
+  get locations(): Array<string | null> | null {
+    if (this.list === undefined) this.list = JSON.parse(this.raw!) as Array<string | null>;
+    return this.list;
+  }
+
+  set locations(list: Array<string | null> | null) {
+    this.list = list;
+  }
+}
+
 export interface Segment {
   readonly id: number;
   readonly ns: number;
@@ -77,6 +107,21 @@ const u32view = (b: Buffer | null, count: number): Uint32Array => {
 };
 const f64view = (b: Buffer, count: number): Float64Array | null => (b.length ? new Float64Array(b.buffer.slice(b.byteOffset, b.byteOffset + count * 8)) : null);
 const blob = (a: ArrayBufferView | null): Buffer => (a ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : Buffer.alloc(0));
+
+/** The `lengths` column: one u32le when every page has the same length (a store of one layout), else one per page. */
+export function lengthsBlob(lengths: Uint32Array): Buffer {
+  const n = lengths.length;
+  const first = lengths[0];
+  let same = n > 1;
+  for (let i = 1; same && i < n; i++) same = lengths[i] === first;
+  return same ? blob(lengths.subarray(0, 1)) : blob(lengths);
+}
+
+/** Decodes a `lengths` column (lengthsBlob) of a segment of `count` pages. */
+export function lengthsOf(b: Buffer, count: number): Uint32Array {
+  if (count > 1 && b.length === 4) return new Uint32Array(count).fill(b.readUInt32LE(0));
+  return u32view(b, count);
+}
 
 export class SegmentStore {
   private readonly cache = new Map<number, Segment>();
@@ -202,7 +247,7 @@ export class SegmentStore {
       for (const rows of c.inList(got, (l) => `SELECT * FROM pagedata WHERE seg IN (${l})`, (st, p) => st.all(...p) as Array<Record<string, unknown>>)) {
         for (const r of rows) {
           const s = fresh.get(r.seg as number)!;
-          s.lengths = u32view(r.lengths as Buffer, s.count);
+          s.lengths = lengthsOf(r.lengths as Buffer, s.count);
           s.crcs = u32view(r.crcs as Buffer, s.count);
           const known = r.crc_known as Buffer;
           s.crcKnown = known.length ? new Uint8Array(known) : null;
@@ -219,14 +264,12 @@ export class SegmentStore {
         for (const r of copiesOf.all(lo, lo + TIER_CODES - 1) as Array<{ id: number; states: Buffer; updated_ms: number }>) {
           const rank = this.tiers.rankOfCode(r.id - lo);
           if (rank === undefined) continue;
-          s.copies[rank] = { states: new Uint8Array(r.states), locations: null, updated: r.updated_ms, stored: true, locStored: false, dirty: false, locDirty: false };
+          s.copies[rank] = new StoredCopies(new Uint8Array(r.states), r.updated_ms);
         }
         for (const r of locationsOf.all(lo, lo + TIER_CODES - 1) as Array<{ id: number; list: string }>) {
           const rank = this.tiers.rankOfCode(r.id - lo);
           const t = rank === undefined ? undefined : s.copies[rank];
-          if (!t) continue;
-          t.locations = JSON.parse(r.list) as Array<string | null>;
-          t.locStored = true;
+          if (t instanceof StoredCopies) t.setRaw(r.list);
         }
       }
     }
@@ -269,7 +312,7 @@ export class SegmentStore {
       anchors,
       keys,
     );
-    c.stmt("INSERT INTO pagedata(seg, lengths, crcs, crc_known, created, access, hits) VALUES (?, ?, ?, ?, X'', X'', X'')").run(id, blob(init.lengths), blob(init.crcs), blob(init.crcKnown));
+    c.stmt("INSERT INTO pagedata(seg, lengths, crcs, crc_known, created, access, hits) VALUES (?, ?, ?, ?, X'', X'', X'')").run(id, lengthsBlob(init.lengths), blob(init.crcs), blob(init.crcKnown));
     const rowid = id * TIER_CODES + this.tiers.code(init.rank);
     c.stmt('INSERT INTO copies(id, states, updated_ms) VALUES (?, ?, ?)').run(rowid, blob(init.states), init.now);
     if (init.locations) c.stmt('INSERT INTO locations(id, list) VALUES (?, ?)').run(rowid, JSON.stringify(init.locations));
@@ -371,7 +414,7 @@ export class SegmentStore {
       }
       if (seg.dataDirty) {
         c.stmt('UPDATE pagedata SET lengths = ?, crcs = ?, crc_known = ?, created = ?, access = ?, hits = ? WHERE seg = ?').run(
-          blob(seg.lengths),
+          lengthsBlob(seg.lengths),
           blob(seg.crcs),
           blob(seg.crcKnown),
           blob(seg.created),

@@ -2,6 +2,7 @@
 import { DURABLE, STATE, STATE_MASK, VERIFIED } from './copy-state.js';
 import type { IndexContext } from './context.js';
 import { TIER_CODES } from './schema.js';
+import { lengthsOf } from './segments.js';
 import type { IndexStats, TierStats } from './types.js';
 
 export function stats(ctx: IndexContext, fileBytes: number): Omit<IndexStats, 'cache'> {
@@ -10,9 +11,7 @@ export function stats(ctx: IndexContext, fileBytes: number): Omit<IndexStats, 'c
   for (const t of ctx.tiers.list) tiers[t.name] = { pending: 0, ready: 0, evicting: 0, durable: 0, unverified: 0, readyBytes: 0 };
   const lengths = new Map<number, Uint32Array>();
   for (const r of db.prepare('SELECT p.seg, s.count, p.lengths FROM pagedata p JOIN segments s ON s.id = p.seg').all() as Array<{ seg: number; count: number; lengths: Buffer }>) {
-    const a = new Uint32Array(r.count);
-    for (let s = 0; s < r.count; s++) a[s] = r.lengths.readUInt32LE(s * 4);
-    lengths.set(r.seg, a);
+    lengths.set(r.seg, lengthsOf(r.lengths, r.count));
   }
   const held = new Map<number, Uint8Array>();
   for (const r of db.prepare('SELECT id, states FROM copies').all() as Array<{ id: number; states: Buffer }>) {

@@ -82,7 +82,7 @@ function checkPages(pages: unknown, withLocation: boolean): asserts pages is rea
 /** Locates the pages' keys and refuses a key given twice. */
 function locatePages(ctx: IndexContext, pages: readonly NewPage[]): Located {
   const keys = pages.map((p) => p.key);
-  const loc = locate(ctx.store, keys, 0, keys.length, (i) => `pages[${i}].key`);
+  const loc = locate(ctx.store, keys, 0, keys.length, (i) => `pages[${i}].key`, false);
   if (loc.batch) {
     const d = firstDuplicate(loc.batch);
     if (d >= 0) {
