@@ -2,7 +2,7 @@
  * Tier URLs: `scheme://host/path?option=value`. Each driver declares a zod schema for its options; this module
  * splits the URL and turns zod's complaints into one TierSyncError that names the part that is wrong.
  */
-import { TierSyncError } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 import { z } from 'zod';
 
 const UNITS: Record<string, number> = { '': 1, B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40, KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12 };

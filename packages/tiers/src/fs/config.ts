@@ -2,7 +2,8 @@
  * fs tier URLs and slab geometry: `fs:///mnt/filestore/kv?capacity=2TiB&slab=8GiB&direct=auto`.
  */
 import { posix } from 'node:path';
-import { TierSyncError, type DirectMode } from '@tiersync/native';
+import type { DirectMode } from '@tiersync/native';
+import { TierSyncError } from '@tiersync/native/errors';
 import { z } from 'zod';
 import { bool, configError, parseOptions, size, splitUrlOf } from '../url.js';
 
