@@ -123,6 +123,11 @@ export class TierSyncClient {
     return this.hello.pageBytes;
   }
 
+  /** Where control requests go: `unix:PATH` (framed session, same host) or the daemon's HTTP origin. */
+  get controlEndpoint(): string {
+    return this.#control.endpoint;
+  }
+
   /** Control requests sent so far (each is one round trip on the kept-alive channel). */
   get controlRequests(): number {
     return this.#control.requests;

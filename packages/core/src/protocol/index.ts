@@ -7,6 +7,7 @@ import { clientOps, type ClientOp } from './client.js';
 import { errorBodySchema } from './errors.js';
 
 export * from './client.js';
+export * from './frames.js';
 export * from './daemon.js';
 export { ERROR_CODES, ERROR_STATUS, ProtocolError, errorBodySchema, errorFromBody, fieldName, parseRequest, type ErrorBody } from './errors.js';
 

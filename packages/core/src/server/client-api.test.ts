@@ -4,12 +4,13 @@
 import { randomFillSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostArena, crc32c } from '@tiersync/native';
 import { TierSyncClient } from '../client/index.js';
-import { clientOps, clientProtocolJsonSchema, errorBodySchema, type ClientOp } from '../protocol/index.js';
+import { FRAME_MAGIC, FrameReader, clientOps, clientProtocolJsonSchema, encodeFrame, errorBodySchema, type ClientOp } from '../protocol/index.js';
 import { parseServerConfig } from './config.js';
 import { TierSyncServer } from './server.js';
 
@@ -153,6 +154,7 @@ describe('client protocol at the daemon', () => {
     const client = await TierSyncClient.connect({ url: server.url, token: TOKEN, transport: 'shm' });
     try {
       expect(client.hello.socket).toBe(path.join(dir, 'client.sock'));
+      expect(client.controlEndpoint).toBe(`unix:${path.join(dir, 'client.sock')}`);
       await expect(client.lookup(['not-a-key'])).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field: 'keys[0]' });
       await expect(client.lookup(Array.from({ length: 33 }, (_, i) => key(i)))).rejects.toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
       const arena = HostArena.create({ capacity: 2 * PAGE });
@@ -195,6 +197,46 @@ describe('client protocol at the daemon', () => {
     }
   });
 
+  it('serves framed sessions on the Unix socket: same ops, statuses and typed errors as over HTTP', async () => {
+    const socketPath = path.join(dir, 'client.sock');
+    const session = (token: string | undefined) => {
+      const socket = net.createConnection({ path: socketPath });
+      const replies: any[] = [];
+      const waiters: Array<() => void> = [];
+      const reader = new FrameReader(1 << 20, (v) => {
+        replies.push(v);
+        waiters.splice(0).forEach((w) => w());
+      }, () => undefined);
+      socket.on('data', (c: Buffer) => reader.push(c));
+      const next = async (n: number) => {
+        while (replies.length < n) await new Promise<void>((r) => waiters.push(r));
+        return replies[n - 1];
+      };
+      socket.write(Buffer.concat([FRAME_MAGIC, encodeFrame(token === undefined ? {} : { token })]));
+      return { socket, next, send: (v: unknown) => socket.write(encodeFrame(v)) };
+    };
+    const s = session(TOKEN);
+    try {
+      const hello = await s.next(1);
+      expect(hello).toMatchObject({ id: 0, status: 200, body: { tenant: 'proto' } });
+      expect(clientOps.hello.response.safeParse(hello.body).success).toBe(true);
+      // Pipelined: both answered, each with its id.
+      s.send({ id: 1, op: 'lookup', body: { keys: [key(900)] } });
+      s.send({ id: 2, op: 'reserve', body: { keys: ['XYZ'], lengths: [1] } });
+      const [a, b] = [await s.next(2), await s.next(3)].sort((x, y) => x.id - y.id);
+      expect(a).toMatchObject({ id: 1, status: 200, body: { present: [false] } });
+      expect(b).toMatchObject({ id: 2, status: 400, body: { error: { code: 'ERR_INVALID_ARGUMENT', field: 'keys[0]' } } });
+    } finally {
+      s.socket.destroy();
+    }
+    const wrong = session('nope');
+    try {
+      expect(await wrong.next(1)).toMatchObject({ id: 0, status: 401, body: { error: { code: 'ERR_AUTH' } } });
+    } finally {
+      wrong.socket.destroy();
+    }
+  });
+
   it('exports the protocol as JSON Schema for clients in other languages', () => {
     const s = clientProtocolJsonSchema();
     expect(Object.keys(s.ops).sort()).toEqual(Object.keys(clientOps).sort());
@@ -205,7 +247,7 @@ describe('client protocol at the daemon', () => {
 });
 
 describe('a load lease under eviction pressure', () => {
-  it('keeps the slot a client copies from until the lease closes, then finishes the eviction (no page left behind)', async () => {
+  it('keeps the page a client copies from while the hierarchy makes room, and leaves no slot behind when the lease closes', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-evict-'));
     const shm = `/dev/shm/tiersync-client-evict-${process.pid}`;
     const server = await TierSyncServer.start(
@@ -233,17 +275,24 @@ describe('a load lease under eviction pressure', () => {
       await server.ts.flush();
       // A load lease holds the oldest page (the LRU's first victim) in the host tier.
       const pin = await send({ url: server.url }, 'pin', { keys: [first[0]] }, { token: null });
-      expect(pin.json.offsets[0]).toBeGreaterThanOrEqual(0);
-      const second = Array.from({ length: 8 }, (_, i) => key(500 + i));
-      expect((await client.store(second, pages(8))).stored).toBe(8);
+      const at = pin.json.offsets[0] as number;
+      expect(at).toBeGreaterThanOrEqual(0);
+      // Storing more needs room: the hierarchy evicts, but not the slot the lease reads.
+      const second = Array.from({ length: 6 }, (_, i) => key(500 + i));
+      expect((await client.store(second, pages(6))).stored).toBe(6);
       await server.ts.flush();
+      const hello = (await send({ url: server.url }, 'hello', undefined, { token: null })).json;
+      const mapped = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false });
+      try {
+        expect(crc32c(mapped.view(at, PAGE))).toBe(pin.json.crcs[0]);
+      } finally {
+        mapped.close();
+      }
       const host = () => server.ts.stats().tiers.find((t) => t.name === 'host')!;
-      // Evicted by the hierarchy meanwhile, the page still has its slot for the lease.
-      expect(host().pages).toBe(host().usedPages + 1);
       expect((await send({ url: server.url }, 'release', { lease: pin.json.lease }, { token: null })).status).toBe(200);
-      // Lease closed: the slot is freed; the page is still found on the tier below and loads intact.
+      // Lease closed: every slot the host tier holds is one the hierarchy knows (none left behind).
       expect(host().pages).toBe(host().usedPages);
-      expect((await client.lookup([first[0]!])).tiers).toEqual(['fs']);
+      expect((await client.lookup([first[0]!])).present).toEqual([true]);
       const into = HostArena.create({ capacity: PAGE });
       try {
         expect((await client.load([first[0]!], [{ arena: into, offset: 0, length: PAGE }])).loaded).toBe(1);

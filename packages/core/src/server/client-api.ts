@@ -15,6 +15,7 @@ import type { IncomingMessage } from 'node:http';
 import { HostArena, PeerClient, PeerStatus, crc32cRanges } from '@tiersync/native';
 import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
+import { LRUCache } from 'lru-cache';
 import { Counter, type Registry } from 'prom-client';
 import type { TierSync } from '../hierarchy/tier-sync.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
@@ -71,6 +72,9 @@ interface Lease {
   indexPinned?: PageKey[];
 }
 
+/** Stored-key derivations remembered (about 150 bytes each). */
+const DERIVED_KEYS = 1 << 17;
+
 /** Native threads that check a commit's CRC32C (the host's cores are shared with the clients' copies). */
 const CHECK_THREADS = 2;
 
@@ -82,6 +86,8 @@ export class ClientApi {
   readonly #sweep: NodeJS.Timeout;
   readonly #pages: Counter<'tenant' | 'op'>;
   readonly #refused: Counter<'tenant' | 'why'>;
+  /** Derived stored keys by tenant and client key. */
+  readonly #derived = new LRUCache<string, PageKey>({ max: DERIVED_KEYS });
   /** Open load leases holding each host-tier page (pinned in the tier driver, in memory). */
   readonly #tierPins = new Map<PageKey, number>();
   /** Pages the hierarchy evicted from the host tier while a lease held them: freed when the last lease closes. */
@@ -127,14 +133,24 @@ export class ClientApi {
    * the op's schema (protocol/client.ts); the handlers below receive typed, checked values.
    */
   async handle(op: string, req: IncomingMessage, readBody: () => Promise<unknown>): Promise<{ status: number; body: unknown }> {
-    const tenant = this.#o.tenants.identify(req);
+    return this.serve(op, this.identify(req.headers.authorization ?? ''), req.method ?? '', readBody);
+  }
+
+  /** The tenant of an `Authorization` value (`Bearer <token>`), or ERR_AUTH (401). */
+  identify(authorization: string): Tenant {
+    const tenant = this.#o.tenants.identifyToken(/^Bearer (.+)$/i.exec(authorization)?.[1] ?? '');
     if (!tenant) {
       this.#refused.inc({ tenant: '', why: 'auth' });
       throw new ProtocolError('missing or wrong bearer token (it names the tenant)', 'ERR_AUTH', 401);
     }
+    return tenant;
+  }
+
+  /** Serves one op for a known tenant, whatever carried it (HTTP, or a frame on the client socket). */
+  async serve(op: string, tenant: Tenant, method: string, readBody: () => unknown): Promise<{ status: number; body: unknown }> {
     if (!isClientOp(op)) throw new ProtocolError(`no route /v1/client/${op}`, 'ERR_NOT_FOUND', 404);
     const spec = clientOps[op];
-    if (req.method !== spec.method) throw new ProtocolError(`/v1/client/${op} takes ${spec.method}`, 'ERR_INVALID_ARGUMENT', 405, 'method');
+    if (method !== spec.method) throw new ProtocolError(`/v1/client/${op} takes ${spec.method}`, 'ERR_INVALID_ARGUMENT', 405, 'method');
     if (op === 'hello' || !spec.request) return { status: 200, body: this.#hello(tenant) };
     const body = parseRequest(spec.request, await readBody(), op);
     if ('keys' in body && body.keys.length > this.#o.maxBatchPages) {
@@ -184,9 +200,22 @@ export class ClientApi {
     };
   }
 
-  /** The tenant's stored keys of validated client keys. */
+  /**
+   * The tenant's stored keys of validated client keys. Derivations are remembered (a bounded LRU per daemon): a
+   * store, its lookups and its loads name the same keys, and each HMAC costs microseconds.
+   */
   #stored(tenant: Tenant, keys: readonly string[]): PageKey[] {
-    return keys.map((k) => Tenants.storedKey(tenant, k));
+    const out = new Array<PageKey>(keys.length);
+    for (let i = 0; i < keys.length; i++) {
+      const id = `${tenant.name}\0${keys[i]}`;
+      let k = this.#derived.get(id);
+      if (k === undefined) {
+        k = Tenants.storedKey(tenant, keys[i]!);
+        this.#derived.set(id, k);
+      }
+      out[i] = k;
+    }
+    return out;
   }
 
   /** Checks a per-key array against the key count and bounds the schema cannot know (the page size, the lease). */
@@ -277,11 +306,13 @@ export class ClientApi {
     this.#claim(tenant, keys.length);
     try {
       // Slots that evicted pages keep for open load leases are invisible to the hierarchy: ask for room for them too.
-      // (Once more when making room just evicted such pages.)
       const ghosts = this.#evictedWhilePinned.size;
       await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length + ghosts);
       let got = this.#o.hostTier.reserveRemote(keys);
-      if (!got && this.#evictedWhilePinned.size > ghosts) {
+      // Committed pages the index has yet to record hold slots the hierarchy cannot count or evict yet: record them
+      // first, then make room once more.
+      if (!got && (this.#evictedWhilePinned.size > ghosts || this.#unrecorded.size)) {
+        await this.recorded();
         await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length + this.#evictedWhilePinned.size);
         got = this.#o.hostTier.reserveRemote(keys);
       }

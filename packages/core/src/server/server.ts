@@ -11,6 +11,7 @@
  */
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,7 +27,8 @@ import { ClusterRegistry, type HolderAnswer } from './registry.js';
 import { RespDoor } from './resp/door.js';
 import { TierSyncPageStore } from './resp/page-store.js';
 import { ClientApi } from './client-api.js';
-import { ProtocolError, isClientOp, type ErrorBody } from '../protocol/index.js';
+import { FRAME_MAGIC, ProtocolError, isClientOp, type ErrorBody } from '../protocol/index.js';
+import { FrameSession } from './client-frames.js';
 import { Tenants } from './tenants.js';
 import type { KvEvents } from './kv-events/index.js';
 
@@ -75,23 +77,50 @@ function clientErrorBody(e: unknown, status: number): ErrorBody {
   return { error: { code, message: (e as Error).message } };
 }
 
+/** The client API's Unix socket: HTTP and framed sessions (protocol/frames.ts) on one path, told apart by their first bytes. */
+interface UnixListener {
+  path: string;
+  net: net.Server;
+  /** Serves the HTTP connections (never listens itself). */
+  http: http.Server;
+  /** Set by the server once its client API exists: takes a framed session's socket and the bytes after the magic. */
+  frames?: (socket: net.Socket, rest: Buffer) => void;
+}
+
 /**
  * Listens on the client API's Unix socket (config `client.socket`), unless it is off. The socket file is made for
- * this process (auto: its pid and HTTP port in the name) and removed by close().
+ * this process (auto: its pid and HTTP port in the name, mode 0600) and removed by close().
  */
-async function listenUnix(config: ResolvedServerConfig, httpPort: number): Promise<{ server: http.Server; path: string; close: () => Promise<void> } | undefined> {
+async function listenUnix(config: ResolvedServerConfig, httpPort: number): Promise<UnixListener | undefined> {
   const want = config.client?.socket ?? 'auto';
   if (want === false) return undefined;
   const file = want === 'auto' ? path.join(os.tmpdir(), `tiersync-${process.pid}-${httpPort}.sock`) : path.resolve(want);
   rmSync(file, { force: true });
-  const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
-  server.maxConnections = config.http.maxConnections;
+  const httpServer = http.createServer({ requestTimeout: 60_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
+  const listener: UnixListener = { path: file, net: net.createServer(), http: httpServer };
+  listener.net.maxConnections = config.http.maxConnections;
+  listener.net.on('connection', (socket) => {
+    // The first bytes say which: the frame magic, or an HTTP request line.
+    const sniff = (chunk: Buffer): void => {
+      socket.off('data', sniff);
+      socket.pause();
+      if (chunk.length >= FRAME_MAGIC.length && chunk.subarray(0, FRAME_MAGIC.length).equals(FRAME_MAGIC)) {
+        if (listener.frames) listener.frames(socket, chunk.subarray(FRAME_MAGIC.length));
+        else socket.destroy();
+      } else {
+        socket.unshift(chunk);
+        httpServer.emit('connection', socket);
+      }
+      socket.resume();
+    };
+    socket.on('data', sniff);
+  });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => reject(new TierSyncError(`cannot listen on the client socket ${file}: ${e.message}`, 'ERR_IO', { cause: e })));
-    server.listen(file, () => resolve());
+    listener.net.once('error', (e: NodeJS.ErrnoException) => reject(new TierSyncError(`cannot listen on the client socket ${file}: ${e.message}`, 'ERR_IO', { cause: e })));
+    listener.net.listen(file, () => resolve());
   });
   chmodSync(file, 0o600);
-  return { server, path: file, close: () => new Promise<void>((r) => server.close(() => r())).finally(() => rmSync(file, { force: true })) };
+  return listener;
 }
 
 export class TierSyncServer {
@@ -101,9 +130,9 @@ export class TierSyncServer {
   readonly metrics: ServerMetrics;
   readonly nodeId: string;
   readonly #http: http.Server;
-  /** The same HTTP API on a Unix socket (client.socket), for same-host clients. */
-  readonly #unix: http.Server | undefined;
-  readonly #socketPath: string | undefined;
+  /** The same HTTP API, and framed client sessions, on a Unix socket (client.socket), for same-host clients. */
+  readonly #unix: UnixListener | undefined;
+  readonly #frameSessions = new Set<FrameSession>();
   readonly #peer: PeerServer | undefined;
   readonly #peerTier: string | undefined;
   readonly #registry: ClusterRegistry | undefined;
@@ -118,7 +147,7 @@ export class TierSyncServer {
   #inFlight = 0;
   #closing: Promise<void> | undefined;
 
-  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; unix?: http.Server | undefined; socketPath?: string | undefined; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
+  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; unix?: UnixListener | undefined; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
     this.config = parts.config;
     this.ts = parts.ts;
     this.log = parts.log;
@@ -135,8 +164,7 @@ export class TierSyncServer {
     });
     this.#http.on('request', (req, res) => void this.#handle(req, res));
     this.#unix = parts.unix;
-    this.#socketPath = parts.socketPath;
-    this.#unix?.on('request', (req, res) => void this.#handle(req, res));
+    this.#unix?.http.on('request', (req, res) => void this.#handle(req, res));
     const hostTierName = this.#peerTier ?? this.ts.stats().tiers.find((t) => t.kind === 'host')?.name;
     const hostTier = hostTierName ? this.ts.tierDriver(hostTierName) : undefined;
     const c = this.config;
@@ -156,11 +184,28 @@ export class TierSyncServer {
             registry: this.#registry,
             placement: c.cluster?.placement ?? 'none',
             nodeId: this.nodeId,
-            socketPath: parts.socketPath,
+            socketPath: parts.unix?.path,
             log: this.log.child({ component: 'client-api' }),
             metrics: this.metrics.registry,
           })
         : undefined;
+    const clients = this.#clients;
+    if (this.#unix && clients) {
+      this.#unix.frames = (socket, rest) => {
+        if (this.#closing) return void socket.destroy();
+        const session = new FrameSession(socket, rest, clients, {
+          maxFrameBytes: c.http.maxBodyBytes,
+          log: this.log,
+          onAnswered: (op, status, seconds) => {
+            const route = isClientOp(op) ? `/v1/client/${op}` : 'other';
+            this.metrics.httpRequests.inc({ route, method: 'FRAME', code: String(status) });
+            this.metrics.httpDuration.observe({ route }, seconds);
+          },
+        });
+        this.#frameSessions.add(session);
+        socket.on('close', () => this.#frameSessions.delete(session));
+      };
+    }
   }
 
   /**
@@ -216,7 +261,7 @@ export class TierSyncServer {
       const httpPort = (server.address() as AddressInfo).port;
 
       const unix = await listenUnix(config, httpPort);
-      if (unix) undo.push(() => unix.close());
+      if (unix) undo.push(() => new Promise((r) => unix.net.close(r)).finally(() => rmSync(unix.path, { force: true })));
       const peerAddress = peer ? (config.peer.advertise ?? `${config.peer.host}:${peer.port}`) : '';
       const nodeId = config.cluster?.nodeId ?? `${os.hostname()}:${peer?.port ?? httpPort}`;
       let registry: ClusterRegistry | undefined;
@@ -234,7 +279,7 @@ export class TierSyncServer {
           logger: log,
         });
       }
-      const self = new TierSyncServer({ config, ts, log, http: server, unix: unix?.server, socketPath: unix?.path, peer, peerTier, registry, nodeId, peerAddress });
+      const self = new TierSyncServer({ config, ts, log, http: server, unix, peer, peerTier, registry, nodeId, peerAddress });
       if (config.resp?.port !== undefined) {
         const door = await RespDoor.listen({ config: config.resp, store: new TierSyncPageStore(ts), logger: log.child({ component: 'resp' }), metrics: self.metrics.registry });
         self.#resp = door;
@@ -497,14 +542,18 @@ export class TierSyncServer {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.log.info({ inFlight: this.#inFlight }, 'shutting down');
-      const unix = this.#unix;
-      const closed = Promise.all([new Promise<void>((resolve) => this.#http.close(() => resolve())), unix ? new Promise<void>((resolve) => unix.close(() => resolve())) : undefined]);
+      const unix = this.#unix?.http;
+      const unixNet = this.#unix?.net;
+      // The Unix socket's connections are closed like the TCP ones (HTTP) or as their answers are written (frames).
+      const closed = Promise.all([new Promise<void>((resolve) => this.#http.close(() => resolve())), unixNet ? new Promise<void>((resolve) => unixNet.close(() => resolve())) : undefined]);
+      for (const f of this.#frameSessions) f.close();
       this.#http.closeIdleConnections();
       unix?.closeIdleConnections();
       const grace = setTimeout(() => {
         this.log.warn({ inFlight: this.#inFlight }, 'shutdown grace period over; closing remaining connections');
         this.#http.closeAllConnections();
         unix?.closeAllConnections();
+        for (const f of this.#frameSessions) f.destroy();
       }, this.config.http.shutdownGraceMs);
       grace.unref();
       // Idle keep-alive sockets that become idle after a response are closed as they go idle.
@@ -513,7 +562,7 @@ export class TierSyncServer {
         unix?.closeIdleConnections();
       }, 50);
       await closed;
-      if (this.#socketPath) rmSync(this.#socketPath, { force: true });
+      if (this.#unix) rmSync(this.#unix.path, { force: true });
       clearTimeout(grace);
       clearInterval(sweep);
       await this.#resp?.close(this.config.http.shutdownGraceMs);

@@ -58,7 +58,12 @@ export class Tenants {
 
   /** The tenant a request speaks for, or undefined when its token is missing or wrong. */
   identify(req: IncomingMessage): Tenant | undefined {
-    const given = Buffer.from(/^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '');
+    return this.identifyToken(/^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '');
+  }
+
+  /** The tenant of a bearer token ('' when none was given), or undefined when it is wrong. */
+  identifyToken(token: string): Tenant | undefined {
+    const given = Buffer.from(token);
     if (this.#open) {
       if (!this.#openToken) return this.#open;
       return given.length === this.#openToken.length && timingSafeEqual(given, this.#openToken) ? this.#open : undefined;
