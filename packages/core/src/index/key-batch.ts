@@ -37,16 +37,16 @@ export function checkKey(value: unknown, name: string | (() => string)): asserts
 const DECODE_CHUNK = 512;
 
 /**
- * Validates and decodes `keys` (each a page key) into one buffer.
- * @param name names key i in an error message (`keys[3]`, `pages[3].key`).
+ * Validates and decodes keys[start .. end) (each a page key) into one buffer: batch key i is keys[start + i].
+ * @param name names batch key i in an error message (`keys[3]`, `pages[3].key`).
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming the first bad key.
  */
-export function decodeKeys(keys: readonly unknown[], name: (i: number) => string): KeyBatch {
-  const n = keys.length;
+export function decodeKeys(keys: readonly unknown[], name: (i: number) => string, start = 0, end = keys.length): KeyBatch {
+  const n = end - start;
   const off = new Int32Array(n + 1);
   let chars = 0;
   for (let i = 0; i < n; i++) {
-    const k = keys[i];
+    const k = keys[start + i];
     if (typeof k !== 'string' || k.length < 16 || k.length > 128 || (k.length & 1) !== 0) throw badKey(k, name(i));
     chars += k.length;
     off[i + 1] = chars >> 1;
@@ -55,7 +55,8 @@ export function decodeKeys(keys: readonly unknown[], name: (i: number) => string
   let at = 0;
   let bad = false;
   for (let i = 0; i < n; i += DECODE_CHUNK) {
-    const joined = n <= DECODE_CHUNK ? (keys as readonly string[]).join('') : (keys as readonly string[]).slice(i, i + DECODE_CHUNK).join('');
+    const whole = start === 0 && end === keys.length && n <= DECODE_CHUNK;
+    const joined = whole ? (keys as readonly string[]).join('') : (keys as readonly string[]).slice(start + i, start + Math.min(n, i + DECODE_CHUNK)).join('');
     // Buffer's hex decoder stops at the first non-hex pair and accepts upper case: both show here, once per chunk
     // (toLowerCase returns its own string when nothing changes, so the comparison is by identity then).
     const wrote = bytes.write(joined, at, 'hex');
@@ -63,7 +64,7 @@ export function decodeKeys(keys: readonly unknown[], name: (i: number) => string
     at += wrote;
   }
   if (bad) {
-    for (let i = 0; i < n; i++) checkKey(keys[i], () => name(i));
+    for (let i = 0; i < n; i++) checkKey(keys[start + i], () => name(i));
   }
   return { n, bytes, off };
 }

@@ -21,9 +21,12 @@ export interface Located {
   /** Segment of key i (index in the located range), or undefined: in no segment. */
   segs: Array<Segment | undefined>;
   slots: Int32Array;
-  /** The keys that were decoded (all those not matched as trusted strings), and which range index each is. */
+  /**
+   * The keys that were decoded: those from range index `batchFrom` on (every key after the first one not matched
+   * as a trusted string), so batch key b is range index batchFrom + b.
+   */
   batch: KeyBatch | undefined;
-  batchIndex: Int32Array | undefined;
+  batchFrom: number;
 }
 
 function scanNames(seg: Segment, slot0: number, key: string): number {
@@ -67,76 +70,61 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
   const n = to - from;
   const segs = new Array<Segment | undefined>(n);
   const slots = new Int32Array(n).fill(-1);
-  const rest: number[] = [];
   let seg: Segment | undefined;
   let slot = -1;
-  /**
-   * Set at the first key not matched by name: the keys after it go to the bytes pass, which matches runs of keys
-   * with one memcmp (cheaper than comparing each key's anchor characters here).
-   */
-  let missed = !byName;
-  for (let j = 0; j < n; j++) {
+  // Pass 1 ends at the first key not matched by name: that key and all after it go to the bytes pass, which
+  // matches runs of keys with one memcmp (cheaper than looking each key up by its anchor characters here).
+  let r0 = byName ? n : 0;
+  for (let j = 0; j < r0; j++) {
     const k = keys[from + j];
-    if (missed) {
-      rest.push(j);
-      continue;
-    }
     if (seg !== undefined && slot + 1 < seg.count && seg.names[slot + 1] === k) {
       segs[j] = seg;
       slots[j] = ++slot;
       continue;
     }
     seg = undefined;
-    if (typeof k !== 'string') {
-      missed = true;
-      rest.push(j);
-      continue;
+    if (typeof k === 'string') {
+      eachCached(store, anchorNumberOfHex(k), (c, slot0) => {
+        const s = scanNames(c, slot0, k);
+        if (s < 0) return false;
+        seg = c;
+        slot = s;
+        return true;
+      });
     }
-    eachCached(store, anchorNumberOfHex(k), (c, slot0) => {
-      const s = scanNames(c, slot0, k);
-      if (s < 0) return false;
-      seg = c;
-      slot = s;
-      return true;
-    });
     if (seg === undefined) {
-      missed = true;
-      rest.push(j);
-      continue;
+      r0 = j;
+      break;
     }
     store.cached((seg as Segment).id);
     segs[j] = seg;
     slots[j] = slot;
   }
-  if (!rest.length) return { segs, slots, batch: undefined, batchIndex: undefined };
+  if (r0 === n) return { segs, slots, batch: undefined, batchFrom: n };
 
-  const batch = decodeKeys(
-    rest.length === keys.length ? keys : rest.map((j) => keys[from + j]),
-    (b) => name(from + rest[b]!),
-  );
-  const batchIndex = Int32Array.from(rest);
+  const batch = decodeKeys(keys, (b) => name(from + r0 + b), from + r0, to);
   const { bytes, off } = batch;
   const found = new Uint8Array(batch.n);
 
   /**
-   * Key b is at (sg, s): records it, then as many of the next batch keys as continue it (the next range index,
-   * the next slot, same width), checked with one comparison of their bytes. Returns the last batch index matched.
+   * Key b is at (sg, s): records it, then as many of the next batch keys as continue it (the next slot, same
+   * width), checked with one comparison of their bytes. Returns the last batch index matched.
    */
   const matchRun = (b: number, sg: Segment, s: number): number => {
     store.cached(sg.id);
-    segs[rest[b]!] = sg;
-    slots[rest[b]!] = s;
+    segs[r0 + b] = sg;
+    slots[r0 + b] = s;
     found[b] = 1;
     const w = sg.width;
     let e = b + 1;
-    while (e < batch.n && s + (e - b) < sg.count && rest[e] === rest[b]! + (e - b) && off[e + 1]! - off[e]! === w && !found[e]) e++;
+    while (e < batch.n && s + (e - b) < sg.count && off[e + 1]! - off[e]! === w && !found[e]) e++;
     if (e === b + 1) return b;
     const t0 = (s + 1) * w;
     const len = off[e]! - off[b + 1]!;
     if ((bytes as Buffer).compare(sg.keys, t0, t0 + len, off[b + 1]!, off[e]!) !== 0) return b;
     for (let i = b + 1; i < e; i++) {
-      segs[rest[i]!] = sg;
-      slots[rest[i]!] = s + (i - b);
+      segs[r0 + i] = sg;
+      slots[r0 + i] = s + (i - b);
       found[i] = 1;
     }
     return e - 1;
@@ -146,7 +134,7 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
    * Returns the last batch index matched (matchRun), -1 when no cached segment holds it.
    */
   const tryBytes = (b: number, entries: number | readonly number[]): number => {
-    const j = rest[b]!;
+    const j = r0 + b;
     const o = off[b]!;
     const w = off[b + 1]! - o;
     if (j > 0) {
@@ -216,9 +204,9 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
   }
   // Keys matched by bytes are now checked strings for their slot.
   for (let b = 0; b < batch.n; b++) {
-    const j = rest[b]!;
+    const j = r0 + b;
     const sg = segs[j];
     if (sg) sg.names[slots[j]!] = keys[from + j] as string;
   }
-  return { segs, slots, batch, batchIndex };
+  return { segs, slots, batch, batchFrom: r0 };
 }

@@ -86,7 +86,7 @@ function locatePages(ctx: IndexContext, pages: readonly NewPage[]): Located {
   if (loc.batch) {
     const d = firstDuplicate(loc.batch);
     if (d >= 0) {
-      const i = loc.batchIndex![d]!;
+      const i = loc.batchFrom + d;
       throw invalid(`pages[${i}].key ${keys[i]} appears twice in the batch`);
     }
   }
@@ -100,19 +100,19 @@ function locatePages(ctx: IndexContext, pages: readonly NewPage[]): Located {
 function insertNew(ctx: IndexContext, ns: number, rank: number, pages: readonly NewPage[], loc: Located, now: number, stateOf: (i: number) => number, withLocation: boolean): void {
   const batch = loc.batch;
   if (!batch) return;
-  const idx = loc.batchIndex!;
+  const idx0 = loc.batchFrom;
   const { bytes, off } = batch;
   for (let b = 0; b < batch.n; ) {
-    if (loc.segs[idx[b]!] !== undefined) {
+    if (loc.segs[(idx0 + b)] !== undefined) {
       b++;
       continue;
     }
-    const first = pages[idx[b]!]!;
+    const first = pages[(idx0 + b)]!;
     const width = off[b + 1]! - off[b]!;
     let e = b + 1;
     while (e < batch.n && e - b < SEGMENT_PAGES) {
-      const i = idx[e]!;
-      const prev = idx[e - 1]!;
+      const i = (idx0 + e);
+      const prev = (idx0 + e - 1);
       const p = pages[i]!;
       if (i !== prev + 1 || loc.segs[i] !== undefined || p.parent !== pages[prev]!.key || p.position !== pages[prev]!.position + 1 || off[e + 1]! - off[e]! !== width) break;
       e++;
@@ -125,7 +125,7 @@ function insertNew(ctx: IndexContext, ns: number, rank: number, pages: readonly 
     let locations: Array<string | null> | null = null;
     const names = new Array<string | undefined>(count);
     for (let s = 0; s < count; s++) {
-      const i = idx[b + s]!;
+      const i = (idx0 + b + s);
       const p = pages[i]!;
       lengths[s] = p.length;
       if (p.crc32c === undefined) (crcKnown ??= new Uint8Array(count).fill(1))[s] = 0;
@@ -136,10 +136,10 @@ function insertNew(ctx: IndexContext, ns: number, rank: number, pages: readonly 
     }
     let parent: Uint8Array | null = null;
     if (first.parent !== null) {
-      const pi = idx[b]! - 1;
+      const pi = (idx0 + b) - 1;
       const pb = b - 1;
       // The parent is usually the previous key of the batch, already decoded.
-      parent = pb >= 0 && idx[pb] === pi && pages[pi]!.key === first.parent ? bytes.subarray(off[pb]!, off[pb + 1]!) : Buffer.from(first.parent, 'hex');
+      parent = pb >= 0 && idx0 + pb === pi && pages[pi]!.key === first.parent ? bytes.subarray(off[pb]!, off[pb + 1]!) : Buffer.from(first.parent, 'hex');
     }
     ctx.store.insert({ ns, width, position: first.position, parent, keys: bytes.subarray(off[b]!, off[e]!), lengths, crcs, crcKnown, now, rank, states, locations, names });
     b = e;
@@ -362,7 +362,7 @@ function pinnedMask(ctx: IndexContext, loc: Located, n: number, now: number): Ui
   const durable = ctx.pins.any(now);
   if (!durable && !ctx.loadPins.active) return out;
   const inBatch = new Int32Array(n).fill(-1);
-  if (loc.batchIndex) loc.batchIndex.forEach((j, b) => (inBatch[j] = b));
+  if (loc.batch) for (let b = 0; b < loc.batch.n; b++) inBatch[loc.batchFrom + b] = b;
   for (let j = 0; j < n; j++) {
     const seg = loc.segs[j];
     const s = loc.slots[j]!;
