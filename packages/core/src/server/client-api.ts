@@ -265,7 +265,7 @@ export class ClientApi {
     } else {
       const held = lease.keys.filter((_, i) => lease.offsets[i]! >= 0);
       tier.unpin(held);
-      if (lease.indexPinned?.length) this.#o.ts.unpinKeys(lease.indexPinned, `client:${lease.id}`);
+      if (lease.indexPinned?.length) this.#o.ts.unpinKeys(lease.indexPinned, `client:${lease.id}`, { durable: false });
       this.#untrackPins(held);
     }
   }
@@ -495,7 +495,8 @@ export class ClientApi {
       if (rest.length) {
         const restKeys = rest.map((i) => keys[i]!);
         // Held in the hierarchy first, so it does not evict what is being brought up.
-        ts.pinKeys(restKeys, { ttlMs, owner: `client:${lease.id}` });
+        // In memory only (durable: false): a lease does not outlive the daemon, so no index row is written.
+        ts.pinKeys(restKeys, { ttlMs, owner: `client:${lease.id}`, durable: false });
         lease.indexPinned = restKeys;
         const hit = ts.lookupKeys(restKeys);
         const below = hit.pages.filter((p) => !p.tiers.includes(this.#o.hostTierName));
