@@ -172,8 +172,8 @@ describe('block index: store and lookup', () => {
     expect(index.pages(keys).map((p) => p?.key)).toEqual([keys[0], undefined, undefined]);
     expect(index.copiesOf(keys)).toEqual([[expect.objectContaining({ tier: 'fs', state: 'ready', durable: true, verified: true })], [], []]);
     expect(index.removeCopies('host', keys).missing).toEqual(keys);
-    checkInvariants(index.path);
     index.close();
+    checkInvariants(index.path);
   });
 
   it('pins hold pages until they expire or are unpinned', () => {
@@ -613,6 +613,19 @@ describe('block index: restart and recovery', () => {
     const raw = new Database(file, { readonly: true });
     expect(raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name IN ('anchors', 'segments_ns')").get()).toEqual({ n: 0 });
     raw.close();
+  });
+
+  it('is owned by one index at a time: a second open of the file is refused until the first closes', () => {
+    const file = path.join(dir, 'owned.sqlite');
+    const first = open(file);
+    store(first, chain(3, 31));
+    const e = thrown(() => BlockIndex.open({ path: file, tiers: TIERS, now }));
+    expect(e.code).toBe('ERR_UNAVAILABLE');
+    expect(e.message).toContain('in use by another process');
+    first.close();
+    const second = BlockIndex.open({ path: file, tiers: TIERS, now });
+    expect(second.recovery.droppedVolatile).toEqual({ host: 3 });
+    second.close();
   });
 
   it('refuses a database from a newer release', () => {

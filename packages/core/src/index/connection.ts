@@ -57,6 +57,14 @@ export class Connection {
       wrapSqlite(e, `opening ${o.path}`);
     }
     try {
+      // One process owns an index file (its segment cache is coherent with its own writes only): hold the file's
+      // lock from the first access to close. This also keeps the WAL index in this process's memory instead of a
+      // shared-memory file, which saves the lock and shm system calls of every transaction (measured: a 2,048-page
+      // store transaction -18 %, a one-row update -30 %, a segment read -30 %). The kernel drops the lock when the
+      // process dies, so a restart after a crash is not refused.
+      if (o.path !== ':memory:') this.db.pragma('locking_mode = EXCLUSIVE');
+      // A process that is closing the file may hold its lock for a moment.
+      this.db.pragma('busy_timeout = 2000');
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${o.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
       this.db.pragma(`cache_size = ${-Math.round(o.sqliteCacheMiB * 1024)}`);
@@ -64,13 +72,15 @@ export class Connection {
       // Reads of pages SQLite's own cache lacks (a segment not read since open) come from the OS page cache through
       // a mapping instead of one read() per 4 KiB page (a 2,048-page segment's keys are 16 overflow pages).
       this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
-      this.db.pragma('busy_timeout = 5000');
       // SQLite's automatic checkpoint runs inside whichever commit crosses its threshold (copying and fsyncing
       // megabytes there). Checkpoints run between calls instead, from a timer (see checkpointSoon).
       this.db.pragma('wal_autocheckpoint = 0');
       this.migratedFrom = migrate(this.db);
     } catch (e) {
       this.db.close();
+      if ((e as { code?: string }).code === 'SQLITE_BUSY') {
+        throw new TierSyncError(`index: ${o.path} is in use by another process (an index file has one owner; close the other index or use another path)`, 'ERR_UNAVAILABLE', { cause: e });
+      }
       wrapSqlite(e, `opening ${o.path}`);
     }
   }
