@@ -9,7 +9,7 @@
  * close() is the graceful shutdown: stop accepting, let in-flight requests finish (up to shutdownGraceMs), leave
  * the registry, stop the peer listener, close the hierarchy (waits for background copies, flushes the index).
  */
-import { chmodSync, mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -87,6 +87,25 @@ interface UnixListener {
   frames?: (socket: net.Socket, rest: Buffer) => void;
 }
 
+/** Removes auto-named client sockets of daemons that died without closing (SIGKILL): their pid no longer exists. */
+function sweepStaleSockets(): void {
+  let names: string[];
+  try {
+    names = readdirSync(os.tmpdir());
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^tiersync-(\d+)-\d+\.sock$/.exec(name)?.[1]);
+    if (!pid || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ESRCH') rmSync(path.join(os.tmpdir(), name), { force: true });
+    }
+  }
+}
+
 /**
  * Listens on the client API's Unix socket (config `client.socket`), unless it is off. The socket file is made for
  * this process (auto: its pid and HTTP port in the name, mode 0600) and removed by close().
@@ -94,6 +113,7 @@ interface UnixListener {
 async function listenUnix(config: ResolvedServerConfig, httpPort: number): Promise<UnixListener | undefined> {
   const want = config.client?.socket ?? 'auto';
   if (want === false) return undefined;
+  if (want === 'auto') sweepStaleSockets();
   const file = want === 'auto' ? path.join(os.tmpdir(), `tiersync-${process.pid}-${httpPort}.sock`) : path.resolve(want);
   rmSync(file, { force: true });
   const httpServer = http.createServer({ requestTimeout: 60_000, headersTimeout: 30_000, keepAliveTimeout: 5_000 });
@@ -221,6 +241,8 @@ export class TierSyncServer {
     try {
       await ts.open();
       undo.push(() => ts.close());
+      // Pages the persistent tiers held that the index did not know (a lost, stale or in-memory index): adopted, never deleted.
+      for (const t of ts.reconciled?.tiers ?? []) log.info(t, 'tier reconciled with the index');
 
       let peer: PeerServer | undefined;
       let peerTier: string | undefined;
