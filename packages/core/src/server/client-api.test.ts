@@ -2,7 +2,7 @@
 // from (protocol/client.ts), malformed requests get a typed 400 naming the field, and the same API answers on the
 // Unix socket that same-host clients use.
 import { randomFillSync } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -307,5 +307,45 @@ describe('a load lease under eviction pressure', () => {
       rmSync(dir, { recursive: true, force: true });
       rmSync(shm, { force: true });
     }
+  });
+});
+
+describe('the auto-named client socket', () => {
+  it('is made for this daemon, removes those of daemons that died without closing, and goes at close', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-sock-'));
+    // A pid that does not exist: a daemon killed with SIGKILL left this file behind.
+    let dead = 4_000_000;
+    for (;;) {
+      try {
+        process.kill(dead, 0);
+        dead++;
+      } catch {
+        break;
+      }
+    }
+    const stale = path.join(os.tmpdir(), `tiersync-${dead}-1.sock`);
+    writeFileSync(stale, '');
+    const server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'client-sock@1',
+        layout,
+        tiers: [{ url: `host://?capacity=${8 * PAGE}`, name: 'host' }],
+        index: { path: path.join(dir, 'index.sqlite') },
+        http: { port: 0 },
+        peer: { enabled: false },
+        log: { level: 'silent' },
+      }),
+    );
+    const mine = path.join(os.tmpdir(), `tiersync-${process.pid}-${server.httpPort}.sock`);
+    try {
+      expect(existsSync(stale)).toBe(false);
+      expect(existsSync(mine)).toBe(true);
+      expect((await send({ socketPath: mine }, 'lookup', { keys: [key(1)] }, { token: null })).json.present).toEqual([false]);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(stale, { force: true });
+    }
+    expect(existsSync(mine)).toBe(false);
   });
 });
