@@ -45,10 +45,10 @@ export interface PageKeyOptions {
 const HEADER = 72;
 const TAG = Buffer.from('TSK1', 'ascii');
 const littleEndian = os.endianness() === 'LE';
-const hashBytes: (data: Uint8Array) => Buffer =
+const hashHex: (data: Uint8Array) => string =
   typeof (crypto as { hash?: unknown }).hash === 'function'
-    ? (data) => (crypto as unknown as { hash(alg: string, d: Uint8Array, enc: string): Buffer }).hash('sha256', data, 'buffer')
-    : (data) => crypto.createHash('sha256').update(data).digest();
+    ? (data) => (crypto as unknown as { hash(alg: string, d: Uint8Array, enc: string): string }).hash('sha256', data, 'hex')
+    : (data) => crypto.createHash('sha256').update(data).digest('hex');
 
 /** Validates tokens and returns them as a Uint32Array view (no copy for typed arrays). */
 function asUint32(tokens: unknown): Uint32Array {
@@ -121,6 +121,7 @@ export function pageKeys(ns: Namespace, tokens: TokenArray, options: PageKeyOpti
   const words = new Uint32Array(scratch.buffer, scratch.byteOffset, scratch.length >>> 2);
   const view = new DataView(scratch.buffer, scratch.byteOffset, scratch.length);
   // scratch[36..68) always holds the previous key; its first 8 bytes are the current anchor.
+  let anchor = parent === undefined ? '' : parent.slice(0, 16);
   let pos = position ?? 0;
   for (let p = 0; p < pages; p++, pos++) {
     const from = p * T;
@@ -129,12 +130,16 @@ export function pageKeys(ns: Namespace, tokens: TokenArray, options: PageKeyOpti
     } else {
       for (let i = 0; i < T; i++) view.setUint32(HEADER + 4 * i, ids[from + i]!, true);
     }
-    const d = hashBytes(scratch);
-    if (pos % ANCHOR_SPAN !== 0) scratch.copy(d, 0, 36, 44);
-    d.copy(scratch, 36);
-    // One hex encoding of the key's bytes: a flat string (a concatenation would be a rope that every later
-    // reader of its characters, such as the index's batch decoder, has to flatten first).
-    keys[p] = d.toString('hex');
+    const hex = hashHex(scratch);
+    if (pos % ANCHOR_SPAN === 0) {
+      anchor = hex.slice(0, 16);
+      keys[p] = hex;
+      scratch.write(hex, 36, 'hex');
+    } else {
+      const tail = hex.slice(16);
+      keys[p] = anchor + tail;
+      scratch.write(tail, 44, 'hex');
+    }
   }
   return keys;
 }
