@@ -1,19 +1,22 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
 import { configJsonSchema } from '../server/config.js';
+import { openApiDocument } from '../server/openapi.js';
 import type { Command } from './main.js';
 
 /** The machine-readable descriptions tiersync publishes, each generated from the zod schemas it validates with. */
 const documents: Record<string, () => unknown> = {
   config: configJsonSchema,
+  openapi: openApiDocument,
 };
 
 export const schemaCommand: Command = {
-  summary: 'print a JSON Schema of what tiersync validates (config)',
+  summary: 'print what tiersync validates: the config\'s JSON Schema, the daemon\'s OpenAPI document',
   usage: `Usage: tiersync schema <${Object.keys(documents).join('|')}>
 
   config   JSON Schema (draft 2020-12) of the daemon and hierarchy config file, for editors and CI; the same file
-           ships as packages/core/schema/config.schema.json`,
+           ships as packages/core/schema/config.schema.json
+  openapi  OpenAPI 3.1 document of the daemon's HTTP API (also served at GET /openapi.json)`,
   async run(args) {
     const { positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' } } });
     const make = documents[positionals[0] ?? ''];

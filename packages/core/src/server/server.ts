@@ -27,7 +27,8 @@ import { ClusterRegistry, type HolderAnswer } from './registry.js';
 import { RespDoor } from './resp/door.js';
 import { TierSyncPageStore } from './resp/page-store.js';
 import { ClientApi } from './client-api.js';
-import { FRAME_MAGIC, ProtocolError, isClientOp, type ErrorBody } from '../protocol/index.js';
+import { FRAME_MAGIC, ProtocolError, daemonRoutes, isClientOp, parseRequest, tokensRequestSchema, type ErrorBody } from '../protocol/index.js';
+import { openApiDocument } from './openapi.js';
 import { FrameSession } from './client-frames.js';
 import { Tenants } from './tenants.js';
 import type { KvEvents } from './kv-events/index.js';
@@ -64,14 +65,17 @@ class HttpError extends Error {
   }
 }
 
+/** Routes counted by name in the HTTP metrics (anything else is `other`, so a scan cannot grow the label set). */
+const KNOWN_ROUTES = new Set([...Object.keys(daemonRoutes), '/metrics', '/openapi.json', '/', '/index.html']);
+
 function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
   res.end(text);
 }
 
-/** The client protocol's typed error body (`{ error: { code, message, field? } }`) of any failure of a client route. */
-function clientErrorBody(e: unknown, status: number): ErrorBody {
+/** The typed error body (`{ error: { code, message, field? } }`, protocol/errors.ts) of any refused request. */
+function errorBody(e: unknown, status: number): ErrorBody {
   if (e instanceof ProtocolError) return e.toBody();
   const code = e instanceof TierSyncError ? e.code : status === 413 ? 'ERR_OUT_OF_RANGE' : status === 400 ? 'ERR_INVALID_ARGUMENT' : status === 401 ? 'ERR_AUTH' : status === 503 ? 'ERR_UNAVAILABLE' : 'ERR_IO';
   return { error: { code, message: (e as Error).message } };
@@ -166,6 +170,8 @@ export class TierSyncServer {
   readonly #lookups = { requests: 0, pagesRequested: 0, pagesHit: 0 };
   #inFlight = 0;
   #closing: Promise<void> | undefined;
+  /** The OpenAPI document, built on first request (it does not change while the daemon runs). */
+  #openApi: Record<string, unknown> | undefined;
 
   private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; unix?: UnixListener | undefined; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
     this.config = parts.config;
@@ -437,29 +443,39 @@ export class TierSyncServer {
     }
   }
 
-  /** `{ tokens: number[] }` -> a Uint32Array, bounded and checked. */
-  #tokens(body: unknown): Uint32Array {
+  /** A `{ tokens, cluster? }` body (protocol/daemon.ts), validated once, bounded by http.maxLookupTokens. */
+  #tokens(body: unknown, route: string): { tokens: Uint32Array; cluster: boolean | undefined } {
     const tokens = (body as { tokens?: unknown } | null)?.tokens;
-    if (!Array.isArray(tokens)) throw new HttpError(400, "body must be { \"tokens\": [token ids] }");
-    if (tokens.length > this.config.http.maxLookupTokens) throw new HttpError(413, `at most ${this.config.http.maxLookupTokens} tokens per request, got ${tokens.length}`);
-    const out = new Uint32Array(tokens.length);
-    for (let i = 0; i < tokens.length; i++) {
-      const t = tokens[i];
-      if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) throw new HttpError(400, `tokens[${i}] must be an integer in [0, 2^32), got ${JSON.stringify(t)}`);
-      out[i] = t;
+    // The bound first, so an oversized body is refused without checking every token.
+    if (Array.isArray(tokens) && tokens.length > this.config.http.maxLookupTokens) {
+      throw new ProtocolError(`${route}: tokens: at most ${this.config.http.maxLookupTokens} tokens per request, got ${tokens.length}`, 'ERR_OUT_OF_RANGE', 413, 'tokens');
     }
-    return out;
+    const r = parseRequest(tokensRequestSchema, body, route);
+    return { tokens: Uint32Array.from(r.tokens), cluster: r.cluster };
+  }
+
+  /** `GET /readyz`: ready to serve traffic (protocol/daemon.ts readinessSchema). */
+  readiness(): { ready: boolean; checks: { hierarchy: 'open' | 'closed'; shutdown: boolean; clientApi: 'on' | 'off'; registry: 'up' | 'down' | 'none' } } {
+    let open = true;
+    try {
+      this.ts.stats();
+    } catch {
+      open = false;
+    }
+    const registry = this.#registry ? (this.#registry.stats().up ? 'up' : 'down') : 'none';
+    const checks = { hierarchy: open ? ('open' as const) : ('closed' as const), shutdown: this.#closing !== undefined, clientApi: this.#clients ? ('on' as const) : ('off' as const), registry: registry as 'up' | 'down' | 'none' };
+    return { ready: open && !this.#closing, checks };
   }
 
   async #lookup(body: unknown): Promise<unknown> {
-    const tokens = this.#tokens(body);
+    const { tokens, cluster: askCluster } = this.#tokens(body, '/v1/lookup');
     const hit = this.ts.lookup(tokens);
     this.#lookups.requests++;
     this.#lookups.pagesRequested += hit.keys.length;
     this.#lookups.pagesHit += hit.pages.length;
     let cluster: { holders: Array<{ node: string; peer: string; pages: number; tokens: number }> } | { error: string } | undefined;
     // Beyond the local prefix, ask the registry which hosts hold a longer one (their RAM, over the peer tier).
-    if (this.#registry && (body as { cluster?: unknown }).cluster !== false && hit.pages.length < hit.keys.length) {
+    if (this.#registry && askCluster !== false && hit.pages.length < hit.keys.length) {
       try {
         const holders: HolderAnswer[] = await this.#registry.whoHolds(hit.keys);
         cluster = { holders: holders.map((h) => ({ node: h.node.id, peer: h.node.peer, pages: h.pages, tokens: h.pages * this.ts.tokensPerPage })) };
@@ -488,6 +504,14 @@ export class TierSyncServer {
       case '/healthz':
         only('GET');
         return sendJson(res, this.#closing ? 503 : 200, { status: this.#closing ? 'closing' : 'ok', node: this.nodeId, uptimeSeconds: (Date.now() - this.#startedAt) / 1000 });
+      case '/readyz': {
+        only('GET');
+        const r = this.readiness();
+        return sendJson(res, r.ready ? 200 : 503, r);
+      }
+      case '/openapi.json':
+        only('GET');
+        return sendJson(res, 200, (this.#openApi ??= openApiDocument()));
       case '/metrics': {
         only('GET');
         const text = await this.metrics.registry.metrics();
@@ -503,7 +527,7 @@ export class TierSyncServer {
       case '/v1/prefetch': {
         only('POST');
         if (!this.#authorized(req)) throw new HttpError(401, 'missing or wrong bearer token');
-        const hit = this.ts.prefetch(this.#tokens(await this.#body(req)));
+        const hit = this.ts.prefetch(this.#tokens(await this.#body(req), '/v1/prefetch').tokens);
         return sendJson(res, 202, { pagesRequested: hit.keys.length, pagesQueued: hit.pages.filter((p) => p.tier !== this.ts.stats().tiers[0]!.name).length });
       }
       case '/v1/cluster/nodes': {
@@ -535,7 +559,7 @@ export class TierSyncServer {
     const start = process.hrtime.bigint();
     this.#inFlight++;
     const route = new URL(req.url ?? '/', 'http://x').pathname;
-    const known = ['/healthz', '/metrics', '/v1/stats', '/v1/lookup', '/v1/prefetch', '/v1/cluster/nodes', '/', '/index.html'].includes(route) || (route.startsWith('/v1/client/') && isClientOp(route.slice('/v1/client/'.length))) ? route : 'other';
+    const known = KNOWN_ROUTES.has(route) || (route.startsWith('/v1/client/') && isClientOp(route.slice('/v1/client/'.length))) ? route : 'other';
     if (this.#closing) res.setHeader('connection', 'close');
     try {
       await this.#route(req, res, route);
@@ -546,8 +570,7 @@ export class TierSyncServer {
       if (!res.headersSent) {
         if (status === 413) res.setHeader('connection', 'close');
         if (status === 401) res.setHeader('www-authenticate', 'Bearer');
-        if (route.startsWith('/v1/client/')) sendJson(res, status, clientErrorBody(e, status));
-        else sendJson(res, status, { error: (e as Error).message, ...(e instanceof TierSyncError ? { code: e.code } : {}) });
+        sendJson(res, status, errorBody(e, status));
       } else res.destroy();
     } finally {
       this.#inFlight--;
