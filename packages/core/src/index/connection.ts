@@ -16,8 +16,6 @@ const CHECKPOINT_IDLE_BYTES = 4 << 20;
 const CHECKPOINT_INTERVAL_MS = 250;
 /** ... and a write transaction checkpoints inline only when the WAL grew past this (callers that never yield). */
 const CHECKPOINT_INLINE_BYTES = 256 << 20;
-/** Bytes of the database file SQLite maps for reads. */
-const MMAP_BYTES = 1 << 30;
 /** Largest IN list of the fixed-arity statements (see `inList`). */
 export const MAX_IN = 64;
 
@@ -69,9 +67,6 @@ export class Connection {
       this.db.pragma(`synchronous = ${o.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
       this.db.pragma(`cache_size = ${-Math.round(o.sqliteCacheMiB * 1024)}`);
       this.db.pragma('temp_store = MEMORY');
-      // Reads of pages SQLite's own cache lacks (a segment not read since open) come from the OS page cache through
-      // a mapping instead of one read() per 4 KiB page (a 2,048-page segment's keys are 16 overflow pages).
-      this.db.pragma(`mmap_size = ${MMAP_BYTES}`);
       // SQLite's automatic checkpoint runs inside whichever commit crosses its threshold (copying and fsyncing
       // megabytes there). Checkpoints run between calls instead, from a timer (see checkpointSoon).
       this.db.pragma('wal_autocheckpoint = 0');

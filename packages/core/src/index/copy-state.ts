@@ -95,6 +95,11 @@ export function allows(byte: number, transition: Transition): boolean {
   return TABLE[INDEX[transition] * 2 * 16 + byte]! >= 0;
 }
 
+/** The copy byte after `transition` (as applyTransition), or -1 when the table does not allow it: no throw. */
+export function nextByte(byte: number, transition: Transition, durable: boolean): number {
+  return TABLE[(INDEX[transition] * 2 + (durable ? 1 : 0)) * 16 + byte]!;
+}
+
 /**
  * The copy byte after `transition`; `durable` is the argument of commit and adopt (ignored by the others).
  * @throws IllegalTransitionError when the table does not allow the move; `what` names the copy in the message.

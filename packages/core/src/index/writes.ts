@@ -4,7 +4,7 @@
  * the transition table (copy-state.ts) and writes them back in one transaction.
  */
 import { describeValue } from '@tiersync/native/errors';
-import { STATE, allows, applyTransition, type Transition } from './copy-state.js';
+import { STATE, allows, applyTransition, nextByte, type Transition } from './copy-state.js';
 import type { IndexContext } from './context.js';
 import { checkKey, firstDuplicate, invalid } from './key-batch.js';
 import { type Located, locate } from './locate.js';
@@ -26,7 +26,9 @@ function checkArray(value: unknown, name: string, what = 'an array'): asserts va
 
 /** Changes one copy byte through the transition table, and forgets the slot's cached lookup answer. */
 function move(seg: Segment, t: TierCopies, s: number, transition: Transition, durable: boolean, now: number): void {
-  t.states[s] = applyTransition(t.states[s]!, transition, durable, () => `page ${s} of segment ${seg.id}`);
+  const next = nextByte(t.states[s]!, transition, durable);
+  // The message is built only for an illegal move (applyTransition throws it).
+  t.states[s] = next >= 0 ? next : applyTransition(t.states[s]!, transition, durable, `page ${s} of segment ${seg.id}`);
   t.updated = now;
   t.dirty = true;
   seg.answers[s] = undefined;
@@ -320,19 +322,24 @@ export function commitCopies(ctx: IndexContext, batch: readonly CommitEntry[]): 
       const seg = loc.segs[j];
       const s = loc.slots[j]!;
       const t = seg?.copies[ranks[j]!];
-      if (!seg || !t || !allows(t.states[s]!, 'commit')) {
-        missing.push(batch[j]!.key);
+      const e = batch[j]!;
+      // The table's answer both decides (an entry whose pending copy is gone is missing) and is the new byte.
+      const next = t === undefined ? -1 : nextByte(t.states[s]!, 'commit', e.durable === true);
+      if (next < 0) {
+        missing.push(e.key);
         continue;
       }
-      const e = batch[j]!;
-      move(seg, t, s, 'commit', e.durable === true, now);
+      t!.states[s] = next;
+      t!.updated = now;
+      t!.dirty = true;
+      seg!.answers[s] = undefined;
       if (e.crc32c !== undefined) {
-        seg.crcs[s] = e.crc32c;
-        if (seg.crcKnown) seg.crcKnown[s] = 1;
-        seg.dataDirty = true;
+        seg!.crcs[s] = e.crc32c;
+        if (seg!.crcKnown) seg!.crcKnown[s] = 1;
+        seg!.dataDirty = true;
       }
       committed++;
-      if (seg !== last) touched.add((last = seg));
+      if (seg !== last) touched.add((last = seg!));
     }
     ctx.store.flush(touched);
   });
