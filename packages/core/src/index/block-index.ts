@@ -8,12 +8,13 @@
  *   segments.ts    segments in memory, cache, write-back                     copy-state.ts the transition table
  *   lookups.ts     prefix/exact lookups, copies, page records                writes.ts    stores, adoption, copy moves
  *   pins.ts        durable (SQL) and load (memory) pins                      recovery.ts  what open repairs
- *   stats.ts       counts
+ *   stats.ts       counts                                                    anchor-directory.ts  anchor -> segments
  *
  * Threading and lifetimes: every method is synchronous and runs on the caller's thread; one BlockIndex owns its
- * database file (the cache is kept coherent by this instance's own writes, so two processes must not write one
- * file). Every batch is one transaction: arguments are validated first (nothing is touched on bad input), and any
- * SQLite failure rolls the whole batch back (and clears the cache).
+ * database file (the cache is kept coherent by this instance's own writes): the file is locked from open to close,
+ * and a second open, in this process or another, is refused with ERR_UNAVAILABLE. Every batch is one transaction:
+ * arguments are validated first (nothing is touched on bad input), and any SQLite failure rolls the whole batch back
+ * (and clears the cache).
  */
 import fs from 'node:fs';
 import type Database from 'better-sqlite3';

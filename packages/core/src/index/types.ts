@@ -28,7 +28,10 @@ export interface BlockIndexOptions {
   cacheEntries?: number;
   /**
    * 'normal' (default): WAL with synchronous=NORMAL: a crash of the process never loses or tears a commit; a power
-   * loss may lose the last commits but never corrupts. 'full': every commit is fsync'ed (durable) before returning.
+   * loss may lose the last commits but never corrupts. 'full': every commit that records something a restart keeps
+   * is fsync'ed (durable) before returning; beginStore, beginCopies, abortCopies and access times (touch, endLoad)
+   * commit without their own fsync, because recovery drops pending copies anyway: the next durable commit's fsync
+   * covers them. A durable one-page store thus costs one fsync.
    */
   synchronous?: 'normal' | 'full';
   /** SQLite page cache, in MiB. Default 64. */
