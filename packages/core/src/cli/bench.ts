@@ -100,7 +100,7 @@ export const benchCommand: Command = {
         ...(values.dir ? { dir: values.dir } : {}),
         log,
       });
-      console.log(values.json ? JSON.stringify(report) : `lookup p50 ${report.lookup.p50Us} us, p99 ${report.lookup.p99Us} us; store p50 ${report.store.p50Ms} ms; ${report.durableCommitsPerSec} durable commits/s; RSS ${report.rssMiB} MiB`);
+      console.log(values.json ? JSON.stringify(report) : `lookup p50 ${report.lookup.p50Us} us, p99 ${report.lookup.p99Us} us; uncached p50 ${report.lookup.uncachedP50Us} us, p99 ${report.lookup.uncachedP99Us} us; store p50 ${report.store.p50Ms} ms; ${report.durableStoresPerSec} durable one-page stores/s (${report.durableCommitsPerSec} commits/s); RSS ${report.rssMiB} MiB`);
       return 0;
     }
     if (suite === 'restore') {
