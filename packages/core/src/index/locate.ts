@@ -45,19 +45,24 @@ function scanBytes(seg: Segment, slot0: number, bytes: Uint8Array, o: number, w:
   return -1;
 }
 
-/** Calls `fn(seg, slot)` for each cached segment the directory lists for `anchor`, until it returns true. */
-function eachCached(store: SegmentStore, anchor: number, fn: (seg: Segment, slot: number) => boolean): boolean {
-  const e = store.directory.get(anchor);
-  if (e === undefined) return false;
-  if (typeof e === 'number') {
-    const sg = store.peek(entrySegment(e));
-    return sg !== undefined && fn(sg, entrySlot(e));
-  }
-  for (const p of e) {
+/** The slot findByName found (a second return value, so the hot loop allocates nothing). */
+let foundSlot = -1;
+
+/** The cached segment holding the key string `key` under a checked name (then at `foundSlot`), or undefined. */
+function findByName(store: SegmentStore, key: string): Segment | undefined {
+  const e = store.directory.get(anchorNumberOfHex(key));
+  if (e === undefined) return undefined;
+  const n = typeof e === 'number' ? 1 : e.length;
+  for (let i = 0; i < n; i++) {
+    const p = typeof e === 'number' ? e : e[i]!;
     const sg = store.peek(entrySegment(p));
-    if (sg !== undefined && fn(sg, entrySlot(p))) return true;
+    const s = sg === undefined ? -1 : scanNames(sg, entrySlot(p), key);
+    if (s >= 0) {
+      foundSlot = s;
+      return sg;
+    }
   }
-  return false;
+  return undefined;
 }
 
 /**
@@ -82,21 +87,14 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
       slots[j] = ++slot;
       continue;
     }
-    seg = undefined;
-    if (typeof k === 'string') {
-      eachCached(store, anchorNumberOfHex(k), (c, slot0) => {
-        const s = scanNames(c, slot0, k);
-        if (s < 0) return false;
-        seg = c;
-        slot = s;
-        return true;
-      });
-    }
+    // (No closure over the loop's variables here: V8 would allocate a context for every key.)
+    seg = typeof k === 'string' ? findByName(store, k) : undefined;
     if (seg === undefined) {
       r0 = j;
       break;
     }
-    store.cached((seg as Segment).id);
+    slot = foundSlot;
+    store.cached(seg.id);
     segs[j] = seg;
     slots[j] = slot;
   }
@@ -190,8 +188,9 @@ export function locate(store: SegmentStore, keys: readonly unknown[], from: numb
     }
     pending.push(b);
     pendingEntries.push(entries);
-    for (const p of typeof entries === 'number' ? [entries] : entries) {
-      const id = entrySegment(p);
+    const ne = typeof entries === 'number' ? 1 : entries.length;
+    for (let i = 0; i < ne; i++) {
+      const id = entrySegment(typeof entries === 'number' ? entries : entries[i]!);
       if (store.peek(id) === undefined && !need.includes(id)) need.push(id);
     }
     b++;

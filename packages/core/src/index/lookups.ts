@@ -38,8 +38,10 @@ function checkArray(keys: unknown, name: string): asserts keys is readonly unkno
 /** See BlockIndex.lookupPrefix. */
 export function lookupPrefix(ctx: IndexContext, keys: readonly string[]): PageHit[] {
   checkArray(keys, 'keys');
-  const out: PageHit[] = [];
   const n = keys.length;
+  // Sized once (a hit is usually the whole request; huge requests grow as they hit), cut to the hit at the end.
+  const out: PageHit[] = n <= 65_536 ? new Array<PageHit>(n) : [];
+  let hits = 0;
   let step = FIRST_STEP;
   for (let i = 0; i < n; ) {
     const to = Math.min(n, i + step);
@@ -50,12 +52,16 @@ export function lookupPrefix(ctx: IndexContext, keys: readonly string[]): PageHi
     for (let j = 0; j < to - i; j++) {
       const seg = loc.segs[j];
       const hit = seg && answerOf(ctx, seg, loc.slots[j]!, keys[i + j]!);
-      if (!hit) return out;
-      out.push(hit);
+      if (!hit) {
+        out.length = hits;
+        return out;
+      }
+      out[hits++] = hit;
     }
     i = to;
     step = Math.min(step * 8, MAX_STEP);
   }
+  out.length = hits;
   return out;
 }
 
