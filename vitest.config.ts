@@ -19,6 +19,7 @@ export default defineConfig({
       project('policy', ['packages/policy/src/**/*.test.ts']),
       project('tiers', ['packages/tiers/src/**/*.test.ts']),
       project('core', ['packages/core/src/**/*.test.ts']),
+      project('devtools', ['packages/devtools/src/**/*.test.ts']),
       project('integration', ['test/**/*.test.ts']),
     ],
   },

@@ -1,9 +1,9 @@
-// `tiersync bench agent` through its launcher in @tiersync/core: the benchmark script is found in this repository,
+// `tiersync bench agent` through its launcher in @tiersync/devtools: the benchmark script is found in this repository,
 // runs in a child process on the tiny model, and reports the suite's JSON shape with identical continuations
 // (restored from host RAM and from a cold fs tier). Times are not asserted here: they belong to the benchmark.
 import { describe, expect, it } from 'vitest';
 import { TierSyncError } from '@tiersync/native';
-import { locateAgentBench, runAgentBench } from '../packages/core/src/bench/agent.js';
+import { locateAgentBench, runAgentBench } from '../packages/devtools/src/bench/agent.js';
 
 describe('tiersync bench agent (launcher)', () => {
   it('runs the small scenario end to end and reports identical continuations from host and fs', async () => {

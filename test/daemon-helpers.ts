@@ -3,9 +3,9 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startRedis as startRedisServer } from '../packages/core/src/bench/services.js';
+import { startRedis as startRedisServer } from '../packages/devtools/src/bench/services.js';
 
-export { freePort } from '../packages/core/src/bench/services.js';
+export { freePort } from '../packages/devtools/src/bench/services.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FIXTURE = path.join(here, '../packages/core/src/server/serve.fixture.mjs');

@@ -2,4 +2,4 @@
 // (and the processes they fork) import the packages' TypeScript sources, as the tests do.
 import { register } from 'node:module';
 
-register('../packages/core/src/index-store/ts-hooks.fixture.mjs', import.meta.url);
+register('../packages/core/src/index/ts-hooks.fixture.mjs', import.meta.url);

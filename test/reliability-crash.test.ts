@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runCrashLoop } from '../packages/core/src/reliability/crash-loop.js';
+import { runCrashLoop } from '../packages/devtools/src/reliability/crash-loop.js';
 
 // CI runs 20 kill cycles (the benchmark run: 200, `tiersync bench reliability --scenarios crash`).
 const CYCLES = Number(process.env.TIERSYNC_CRASH_CYCLES ?? 20);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { runBitRot, runDiskFull, runIoErrors, runStalledTier } from '../packages/core/src/reliability/disk-faults.js';
-import type { ScenarioResult } from '../packages/core/src/reliability/report.js';
+import { runBitRot, runDiskFull, runIoErrors, runStalledTier } from '../packages/devtools/src/reliability/disk-faults.js';
+import type { ScenarioResult } from '../packages/devtools/src/reliability/report.js';
 
 // Each scenario ends every operation in a defined outcome: a fallback (pages reported missing), a typed error, or
 // success; never a hang, an untyped error, a corrupt page, or the loss of a page that had a ready fs copy.

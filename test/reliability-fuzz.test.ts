@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { TransferEngine } from '@tiersync/native';
-import { fuzzDescriptors, fuzzHierarchyConfig, fuzzLayout, fuzzPeerFrames, fuzzResp, fuzzServerConfig, fuzzTierUrls } from '../packages/core/src/reliability/fuzz.js';
-import type { ScenarioResult } from '../packages/core/src/reliability/report.js';
+import { fuzzDescriptors, fuzzHierarchyConfig, fuzzLayout, fuzzPeerFrames, fuzzResp, fuzzServerConfig, fuzzTierUrls } from '../packages/devtools/src/reliability/fuzz.js';
+import type { ScenarioResult } from '../packages/devtools/src/reliability/report.js';
 
 // CI runs a few thousand cases per target; the benchmark run 100,000 (`tiersync bench reliability --scenarios fuzz`).
 const CASES = Number(process.env.TIERSYNC_FUZZ_CASES ?? 3000);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runIndexLoss } from '../packages/core/src/reliability/index-loss.js';
+import { runIndexLoss } from '../packages/devtools/src/reliability/index-loss.js';
 
 // `tiersync bench reliability --scenarios index-loss` runs 20 cycles; CI runs 5.
 const CYCLES = Number(process.env.TIERSYNC_INDEX_LOSS_CYCLES ?? 5);

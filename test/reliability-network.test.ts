@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runPeerFaults } from '../packages/core/src/reliability/network-faults.js';
-import type { ScenarioResult } from '../packages/core/src/reliability/report.js';
+import { runPeerFaults } from '../packages/devtools/src/reliability/network-faults.js';
+import type { ScenarioResult } from '../packages/devtools/src/reliability/report.js';
 import { requireTools } from '../scripts/system-packages.mjs';
 
 describe.skipIf(process.getuid?.() !== 0)('reliability: peer link cut and peer host killed mid-transfer (needs root: ip netns)', () => {

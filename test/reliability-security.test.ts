@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runSecurity } from '../packages/core/src/reliability/security.js';
+import { runSecurity } from '../packages/devtools/src/reliability/security.js';
 
 describe('reliability: security', () => {
   it('refuses wrong peer secrets, hostile page keys, cross-tenant access, wrong tokens and unauthenticated RESP', async () => {

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runS3Faults } from '../packages/core/src/reliability/object-faults.js';
-import { runRedisRestarts } from '../packages/core/src/reliability/redis-faults.js';
+import { runS3Faults } from '../packages/devtools/src/reliability/object-faults.js';
+import { runRedisRestarts } from '../packages/devtools/src/reliability/redis-faults.js';
 import { requireTools } from '../scripts/system-packages.mjs';
 
 describe('reliability: remote services failing', () => {

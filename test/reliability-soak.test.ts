@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runSoak } from '../packages/core/src/reliability/soak.js';
+import { runSoak } from '../packages/devtools/src/reliability/soak.js';
 
 // 1,000 concurrent sessions for 2 minutes in CI (the benchmark run: 10 minutes,
 // `tiersync bench reliability --scenarios soak`).

@@ -2,22 +2,25 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Command } from './command.js';
 import { commandTable, main } from './main.js';
 
-/** Runs the CLI in this process; returns its exit code and what it printed. */
-async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+/** Runs the CLI in this process (with `extra` commands added); returns its exit code and what it printed. */
+async function cliWith(extra: Record<string, Command>, ...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [];
   const err: string[] = [];
   const log = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
   const error = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.join(' ')));
   try {
-    const code = await main(argv);
+    const code = await main(argv, extra);
     return { code, out: out.join('\n'), err: err.join('\n') };
   } finally {
     log.mockRestore();
     error.mockRestore();
   }
 }
+
+const cli = (...argv: string[]) => cliWith({}, ...argv);
 
 describe('tiersync CLI conventions', () => {
   let dir: string;
@@ -94,5 +97,20 @@ describe('tiersync CLI conventions', () => {
     expect(r.code).toBe(2);
     expect(JSON.parse(r.out).error.message).toContain("'--secret'");
     expect((await cli('weights', '--help')).out).toContain('--secret-file');
+  });
+
+  it('the published CLI has no bench: it says where the benchmarks live; extra commands (the checkout\'s bench) run', async () => {
+    const r = await cli('bench', 'transfer');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('pnpm tiersync bench');
+    expect(r.err).toContain('packages/devtools');
+    const j = await cli('bench', '--json');
+    expect(JSON.parse(j.out).error).toEqual({ code: 'ERR_UNSUPPORTED', message: expect.stringContaining('packages/devtools') });
+    expect((await cli('--help')).out).not.toMatch(/^\s+bench\s/m);
+    const seen: string[][] = [];
+    const bench: Command = { summary: 'run a benchmark suite', usage: 'bench <suite>', run: async (args) => (seen.push(args), 0) };
+    expect((await cliWith({ bench }, 'bench', 'index', '--pages', '10')).code).toBe(0);
+    expect(seen).toEqual([['index', '--pages', '10']]);
+    expect((await cliWith({ bench }, '--help')).out).toMatch(/^\s+bench\s+run a benchmark suite/m);
   });
 });

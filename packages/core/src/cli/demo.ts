@@ -4,14 +4,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { probeMachine } from '@tiersync/native';
 import { TierSyncError } from '@tiersync/native/errors';
-import { replayLive } from '../bench/live-replay.js';
-import { GiB, formatBytes, round } from '../bench/stats.js';
-import { countersLine } from '../sim/counters.js';
-import { bundledTrace } from '../sim/trace/bundled.js';
-import { readMooncake } from '../sim/trace/mooncake.js';
-import { workloadPages } from '../sim/workload.js';
+import { replayLive } from '../replay/index.js';
+import { bundledTrace, countersLine, formatSize, readMooncake, round, workloadPages } from '../sim/index.js';
 import { formatReport } from './doctor.js';
-import type { Command } from './main.js';
+import type { Command } from './command.js';
 import { demoConfigPath, loadReplayConfig } from './replay-config.js';
 
 const usage = `Usage: tiersync demo [--config FILE] [--requests N] [--json]
@@ -71,7 +67,7 @@ export const demoCommand: Command = {
         pageHitRatio: round(r.pagesLoaded / Math.max(1, r.pagesRequested), 4),
         prefillTokensSaved: r.pagesLoaded * tokensPerPage,
         loadedBytes: r.loadedBytes,
-        loadGiBps: round(r.loadedBytes / GiB / Math.max(r.loadSeconds, 1e-9), 3),
+        loadGiBps: round(r.loadedBytes / 2 ** 30 / Math.max(r.loadSeconds, 1e-9), 3),
         pagesStored: r.pagesStored,
         hitsByTier: r.loadsByTier,
         tiers: r.tiers,
@@ -86,10 +82,10 @@ export const demoCommand: Command = {
       } else {
         console.log(`\npages requested ${report.pagesRequested}, loaded from cache ${report.pagesLoaded} (${round(report.pageHitRatio * 100, 1)}%), stored ${report.pagesStored}`);
         console.log(`prefill tokens saved: ${report.prefillTokensSaved.toLocaleString('en-US')}`);
-        console.log(`loads: ${formatBytes(report.loadedBytes)} at ${report.loadGiBps} GiB/s; hits by tier: ${Object.entries(report.hitsByTier).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`);
+        console.log(`loads: ${formatSize(report.loadedBytes)} at ${report.loadGiBps} GiB/s; hits by tier: ${Object.entries(report.hitsByTier).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`);
         console.log('tier     used/capacity pages   written      read');
         for (const t of report.tiers) {
-          console.log(`${t.name.padEnd(8)} ${`${t.usedPages}/${t.capacityPages}`.padStart(20)}   ${formatBytes(t.bytesWritten).padStart(10)} ${formatBytes(t.bytesRead).padStart(10)}`);
+          console.log(`${t.name.padEnd(8)} ${`${t.usedPages}/${t.capacityPages}`.padStart(20)}   ${formatSize(t.bytesWritten).padStart(10)} ${formatSize(t.bytesRead).padStart(10)}`);
         }
         console.log(`moves: ${moves('demotions')} pages demoted, ${moves('evictions')} evicted from a tier, ${moves('promotions')} promoted; integrity failures ${r.integrityFailures}`);
         console.log(`every loaded page matched its bytes: ${r.corruptPagesServed === 0 ? 'yes' : `NO (${r.corruptPagesServed} bad)`}; ${round(r.seconds, 1)} s`);

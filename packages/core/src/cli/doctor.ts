@@ -5,9 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { probeMachine, type MachineReport } from '@tiersync/native';
 import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl } from '@tiersync/tiers';
-import { formatBytes } from '../bench/stats.js';
-import { loadServerConfig, type ResolvedServerConfig } from '../server/config.js';
-import type { Command } from './main.js';
+import { loadServerConfig, type ResolvedServerConfig } from '../server/index.js';
+import { formatSize } from '../sim/index.js';
+import type { Command } from './command.js';
 
 const usage = `Usage: tiersync doctor [--path DIR] [--config FILE] [--json]
 
@@ -30,7 +30,7 @@ export function formatReport(m: MachineReport): string {
   const yes = (ok: boolean, detail?: string) => (ok ? 'yes' : `no${detail ? ` (${detail})` : ''}`);
   return [
     `cores          ${m.cores}`,
-    `memory         ${formatBytes(m.memoryBytes)}`,
+    `memory         ${formatSize(m.memoryBytes)}`,
     `crc32c         ${m.crc32c}`,
     `io_uring       ${yes(m.ioUring.available, m.ioUring.reason)}`,
     `O_DIRECT       ${yes(m.direct.supported, m.direct.reason)} on ${m.direct.path}`,
@@ -57,8 +57,8 @@ function folderCheck(check: string, folder: string, need: number): DoctorCheck {
   }
   const s = statfsSync(at);
   const free = s.bavail * s.bsize;
-  if (need > 0 && free < need) return { check, ok: false, detail: `${formatBytes(free)} free under ${at}, the tier's capacity is ${formatBytes(need)}` };
-  return { check, ok: true, detail: `${formatBytes(free)} free under ${at}` };
+  if (need > 0 && free < need) return { check, ok: false, detail: `${formatSize(free)} free under ${at}, the tier's capacity is ${formatSize(need)}` };
+  return { check, ok: true, detail: `${formatSize(free)} free under ${at}` };
 }
 
 function tcpCheck(check: string, host: string, port: number, timeoutMs = 2000): Promise<DoctorCheck> {
@@ -87,7 +87,7 @@ export async function checkConfig(config: ResolvedServerConfig, machine: Machine
     } else if (scheme === 'host') {
       const host = parseHostUrl(t.url);
       if (host.shm) checks.push(folderCheck(`${name}: shared memory file ${host.shm}`, path.dirname(host.shm), existsSync(host.shm) ? 0 : host.capacity));
-      else if (host.capacity > machine.memoryBytes) checks.push({ check: `${name}: host RAM`, ok: false, detail: `capacity ${formatBytes(host.capacity)} exceeds this machine's ${formatBytes(machine.memoryBytes)}` });
+      else if (host.capacity > machine.memoryBytes) checks.push({ check: `${name}: host RAM`, ok: false, detail: `capacity ${formatSize(host.capacity)} exceeds this machine's ${formatSize(machine.memoryBytes)}` });
     } else if (scheme === 'hbm') {
       const hbm = parseHbmUrl(t.url);
       if (hbm.backend === 'cuda') checks.push({ check: `${name}: CUDA device`, ok: machine.cuda.available, detail: machine.cuda.available ? `${machine.cuda.devices} device(s)` : (machine.cuda.reason ?? 'unavailable') });

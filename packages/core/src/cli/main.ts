@@ -4,25 +4,20 @@
  * `--verbose` (any command) prints the stack of an unexpected error.
  */
 import { TierSyncError } from '@tiersync/native';
-import { benchCommand } from './bench.js';
 import { demoCommand } from './demo.js';
 import { doctorCommand } from './doctor.js';
 import { serveCommand } from './serve.js';
 import { schemaCommand } from './schema.js';
 import { simCommand } from './sim.js';
+import type { Command } from './command.js';
 import { versionCommand } from './version.js';
 import { weightsCommand } from './weights.js';
 
-export interface Command {
-  summary: string;
-  usage: string;
-  run(args: string[]): Promise<number>;
-}
+export type { Command } from './command.js';
 
 const commands: Record<string, Command> = {
   demo: demoCommand,
   doctor: doctorCommand,
-  bench: benchCommand,
   sim: simCommand,
   serve: serveCommand,
   schema: schemaCommand,
@@ -33,9 +28,17 @@ const commands: Record<string, Command> = {
 /** @internal The command table, for white-box tests of the error conventions. */
 export const commandTable = commands;
 
-function help(): string {
+/**
+ * Commands that live outside the published package, and where to find them: `tiersync bench` (the benchmark suites)
+ * is a development tool of the repository (packages/devtools), run from a checkout as `pnpm tiersync bench`.
+ */
+const ELSEWHERE: Record<string, string> = {
+  bench: 'the benchmark suites are development tools of the tiersync repository, not part of @tiersync/core: in a checkout, run `pnpm tiersync bench ...` (packages/devtools)',
+};
+
+function help(table: Record<string, Command>): string {
   const lines = ['Usage: tiersync <command> [options]', '', 'Commands:'];
-  for (const [name, c] of Object.entries(commands)) lines.push(`  ${name.padEnd(10)} ${c.summary}`);
+  for (const [name, c] of Object.entries(table)) lines.push(`  ${name.padEnd(10)} ${c.summary}`);
   lines.push('', 'Run `tiersync <command> --help` for the options of one command.');
   return lines.join('\n');
 }
@@ -54,8 +57,10 @@ function describe(e: unknown, command: Command | undefined): { code: string; mes
 /**
  * Runs one CLI invocation and returns its exit code. Global flags: `--json` (errors as one JSON object on stdout;
  * each command also prints its result as JSON) and `--verbose` (stack traces of unexpected errors).
+ * `extraCommands` adds commands to the table (the repository's `pnpm tiersync` adds `bench` from packages/devtools).
  */
-export async function main(argv: string[]): Promise<number> {
+export async function main(argv: string[], extraCommands: Readonly<Record<string, Command>> = {}): Promise<number> {
+  const table: Record<string, Command> = { ...commands, ...extraCommands };
   const verbose = argv.includes('--verbose');
   const args = argv.filter((a) => a !== '--verbose');
   const [name, ...rest] = args;
@@ -70,14 +75,20 @@ export async function main(argv: string[]): Promise<number> {
     return d.exit;
   };
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    console.log(help());
+    console.log(help(table));
     return 0;
   }
   if (name === '--version' || name === '-v') return versionCommand.run([]);
-  const command = commands[name];
+  const command = table[name];
   if (!command) {
-    if (json) return fail(new TierSyncError(`unknown command '${name}' (commands: ${Object.keys(commands).join(', ')})`, 'ERR_INVALID_ARGUMENT'), undefined);
-    console.error(`tiersync: unknown command '${name}'\n\n${help()}`);
+    const elsewhere = ELSEWHERE[name];
+    if (elsewhere !== undefined) {
+      if (json) return fail(new TierSyncError(`'${name}': ${elsewhere}`, 'ERR_UNSUPPORTED'), undefined);
+      console.error(`tiersync ${name}: ${elsewhere}`);
+      return 2;
+    }
+    if (json) return fail(new TierSyncError(`unknown command '${name}' (commands: ${Object.keys(table).join(', ')})`, 'ERR_INVALID_ARGUMENT'), undefined);
+    console.error(`tiersync: unknown command '${name}'\n\n${help(table)}`);
     return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {

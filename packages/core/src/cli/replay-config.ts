@@ -7,8 +7,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TierSyncError } from '@tiersync/native/errors';
-import type { ResolvedConfig } from '../hierarchy/config.js';
-import { loadServerConfig } from '../server/config.js';
+import type { ResolvedConfig } from '../hierarchy/index.js';
+import { loadServerConfig } from '../server/index.js';
 
 /** The demo's own config, examples/configs/demo.yaml of the repository (from src/cli or dist/cli). */
 export function demoConfigPath(): string {

@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
-import { configJsonSchema } from '../server/config.js';
-import { openApiDocument } from '../server/openapi.js';
-import type { Command } from './main.js';
+import { configJsonSchema, openApiDocument } from '../server/index.js';
+import type { Command } from './command.js';
 
 /** The machine-readable descriptions tiersync publishes, each generated from the zod schemas it validates with. */
 const documents: Record<string, () => unknown> = {

@@ -1,9 +1,7 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
-import { applyEnvOverrides, defaultServerConfig, ENV_OVERRIDES, loadServerConfig, parseServerConfig, type ResolvedServerConfig } from '../server/config.js';
-import { kvEventsConfigSchema } from '../server/kv-events/config.js';
-import { TierSyncServer } from '../server/server.js';
-import type { Command } from './main.js';
+import { applyEnvOverrides, defaultServerConfig, ENV_OVERRIDES, kvEventsConfigSchema, loadServerConfig, parseServerConfig, TierSyncServer, type ResolvedServerConfig } from '../server/index.js';
+import type { Command } from './command.js';
 
 const usage = `Usage: tiersync serve [--config FILE] [--http PORT] [--peer PORT] [--resp PORT]
                      [--kv-events ENDPOINT [--kv-events-replay ENDPOINT]] [--log-level LEVEL]

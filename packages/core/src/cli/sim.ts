@@ -9,24 +9,16 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import { countersLine } from '../sim/counters.js';
-import { invalid } from '../sim/errors.js';
-import { simHierarchy } from '../sim/hierarchy.js';
-import type { PlannedResult } from '../sim/planned.js';
-import { bundledTrace } from '../sim/trace/bundled.js';
-import type { ExactResult } from '../sim/exact.js';
-import type { SweepJob } from '../sim/jobs.js';
-import { kvBytesPerToken, model as modelPreset, storage as storagePreset, accelerator as acceleratorPreset } from '../sim/model/presets.js';
-import { checkPolicies } from '../sim/policies.js';
-import { progressBar, silentProgress } from '../sim/progress.js';
-import { exactCsv, tieredCsv } from '../sim/report/csv.js';
-import { renderHtml } from '../sim/report/html.js';
-import { runSweep } from '../sim/sweep.js';
-import type { TierConfig, TieredResult } from '../sim/tiered.js';
-import { checkFormat, guessFormat, type TraceSource } from '../sim/trace/index.js';
-import { formatSize, parseCount, parseList, parseSize } from '../sim/units.js';
-import type { Command } from './main.js';
+import { TierSyncError } from '@tiersync/native/errors';
+import {
+  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
+  parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
+  type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
+} from '../sim/index.js';
+import type { Command } from './command.js';
 import { loadReplayConfig } from './replay-config.js';
+
+const invalid = (message: string): TierSyncError => new TierSyncError(message, 'ERR_INVALID_ARGUMENT');
 
 const usage = `Usage: tiersync sim (--trace FILE [--format F] | --workload multi-round-qa) [options]
        tiersync sim --config FILE [--trace FILE] [--requests N] [--policy LIST] [--model NAME ...] [--json]

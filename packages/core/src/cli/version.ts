@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { nativeBuild, packageVersion } from '../build-info.js';
-import type { Command } from './main.js';
+import type { Command } from './command.js';
 
 export const versionCommand: Command = {
   summary: 'print the version of tiersync and of its native core',

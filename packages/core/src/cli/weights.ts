@@ -3,13 +3,9 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { TierSyncError, TransferEngine } from '@tiersync/native';
 import { createTier, type TierDriver } from '@tiersync/tiers';
-import { WeightPublisher } from '../weights/publisher.js';
-import { WeightReceiver } from '../weights/receiver.js';
-import { TierSource, type ChunkSource, type PeerAddress } from '../weights/sources.js';
-import { changeTensors, generateTensors, loadSafetensors, type LoadedTensors } from '../weights/tensor-sets.js';
-import { DEFAULT_CHUNK_BYTES } from '../weights/manifest.js';
-import { parseBytes } from './bench.js';
-import type { Command } from './main.js';
+import { parseBytes } from '../sim/index.js';
+import { changeTensors, DEFAULT_CHUNK_BYTES, generateTensors, loadSafetensors, TierSource, WeightPublisher, WeightReceiver, type ChunkSource, type LoadedTensors, type PeerAddress } from '../weights/index.js';
+import type { Command } from './command.js';
 
 const usage = `Usage: tiersync weights <publish|pull|status> [options]
 

@@ -3,7 +3,7 @@
  * read bandwidth. Every lookup is also recorded by the planner (its admission filter counts lookups).
  */
 import type { PageKey } from '@tiersync/tiers';
-import type { PageHit } from '../index-store/index.js';
+import type { PageHit } from '../index/index.js';
 import { ready, type HierarchyState } from './state.js';
 import type { KeyLookupResult, LookupResult } from './types.js';
 

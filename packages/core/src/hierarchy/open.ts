@@ -5,7 +5,7 @@
 import { HostArena, TierSyncError } from '@tiersync/native';
 import { Planner, type EvictionPolicy, type Move } from '@tiersync/policy';
 import { createTier, type PageKey } from '@tiersync/tiers';
-import { BlockIndex } from '../index-store/index.js';
+import { BlockIndex } from '../index/index.js';
 import { runMoves } from './background.js';
 import { registerNamespace } from './delete.js';
 import { UNLIMITED_PAGES, plannerConfigOf } from './planner-config.js';

@@ -4,7 +4,7 @@
  * after one); a pin that need not (a same-host client's lease) costs no SQLite write.
  */
 import type { PageKey } from '@tiersync/tiers';
-import type { PageHit } from '../index-store/index.js';
+import type { PageHit } from '../index/index.js';
 import { ready, type HierarchyState } from './state.js';
 
 /**

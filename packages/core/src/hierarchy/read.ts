@@ -4,7 +4,7 @@
  */
 import { TierSyncError } from '@tiersync/native';
 import type { PageKey, PageLocation, PageRead, ReadOutcome } from '@tiersync/tiers';
-import type { CopyRecord } from '../index-store/index.js';
+import type { CopyRecord } from '../index/index.js';
 import { ready, type HierarchyState, type TierState } from './state.js';
 import type { LoadResult, LookupResult } from './types.js';
 

@@ -8,7 +8,7 @@ import type { HostArena, TransferEngine } from '@tiersync/native';
 import { TierSyncError } from '@tiersync/native';
 import type { Move, Planner } from '@tiersync/policy';
 import type { TierDriver } from '@tiersync/tiers';
-import type { BlockIndex } from '../index-store/index.js';
+import type { BlockIndex } from '../index/index.js';
 import type { Namespace } from '../keys/index.js';
 import type { ResolvedConfig } from './config.js';
 import type { ReconcileReport } from './reconcile.js';

@@ -7,7 +7,7 @@
 import type { TierSyncError } from '@tiersync/native';
 import type { Move } from '@tiersync/policy';
 import type { PageKey, PageLocation, PageWrite } from '@tiersync/tiers';
-import type { StorePage } from '../index-store/index.js';
+import type { StorePage } from '../index/index.js';
 import { runMoves } from './background.js';
 import { exclusive, ready, type HierarchyState } from './state.js';
 import type { StoreResult } from './types.js';

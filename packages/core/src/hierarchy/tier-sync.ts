@@ -27,7 +27,7 @@ import { EventEmitter } from 'eventemitter3';
 import { TierSyncError, TransferEngine } from '@tiersync/native';
 import type { Planner } from '@tiersync/policy';
 import { pageKeys, createNamespace, kvLayout, kvLayoutPreset, type KvLayoutInput, type KvPresetName, type Namespace, type TokenArray } from '../keys/index.js';
-import type { IndexStats, PageRecord } from '../index-store/index.js';
+import type { IndexStats, PageRecord } from '../index/index.js';
 import type { PageKey, PageLocation, TierDriver } from '@tiersync/tiers';
 import { enqueue as enqueueCopy, flush } from './background.js';
 import { parseConfig, type ResolvedConfig, type TierSyncConfig } from './config.js';

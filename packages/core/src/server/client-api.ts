@@ -17,7 +17,7 @@ import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { LRUCache } from 'lru-cache';
 import { Counter, type Registry } from 'prom-client';
-import type { TierSync } from '../hierarchy/tier-sync.js';
+import type { TierSync } from '../hierarchy/index.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
 import {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { TierSyncError } from '@tiersync/native/errors';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/config.js';
+import { parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/index.js';
 import { respConfigSchema, type ResolvedRespConfig } from './resp/config.js';
 import { kvEventsConfigSchema, type ResolvedKvEventsConfig } from './kv-events/config.js';
 

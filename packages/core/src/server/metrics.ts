@@ -4,7 +4,7 @@
  * latency and bytes come from TierSync's `transfer:*` events as they happen.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { TierSync } from '../hierarchy/tier-sync.js';
+import type { TierSync } from '../hierarchy/index.js';
 import { nativeBuild, packageVersion } from '../build-info.js';
 
 /** Latency buckets, seconds: 50 us .. ~100 s (a page from host RAM up to a large batch from a bucket). */

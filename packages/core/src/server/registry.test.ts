@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { HostArena } from '@tiersync/native';
-import { freePort, startRedis } from '../bench/services.js';
+import { freePort, startRedis } from '@tiersync/devtools/services';
 import { parseServerConfig, type ServerConfig } from './config.js';
 import { TierSyncServer } from './server.js';
 import { requireTools } from '../../../../scripts/system-packages.mjs';

@@ -2,6 +2,6 @@
 // Usage: node --conditions=source serve.fixture.mjs [serve arguments...]
 import { register } from 'node:module';
 
-register('../index-store/ts-hooks.fixture.mjs', import.meta.url);
-const { serveCommand } = await import('../cli/serve.ts');
+register('../index/ts-hooks.fixture.mjs', import.meta.url);
+const { serveCommand } = await import('../cli/index.ts');
 process.exitCode = await serveCommand.run(process.argv.slice(2));

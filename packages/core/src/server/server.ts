@@ -19,7 +19,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { TierSyncError, type PeerServer } from '@tiersync/native';
 import { HostTier, servePeer } from '@tiersync/tiers';
 import { pino, type Logger } from 'pino';
-import { TierSync } from '../hierarchy/tier-sync.js';
+import { TierSync } from '../hierarchy/index.js';
 import type { ResolvedServerConfig } from './config.js';
 import { DASHBOARD_HTML } from './dashboard.js';
 import { ServerMetrics } from './metrics.js';

@@ -4,7 +4,7 @@
  * quotas, promotion) plus what the TTFT model needs (page size, each tier's kind). No driver is opened.
  */
 import type { PlannerConfig } from '@tiersync/policy';
-import type { ResolvedConfig } from '../hierarchy/config.js';
+import type { ResolvedConfig } from '../hierarchy/index.js';
 import { kvLayout, kvLayoutPreset, type KvLayoutInput, type KvPresetName } from '../keys/index.js';
 import { configError } from './errors.js';
 import { parseSize } from './units.js';

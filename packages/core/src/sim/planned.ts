@@ -13,7 +13,7 @@
  * lookup, load of the found prefix, flush, store of the prompt, flush.
  */
 import { Planner, type Move, type PlannerLookup } from '@tiersync/policy';
-import type { ResolvedConfig } from '../hierarchy/config.js';
+import type { ResolvedConfig } from '../hierarchy/index.js';
 import { emptyCounters, type ReplayCounters } from './counters.js';
 import { simHierarchy, type SimHierarchy } from './hierarchy.js';
 import type { LlmTrace } from './trace/types.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TierSyncError } from '@tiersync/native/errors';
-import { planSim, simCommand } from '../cli/sim.js';
+import { planSim, simCommand } from '../cli/index.js';
 import type { SweepJob } from './jobs.js';
 import { runSweep, workerScript } from './sweep.js';
 import { encodeOracleGeneral } from './trace/oracle-general.js';

@@ -35,6 +35,22 @@ export function parseCount(text: string, name: string): number {
   return n;
 }
 
+/**
+ * Parses a finite byte size (as {@link parseSize}, without `inf`): `4GiB`, `512MiB`, `1048576`.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT naming `name`
+ */
+export function parseBytes(text: string, name: string): number {
+  const bytes = parseSize(text, name);
+  if (!Number.isFinite(bytes)) throw invalid(`${name}: expected a finite size like 4GiB, 512MiB or a byte count, got '${text}'`);
+  return bytes;
+}
+
+/** Rounds for reports: 3 significant decimals are plenty on a noisy machine. */
+export function round(value: number, digits = 3): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
 /** Splits a comma-separated option, dropping empty items. */
 export function parseList(text: string): string[] {
   return text

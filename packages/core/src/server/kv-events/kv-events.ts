@@ -13,7 +13,7 @@ import path from 'node:path';
 import { TierSyncError } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
-import type { TierSync } from '../../hierarchy/tier-sync.js';
+import type { TierSync } from '../../hierarchy/index.js';
 import type { ResolvedKvEventsConfig } from './config.js';
 import { KvEventPublisher, type PublisherStats } from './publisher.js';
 import { TierView } from './view.js';

@@ -12,7 +12,7 @@
  */
 import { TierSyncError } from '@tiersync/native';
 import type { RespConnection } from './connection.js';
-import type { ReadValue } from './door.js';
+import type { ReadValue } from './door-api.js';
 import { EMPTY_ARRAY, OK, PONG, bulkParts, encodeArrayHeader, encodeBulk, encodeError, encodeInteger, encodeSimple, replyMapHeader, replyNull, replySetHeader, replyVerbatim } from './encoder.js';
 import { globMatch } from './keyspace.js';
 import { latin1 } from './parser.js';

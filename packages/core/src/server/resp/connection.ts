@@ -10,8 +10,7 @@
  */
 import type net from 'node:net';
 import { TierSyncError } from '@tiersync/native';
-import { executeCommand } from './commands.js';
-import type { RespDoor } from './door.js';
+import type { DoorApi } from './door-api.js';
 import { encodeError, type RespProtocol } from './encoder.js';
 import { RESP_WAIT, RespParser, latin1, type BulkSink, type RespLimits } from './parser.js';
 import { StagingLane, type ReplyOut, type ValueWriter } from './value-stream.js';
@@ -20,9 +19,13 @@ import { StagingLane, type ReplyOut, type ValueWriter } from './value-stream.js'
 const UNAUTHENTICATED_LIMITS = { maxBulkBytes: 16 * 1024, maxArrayLength: 10 };
 const MAX_AUTH_FAILURES = 10;
 
+/** Runs one command of a connection (commands.ts's executeCommand; handed in by the door, so no import cycle). */
+export type CommandExecutor = (c: RespConnection, args: Uint8Array[]) => Promise<void>;
+
 export class RespConnection implements ReplyOut {
   readonly id: number;
-  readonly door: RespDoor;
+  readonly door: DoorApi;
+  readonly #execute: CommandExecutor;
   readonly socket: net.Socket;
   readonly parser: RespParser;
   /** The tenant this client is authenticated as; undefined until AUTH when the door requires it. */
@@ -45,8 +48,9 @@ export class RespConnection implements ReplyOut {
   #peerEnded = false;
   #disposed = false;
 
-  constructor(door: RespDoor, socket: net.Socket, id: number) {
+  constructor(door: DoorApi, socket: net.Socket, id: number, execute: CommandExecutor) {
     this.id = id;
+    this.#execute = execute;
     this.door = door;
     this.socket = socket;
     const c = door.config;
@@ -169,7 +173,7 @@ export class RespConnection implements ReplyOut {
         this.midSince = this.parser.pendingBytes > 0 || this.parser.midValue ? Date.now() : 0;
         this.#filling = undefined;
         try {
-          await executeCommand(this, args);
+          await this.#execute(this, args);
         } finally {
           this.#releaseStaged();
         }

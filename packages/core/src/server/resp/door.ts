@@ -28,8 +28,10 @@ import { packageVersion } from '../../build-info.js';
 
 /** RESP command latency buckets, seconds: 20 us (a GET of a small value) .. 10 s (a very large value from a bucket). */
 const RESP_LATENCY_BUCKETS = [0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
+import { executeCommand } from './commands.js';
 import type { ResolvedRespConfig } from './config.js';
 import { RespConnection } from './connection.js';
+import type { DoorApi, ReadValue, RespDoorStats } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
 import type { RespPageStore } from './page-store.js';
 import { StagingArea, type StagingSlice } from './staging.js';
@@ -45,33 +47,7 @@ export interface RespDoorOptions {
   version?: string;
 }
 
-/**
- * A value read for a reply. A value up to one window is loaded whole: `bytes` (in staging memory unless empty).
- * A longer one is held (pinned, its pages kept) and sent by stream(). Call `release()` once it is sent.
- */
-export interface ReadValue {
-  readonly length: number;
-  readonly bytes: Uint8Array | undefined;
-  /** Sends the value as a bulk string window by window; throws when the reply was cut short (close the client). */
-  stream?: (out: ReplyOut) => Promise<void>;
-  release: () => void;
-}
-
-export interface RespDoorStats {
-  host: string;
-  port: number;
-  clients: number;
-  connectionsTotal: number;
-  rejectedConnections: number;
-  commandsTotal: number;
-  authFailures: number;
-  protocolErrors: number;
-  keys: number;
-  valueBytes: number;
-  stagingUsedBytes: number;
-  stagingCapacityBytes: number;
-  orphanedPages: number;
-}
+export type { ReadValue, RespDoorStats } from './door-api.js';
 
 const DISCARD_RETRIES = 5;
 const DISCARD_RETRY_MS = 1000;
@@ -80,7 +56,7 @@ function digest(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
 
-export class RespDoor implements StreamHost {
+export class RespDoor implements StreamHost, DoorApi {
   readonly config: ResolvedRespConfig;
   /** Bytes of one staging window: resp.valueWindowBytes rounded down to whole pages (at least one page). */
   readonly windowBytes: number;
@@ -174,7 +150,7 @@ export class RespDoor implements StreamHost {
       socket.on('error', () => undefined);
       return;
     }
-    const conn = new RespConnection(this, socket, this.counters.connectionsTotal);
+    const conn = new RespConnection(this, socket, this.counters.connectionsTotal, executeCommand);
     this.#connections.add(conn);
     socket.once('close', () => {
       this.#connections.delete(conn);

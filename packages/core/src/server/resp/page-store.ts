@@ -6,7 +6,7 @@
  * (group commit), so 50 clients' SETs cost one index transaction per batch rather than one each.
  */
 import type { PageKey, PageLocation } from '@tiersync/tiers';
-import type { TierSync } from '../../hierarchy/tier-sync.js';
+import type { TierSync } from '../../hierarchy/index.js';
 
 export interface RespPageStore {
   /** Largest page, bytes; a value is cut into pages of this size (the last one shorter). */

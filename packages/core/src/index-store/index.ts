@@ -1,1 +1,0 @@
-export * from '../index/index.js';

@@ -1,0 +1,74 @@
+/**
+ * What connections and command handlers use of their RESP door, as types: the door (door.ts) implements it, and
+ * connection.ts and commands.ts depend on this module instead of on the door, so the three import no cycle.
+ */
+import type { Logger } from 'pino';
+import type { ResolvedRespConfig } from './config.js';
+import type { TenantKeyspace, ValueEntry } from './keyspace.js';
+import type { StagingArea } from './staging.js';
+import type { ReplyOut, StagingLane, ValueWriter } from './value-stream.js';
+
+/**
+ * A value read for a reply. A value up to one window is loaded whole: `bytes` (in staging memory unless empty).
+ * A longer one is held (pinned, its pages kept) and sent by stream(). Call `release()` once it is sent.
+ */
+export interface ReadValue {
+  readonly length: number;
+  readonly bytes: Uint8Array | undefined;
+  /** Sends the value as a bulk string window by window; throws when the reply was cut short (close the client). */
+  stream?: (out: ReplyOut) => Promise<void>;
+  release: () => void;
+}
+
+export interface RespDoorStats {
+  host: string;
+  port: number;
+  clients: number;
+  connectionsTotal: number;
+  rejectedConnections: number;
+  commandsTotal: number;
+  authFailures: number;
+  protocolErrors: number;
+  keys: number;
+  valueBytes: number;
+  stagingUsedBytes: number;
+  stagingCapacityBytes: number;
+  orphanedPages: number;
+}
+
+/** Options of a write: expiry (ms since the epoch), KEEPTTL, NX (only when absent), XX (only when present). */
+export interface WriteOptions {
+  expiresAt?: number;
+  keepTtl?: boolean;
+  nx?: boolean;
+  xx?: boolean;
+}
+
+/** The door as its connections and commands see it (implemented by RespDoor). */
+export interface DoorApi {
+  readonly config: ResolvedRespConfig;
+  /** Bytes of one staging window. */
+  readonly windowBytes: number;
+  readonly staging: StagingArea;
+  readonly log: Logger | undefined;
+  readonly version: string;
+  readonly requiresAuth: boolean;
+  /** When the door started (ms since the epoch). */
+  readonly startedAt: number;
+  readonly counters: { connectionsTotal: number; rejectedConnections: number; commandsTotal: number; authFailures: number; protocolErrors: number; orphanedPages: number };
+  readonly port: number;
+  authenticate(user: string, password: string): string | undefined;
+  hasPassword(user: string): boolean;
+  keyspace(tenant: string): TenantKeyspace;
+  setValue(tenant: string, key: string, value: Uint8Array, options?: WriteOptions): Promise<boolean>;
+  beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueWriter;
+  commitValue(tenant: string, key: string, writer: ValueWriter, options?: WriteOptions): Promise<boolean>;
+  deleteKeys(tenant: string, keys: readonly string[]): number;
+  flush(tenant: string): number;
+  entry(tenant: string, key: string): ValueEntry | undefined;
+  exists(tenant: string, keys: readonly string[]): number;
+  scan(tenant: string, cursor: number, count: number, match: string | undefined): { cursor: number; keys: string[] };
+  getValues(tenant: string, keys: readonly string[]): Promise<Array<ReadValue | null>>;
+  countCommand(name: string, failed: boolean, seconds: number): void;
+  stats(): RespDoorStats;
+}

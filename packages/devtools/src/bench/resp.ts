@@ -1,0 +1,179 @@
+/**
+ * `tiersync bench resp`: redis-benchmark (the real one, from apt) against the RESP door of a TierSyncServer and
+ * against a redis-server started in the same run, with the same options:
+ *   redis-benchmark -p PORT -d 262144 -c 50 -t get,set -n N --csv
+ * Door and redis-server alternate (A B A B ...); medians of the requests per second are reported, with the ratio
+ * door / redis-server (1.0: as fast as Redis). A run counts only if redis-benchmark exits 0 and prints no error.
+ *
+ * The door's hierarchy: one host tier (RAM, like redis-server without persistence), pages of the llama-3-8b layout
+ * with 2 tokens per page = 256 KiB, so each value is one page; the index in memory.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { TierSyncError } from '@tiersync/native';
+import { parseServerConfig, TierSyncServer } from '@tiersync/core/server';
+import { startRedis } from './services.js';
+import { median, round } from './stats.js';
+
+const exec = promisify(execFile);
+
+export interface RespBenchOptions {
+  /** Requests per test (-n). Default 20,000. */
+  requests?: number;
+  /** Value size, bytes (-d). Default 262,144. */
+  valueBytes?: number;
+  /** Parallel clients (-c). Default 50. */
+  clients?: number;
+  /** Door / redis-server pairs. Default 3. */
+  repetitions?: number;
+  /** Host tier of the door, bytes. Default 512 MiB (prefaulted at start, like memory a cache claims). */
+  hostBytes?: number;
+  log?: (line: string) => void;
+}
+
+export interface RespRun {
+  target: 'door' | 'redis';
+  setRps: number;
+  getRps: number;
+}
+
+export interface RespBenchReport {
+  command: string;
+  requests: number;
+  valueBytes: number;
+  clients: number;
+  repetitions: number;
+  door: { setRps: number; getRps: number; setGiBps: number; getGiBps: number };
+  redis: { setRps: number; getRps: number; setGiBps: number; getGiBps: number };
+  /** door / redis-server, medians: 1.0 = as fast as Redis. */
+  ratio: { set: number; get: number };
+  /** Median over repetitions of door / the redis-server run right after it (steadier on a noisy machine). */
+  pairRatio: { set: number; get: number };
+  runs: RespRun[];
+  machine: string;
+}
+
+/** Runs redis-benchmark; throws when it fails or reports an error. */
+async function redisBenchmark(port: number, o: Required<Pick<RespBenchOptions, 'requests' | 'valueBytes' | 'clients'>>, auth?: string): Promise<{ setRps: number; getRps: number }> {
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-d', String(o.valueBytes), '-c', String(o.clients), '-t', 'get,set', '-n', String(o.requests), '--csv', ...(auth ? ['-a', auth] : [])];
+  const r = await exec('redis-benchmark', args, { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
+    throw new TierSyncError(`redis-benchmark failed: ${e.message} ${e.stderr ?? ''}`.trim(), 'ERR_IO');
+  });
+  if (/error/i.test(r.stdout + r.stderr)) throw new TierSyncError(`redis-benchmark reported errors: ${(r.stdout + r.stderr).slice(0, 500)}`, 'ERR_IO');
+  const rps = (name: string) => {
+    const line = r.stdout.split('\n').find((l) => l.startsWith(`"${name}"`));
+    const v = Number(line?.split(',')[1]?.replace(/"/g, ''));
+    if (!Number.isFinite(v) || v <= 0) throw new TierSyncError(`redis-benchmark printed no ${name} figure: ${r.stdout.slice(0, 300)}`, 'ERR_IO');
+    return v;
+  };
+  return { setRps: rps('SET'), getRps: rps('GET') };
+}
+
+export async function runRespBench(options: RespBenchOptions = {}): Promise<RespBenchReport> {
+  const o = { requests: options.requests ?? 20_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50 };
+  const repetitions = options.repetitions ?? 3;
+  const log = options.log ?? (() => undefined);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-bench-resp-'));
+  const redis = await startRedis();
+  let server: TierSyncServer | undefined;
+  const runs: RespRun[] = [];
+  try {
+    server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'resp-bench',
+        layout: 'llama-3-8b',
+        tokensPerPage: 2,
+        tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}`, name: 'host' }],
+        http: { port: 0 },
+        peer: { enabled: false },
+        log: { level: 'warn' },
+        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes) },
+      }),
+    );
+    log(`door on port ${server.respPort} (page ${server.ts.pageBytes} bytes), redis-server on port ${redis.port}`);
+    // Warm-up of both (JIT, page faults of the arenas), not counted.
+    const warm = { ...o, requests: Math.max(500, Math.floor(o.requests / 10)) };
+    await redisBenchmark(server.respPort, warm);
+    await redisBenchmark(redis.port, warm);
+    for (let i = 0; i < repetitions; i++) {
+      const door = await redisBenchmark(server.respPort, o);
+      runs.push({ target: 'door', ...door });
+      log(`door   SET ${round(door.setRps, 0)} req/s  GET ${round(door.getRps, 0)} req/s`);
+      const base = await redisBenchmark(redis.port, o);
+      runs.push({ target: 'redis', ...base });
+      log(`redis  SET ${round(base.setRps, 0)} req/s  GET ${round(base.getRps, 0)} req/s`);
+    }
+  } finally {
+    await server?.close();
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const figure = (target: 'door' | 'redis') => {
+    const set = median(runs.filter((r) => r.target === target).map((r) => r.setRps));
+    const get = median(runs.filter((r) => r.target === target).map((r) => r.getRps));
+    return { setRps: round(set, 0), getRps: round(get, 0), setGiBps: round((set * o.valueBytes) / 1024 ** 3), getGiBps: round((get * o.valueBytes) / 1024 ** 3) };
+  };
+  const pairs: Array<[RespRun, RespRun]> = [];
+  for (let i = 0; i + 1 < runs.length; i += 2) pairs.push([runs[i]!, runs[i + 1]!]);
+  const door = figure('door');
+  const base = figure('redis');
+  return {
+    command: `redis-benchmark -d ${o.valueBytes} -c ${o.clients} -t get,set -n ${o.requests}`,
+    ...o,
+    repetitions,
+    door,
+    redis: base,
+    ratio: { set: round(door.setRps / base.setRps), get: round(door.getRps / base.getRps) },
+    pairRatio: {
+      set: round(median(pairs.map(([d, b]) => d.setRps / b.setRps))),
+      get: round(median(pairs.map(([d, b]) => d.getRps / b.getRps))),
+    },
+    runs,
+    machine: `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${round(os.totalmem() / 1024 ** 3, 1)} GiB`,
+  };
+}
+
+const usage = `Usage: tiersync bench resp [--json] [--requests N] [--bytes N] [--clients N] [--repetitions N]
+
+redis-benchmark -d BYTES -c CLIENTS -t get,set -n REQUESTS against the RESP door of a TierSyncServer and against a
+redis-server started in the same run (alternating); reports both and the ratio.
+  --requests N     requests per test (default 20000)
+  --bytes N        value size in bytes (default 262144)
+  --clients N      parallel clients (default 50)
+  --repetitions N  door/redis pairs (default 3)`;
+
+function positive(v: string | undefined, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 1) throw new TierSyncError(`${name} must be a positive integer, got '${v}'`, 'ERR_INVALID_ARGUMENT');
+  return n;
+}
+
+/** `tiersync bench resp ...` (its own options). */
+export async function respBenchCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, help: { type: 'boolean' } } });
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  const log = (line: string) => (values.json ? console.error(line) : console.log(line));
+  const opts: RespBenchOptions = { log };
+  const requests = positive(values.requests, '--requests');
+  const bytes = positive(values.bytes, '--bytes');
+  const clients = positive(values.clients, '--clients');
+  const repetitions = positive(values.repetitions, '--repetitions');
+  if (requests) opts.requests = requests;
+  if (bytes) opts.valueBytes = bytes;
+  if (clients) opts.clients = clients;
+  if (repetitions) opts.repetitions = repetitions;
+  const r = await runRespBench(opts);
+  console.log(
+    values.json
+      ? JSON.stringify(r)
+      : [`${r.command}`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`].join('\n'),
+  );
+  return 0;
+}

@@ -1,0 +1,365 @@
+/**
+ * `tiersync bench weights`: a generated model of `bytes` (40 random bf16 tensors) published in this process and
+ * pulled by 1, 2 and 3 receiver processes (`tiersync weights pull --commands`) arranged as a pipelined chain,
+ * each assembling into its (sim) device memory. As root, every receiver runs in its own network namespace and
+ * consecutive nodes are joined by a veth pair shaped to `linkGbit` per direction (a host with one NIC); the raw
+ * baseline is one TCP connection across the first link. Otherwise everything runs on loopback and the baseline
+ * is the native two-thread `tcpBaseline`. Each fan-out time is set beside raw transfers of the same bytes measured
+ * right before and after it. Then a training step that rewrites 10% of the bytes (whole tensors) is pulled and
+ * the bytes that moved are counted.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { HostArena, TierSyncError } from '@tiersync/native';
+import { tcpBaseline } from '@tiersync/native/bench';
+import { changeTensors, DEFAULT_CHUNK_BYTES, generateTensors, WeightPublisher } from '@tiersync/core/weights';
+import { GiB, MiB, formatSize, median, round } from './stats.js';
+
+export interface WeightsBenchOptions {
+  /** Bytes of weights. Default 2 GiB. */
+  bytes?: number;
+  /** Receiver counts to measure. Default [1, 2, 3]. */
+  receivers?: number[];
+  /** Fraction of bytes the delta step rewrites. Default 0.1. */
+  changedFraction?: number;
+  /** 'auto': network namespaces joined by veth pairs when root and `ip netns` works, else loopback. Default 'auto'. */
+  network?: 'auto' | 'netns' | 'loopback';
+  /**
+   * Rate of every veth link in Gbit/s per direction (netns only), one NIC per emulated host. Default 2: four
+   * emulated hosts at 2 Gbit/s keep 2 vCPUs ~75% busy (see cpuBusyFraction); much faster links would measure the
+   * CPU rather than the links on such a machine.
+   */
+  linkGbit?: number;
+  log?: (line: string) => void;
+}
+
+export interface WeightsBenchReport {
+  suite: 'weights';
+  bytes: number;
+  chunkBytes: number;
+  network: string;
+  topology: 'chain';
+  rawTransferSeconds: number;
+  fanout: Array<{ receivers: number; seconds: number; ratioToSingleRawTransfer: number; rawSeconds: number; bytesFetchedPerReceiver: number[]; missesRetriedPerReceiver: number[]; cpuBusyFraction: number }>;
+  delta: { changedFraction: number; bytesMovedFraction: number; seconds: number; ratioToSingleRawTransfer: number };
+}
+
+/** Where the processes run and how they reach each other. */
+class NetworkLab {
+  readonly description: string;
+  readonly publisherAddress: string;
+  readonly secret: string | undefined;
+  /** netns: raw transfer across the first link (publisher -> receiver 1's namespace); loopback: undefined (native). */
+  readonly rawTransfer: ((bytes: number, from: HostArena) => Promise<number>) | undefined;
+  readonly #namespaces: string[];
+  readonly #subnet: number;
+
+  private constructor(description: string, publisherAddress: string, secret: string | undefined, namespaces: string[], subnet: number, raw: NetworkLab['rawTransfer']) {
+    this.description = description;
+    this.publisherAddress = publisherAddress;
+    this.secret = secret;
+    this.#namespaces = namespaces;
+    this.#subnet = subnet;
+    this.rawTransfer = raw;
+  }
+
+  /**
+   * netns: one network namespace per receiver, joined in a chain by veth pairs (root -> ns1 -> ns2 -> ...), each
+   * veth end shaped to `linkGbit` with a token bucket (tc tbf), i.e. every host has a full-duplex NIC of that rate.
+   * Needs root and iproute2; 'auto' falls back to loopback when either is missing.
+   */
+  static async create(mode: 'auto' | 'netns' | 'loopback', receivers: number, linkGbit: number | undefined, log: (l: string) => void): Promise<NetworkLab> {
+    const loopback = () => new NetworkLab('loopback (separate processes on one host, no link model; raw baseline: native tcpBaseline)', '127.0.0.1', undefined, [], 0, undefined);
+    if (mode === 'loopback') return loopback();
+    const gbit = linkGbit ?? 2;
+    if (!(Number.isFinite(gbit) && gbit > 0 && gbit <= 400)) throw new TierSyncError(`link rate must be a number of Gbit/s in (0, 400], got ${String(linkGbit)}`, 'ERR_INVALID_ARGUMENT');
+    const subnet = 100 + (process.pid % 100);
+    const tag = `tw${process.pid}`;
+    const namespaces = Array.from({ length: receivers }, (_, i) => `${tag}n${i + 1}`);
+    const sh = (args: string[]) => execFileSync(args[0]!, args.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      if (process.getuid?.() !== 0) throw new Error('not root');
+      for (const ns of namespaces) {
+        sh(['ip', 'netns', 'add', ns]);
+        sh(['ip', 'netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up']);
+      }
+      for (let i = 1; i <= receivers; i++) {
+        const a = `${tag}a${i}`;
+        const b = `${tag}b${i}`;
+        const left = i === 1 ? [] : ['ip', 'netns', 'exec', namespaces[i - 2]!];
+        const right = ['ip', 'netns', 'exec', namespaces[i - 1]!];
+        sh([...left, 'ip', 'link', 'add', a, 'type', 'veth', 'peer', 'name', b]);
+        sh([...left, 'ip', 'link', 'set', b, 'netns', namespaces[i - 1]!]);
+        sh([...left, 'ip', 'addr', 'add', `10.${subnet}.${i}.1/24`, 'dev', a]);
+        sh([...left, 'ip', 'link', 'set', a, 'up']);
+        sh([...right, 'ip', 'addr', 'add', `10.${subnet}.${i}.2/24`, 'dev', b]);
+        sh([...right, 'ip', 'link', 'set', b, 'up']);
+        for (const [prefix, dev] of [[left, a], [right, b]] as const) {
+          sh([...prefix, 'tc', 'qdisc', 'add', 'dev', dev, 'root', 'tbf', 'rate', `${gbit}gbit`, 'burst', '2mb', 'latency', '20ms']);
+        }
+      }
+    } catch (e) {
+      for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns]);
+      if (mode === 'netns') throw new TierSyncError(`cannot set up network namespaces: ${(e as Error).message}`, 'ERR_UNAVAILABLE', { cause: e });
+      log(`network namespaces unavailable (${(e as Error).message.split('\n')[0]}); using loopback`);
+      return loopback();
+    }
+    // Namespaces outlive the process: remove them however it ends.
+    const removeAll = () => {
+      for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns]);
+    };
+    process.once('exit', removeAll);
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+      process.once(sig, () => {
+        removeAll();
+        process.exit(130);
+      });
+    }
+    const secret = randomBytes(16).toString('hex');
+    const sinkAddress = `10.${subnet}.1.2`;
+    const raw = async (bytes: number, from: HostArena) => rawTcpAcross(namespaces[0]!, sinkAddress, bytes, from);
+    return new NetworkLab(
+      `network namespaces: a chain of veth pairs, every link shaped to ${gbit} Gbit/s per direction (tc tbf); raw baseline: one TCP connection across the first link`,
+      `10.${subnet}.1.1`,
+      secret,
+      namespaces,
+      subnet,
+      raw,
+    );
+  }
+
+  /** Address receiver `i` (0-based) serves downstream on: its end of the next link. */
+  receiverAddress(i: number): string {
+    return this.#namespaces.length ? `10.${this.#subnet}.${i + 2}.1` : '127.0.0.1';
+  }
+
+  /** Where receiver `i` listens (all its addresses; peers authenticate with the secret). */
+  serveHost(): string {
+    return this.#namespaces.length ? '0.0.0.0' : '127.0.0.1';
+  }
+
+  prefixFor(i: number): string[] {
+    return this.#namespaces.length ? ['ip', 'netns', 'exec', this.#namespaces[i]!] : [];
+  }
+
+  async close(): Promise<void> {
+    for (const ns of this.#namespaces) spawnSync('ip', ['netns', 'del', ns]);
+  }
+}
+
+/**
+ * Seconds to send `bytes` (straight from arena memory, 4 MiB writes) over one TCP connection to a sink process in
+ * namespace `ns`, until the sink acknowledges the last byte.
+ */
+async function rawTcpAcross(ns: string, address: string, bytes: number, from: HostArena): Promise<number> {
+  // The sink exits when its stdin closes, so it never outlives the benchmark, however that ends.
+  const sinkCode = `process.stdin.on('end',()=>process.exit(0)).resume();const n=require('net');const s=n.createServer(c=>{let got=0;c.on('data',d=>{got+=d.length;if(got>=${bytes}){c.end('k');s.close();}});});s.listen(0,'${address}',()=>console.log(s.address().port));`;
+  const sink = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', sinkCode], { stdio: ['pipe', 'pipe', 'inherit'] });
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      const t = setTimeout(() => reject(new TierSyncError('raw TCP sink did not start within 10 s', 'ERR_TIMEOUT')), 10_000);
+      createInterface({ input: sink.stdout! }).once('line', (l) => {
+        clearTimeout(t);
+        resolve(Number(l));
+      });
+    });
+    const piece = 4 * MiB;
+    const t0 = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const sock = connect({ host: address, port }, () => {
+        let at = 0;
+        const pump = () => {
+          while (at < bytes) {
+            const n = Math.min(piece, bytes - at);
+            // 4 MiB-aligned views never cross the arena's 1 GiB view boundaries.
+            const ok = sock.write(from.view((Math.floor(at / piece) % Math.floor(from.capacity / piece)) * piece, n));
+            at += n;
+            if (!ok) return void sock.once('drain', pump);
+          }
+        };
+        pump();
+      });
+      sock.on('data', () => resolve());
+      sock.on('error', reject);
+      setTimeout(() => reject(new TierSyncError('raw TCP transfer exceeded 600 s', 'ERR_TIMEOUT')), 600_000).unref();
+    });
+    return (performance.now() - t0) / 1000;
+  } finally {
+    sink.kill();
+  }
+}
+
+/** Machine-wide CPU jiffies (all processes, ours and others'): [busy, total]. */
+function cpuTimes(): [number, number] {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return [total - (f[3] ?? 0) - (f[4] ?? 0), total];
+}
+
+/**
+ * Share of the machine's CPU time that was busy between two samples. Near 1, the emulated hosts compete for CPU
+ * and the link model no longer holds (times then measure the CPU, not the links).
+ */
+function busyBetween(a: [number, number], b: [number, number]): number {
+  const total = b[1] - a[1];
+  return total > 0 ? (b[0] - a[0]) / total : 0;
+}
+
+const BIN = fileURLToPath(new URL('../../bin/tiersync.js', import.meta.url));
+
+interface Line {
+  event: string;
+  [k: string]: unknown;
+}
+
+/** One receiver process and its JSON lines. */
+class ReceiverProcess {
+  readonly child: ChildProcess;
+  readonly #lines: Line[] = [];
+  readonly #waiters: Array<() => void> = [];
+  #exited = false;
+
+  /** `secret` reaches the receiver through TIERSYNC_SECRET: never on a command line, where ps shows it. */
+  constructor(args: string[], prefix: string[], secret?: string) {
+    const [cmd, ...rest] = [...prefix, process.execPath, BIN, 'weights', 'pull', ...args];
+    const env = secret ? { ...process.env, TIERSYNC_SECRET: secret } : process.env;
+    this.child = spawn(cmd!, rest, { stdio: ['pipe', 'pipe', 'inherit'], env });
+    createInterface({ input: this.child.stdout! }).on('line', (l) => {
+      try {
+        this.#lines.push(JSON.parse(l) as Line);
+      } catch {
+        return;
+      }
+      for (const w of this.#waiters.splice(0)) w();
+    });
+    this.child.on('exit', () => {
+      this.#exited = true;
+      for (const w of this.#waiters.splice(0)) w();
+    });
+  }
+
+  /** The next line of `event` (or an 'error' line, thrown), within `ms`. */
+  async next(event: string, ms: number): Promise<Line> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const i = this.#lines.findIndex((l) => l.event === event || l.event === 'error');
+      if (i >= 0) {
+        const [l] = this.#lines.splice(i, 1);
+        if (l!.event === 'error') throw new TierSyncError(`receiver: ${String(l!.message)}`, 'ERR_IO');
+        return l!;
+      }
+      if (this.#exited) throw new TierSyncError(`receiver exited (code ${this.child.exitCode}) before '${event}'`, 'ERR_IO');
+      const left = deadline - Date.now();
+      if (left <= 0) throw new TierSyncError(`receiver sent no '${event}' within ${ms} ms`, 'ERR_TIMEOUT');
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.#waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  send(line: string): void {
+    this.child.stdin!.write(`${line}\n`);
+  }
+
+  async stop(): Promise<void> {
+    if (this.#exited) return;
+    this.send('exit');
+    const t = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    await new Promise<void>((resolve) => (this.#exited ? resolve() : this.child.once('exit', () => resolve())));
+    clearTimeout(t);
+  }
+}
+
+export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<WeightsBenchReport> {
+  const log = o.log ?? (() => {});
+  const bytes = o.bytes ?? 2 * GiB;
+  const counts = o.receivers ?? [1, 2, 3];
+  const changedFraction = o.changedFraction ?? 0.1;
+  const chunkBytes = DEFAULT_CHUNK_BYTES;
+  const timeoutMs = 600_000;
+  const lab = await NetworkLab.create(o.network ?? 'auto', Math.max(...counts), o.linkGbit, log);
+  const set = generateTensors(bytes, 40);
+  const total = set.tensors.reduce((s, t) => s + t.length, 0);
+  const pieces = set.tensors.reduce((s, t) => s + Math.ceil(t.length / chunkBytes), 0);
+  const pub = new WeightPublisher({ capacity: (Math.ceil(pieces * (1 + changedFraction) * 1.05) + 24) * chunkBytes, chunkBytes });
+  // A receiver holds one version (plus the delta step's new chunks in the first run): one slot per chunk.
+  const storeBytes = (withDelta: boolean) => (Math.ceil(pieces * (withDelta ? 1 + changedFraction : 1)) + 24) * chunkBytes;
+  const rawDst = HostArena.create({ capacity: 256 * MiB, prefault: true });
+  const children: ReceiverProcess[] = [];
+  try {
+    log(`weights bench: ${formatSize(total)} in ${set.tensors.length} tensors, ${formatSize(chunkBytes)} chunks, network: ${lab.description}`);
+    await pub.publishWeights('v1', set.tensors);
+    const port = pub.serve({ host: lab.publisherAddress, ...(lab.secret ? { secret: lab.secret } : {}) });
+    // The raw transfer: one TCP connection between two native threads, same bytes (from the publisher's store).
+    const raw = async () => (lab.rawTransfer ? lab.rawTransfer(total, pub.store.arena) : tcpBaseline(pub.store.arena, rawDst, total, chunkBytes));
+    await raw(); // warm-up
+    const rawTimes: number[] = [];
+    const fanout: WeightsBenchReport['fanout'] = [];
+    let delta: WeightsBenchReport['delta'] | undefined;
+    for (const n of counts) {
+      // A chain: publisher -> r1 -> r2 -> r3, each forwarding chunks as they arrive.
+      let upstream = `${lab.publisherAddress}:${port}`;
+      for (let i = 0; i < n; i++) {
+        // Two streams: a link is full with them, and each hop of the chain lags its upstream by the requests in flight.
+        const args = ['--from', upstream, '--streams', '2', '--commands', '--json', '--serve-host', lab.serveHost(), '--serve-port', '0', '--prefault', '--reserve', String(total + 40 * 4096), '--wait-ms', String(timeoutMs), '--capacity', String(storeBytes(!delta))];
+        const r = new ReceiverProcess(args, lab.prefixFor(i), lab.secret);
+        children.push(r);
+        const serving = await r.next('serving', 30_000);
+        await r.next('ready', 30_000);
+        upstream = `${lab.receiverAddress(i)}:${String(serving.port)}`;
+      }
+      const before = await raw();
+      const cpu0 = cpuTimes();
+      const t0 = performance.now();
+      for (const r of children) r.send('pull v1');
+      const results = await Promise.all(children.map((r) => r.next('switched', timeoutMs)));
+      const seconds = (performance.now() - t0) / 1000;
+      const cpuBusy = busyBetween(cpu0, cpuTimes());
+      const after = await raw();
+      rawTimes.push(before, after);
+      const rawSeconds = (before + after) / 2;
+      fanout.push({ receivers: n, seconds: round(seconds), ratioToSingleRawTransfer: round(seconds / rawSeconds), rawSeconds: round(rawSeconds), bytesFetchedPerReceiver: results.map((x) => Number(x.bytesFetched)), missesRetriedPerReceiver: results.map((x) => Number(x.missesRetried)), cpuBusyFraction: round(cpuBusy) });
+      log(`  ${n} receiver(s): ${round(seconds)} s, raw TCP ${round(rawSeconds)} s, ratio ${round(seconds / rawSeconds)}; misses retried ${results.map((x) => String(x.missesRetried)).join('/')}; machine CPU busy ${Math.round(cpuBusy * 100)}%`);
+      if (!delta) {
+        // The training step: rewrite whole tensors worth `changedFraction` of the bytes, publish, pull.
+        const changed = changeTensors(set, changedFraction);
+        await pub.publishWeights('v2', set.tensors);
+        const rawBefore = await raw();
+        const d0 = performance.now();
+        for (const r of children) r.send('pull v2');
+        const dres = await Promise.all(children.map((r) => r.next('switched', timeoutMs)));
+        const dSeconds = (performance.now() - d0) / 1000;
+        const moved = Math.max(...dres.map((x) => Number(x.bytesFetched)));
+        delta = { changedFraction: round(changed / total, 4), bytesMovedFraction: round(moved / total, 4), seconds: round(dSeconds), ratioToSingleRawTransfer: round(dSeconds / rawBefore) };
+        log(`  delta step (${round(changed / total, 3)} of bytes rewritten): moved ${round(moved / total, 4)} of the bytes in ${round(dSeconds)} s`);
+        // The source copy is no longer needed: free it before the larger fan-outs.
+        set.arena.close();
+      }
+      for (const r of children.splice(0)) await r.stop();
+    }
+    return {
+      suite: 'weights',
+      bytes: total,
+      chunkBytes,
+      network: lab.description,
+      topology: 'chain',
+      rawTransferSeconds: round(median(rawTimes)),
+      fanout,
+      delta: delta!,
+    };
+  } finally {
+    for (const r of children) await r.stop().catch(() => undefined);
+    await pub.close();
+    rawDst.close();
+    if (!set.arena.closed) set.arena.close();
+    await lab.close();
+  }
+}
