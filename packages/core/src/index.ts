@@ -10,6 +10,5 @@ export { TierSync, parseConfig, type ResolvedConfig, type TierSyncConfig, type T
 export * from './keys/index.js';
 export { BlockIndex, SCHEMA_VERSION } from './index/index.js';
 export type { IndexTier, BlockIndexOptions, NamespaceRecord, StorePage, BeginStoreResult, CommitEntry, CommitResult, PageHit, CopyState, CopyRecord, PageRecord, RemoveResult, RecoveryReport, TierStats as IndexTierStats, IndexStats } from './index/index.js';
-export { runIndexBench, type IndexBenchReport, type IndexBenchOptions } from './bench/index-bench.js';
 export { WeightPublisher, WeightReceiver, TierSource, PeerSource, type TensorSource, type PublishResult, type PullOptions, type PullResult, type WeightLease, type WeightManifest, type WeightEvents, type WeightMetrics, type PeerAddress } from './weights/index.js';
 export { replayLive, runParity, parityConfig, parityCell, PARITY_CAPACITIES, PARITY_LAYOUT, type LiveReplayOptions, type LiveReplayResult, type ParityCapacity, type ParityCell, type ParityOptions, type ParityReport, type ParityWriteMode } from './replay/index.js';

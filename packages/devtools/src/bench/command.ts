@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
-import { runIndexBench, type CliCommand } from '@tiersync/core';
+import type { CliCommand } from '@tiersync/core';
 import { parseBytes } from '@tiersync/core/sim';
 import { agentBenchCommand } from './agent.js';
+import { runIndexBench } from './index-bench.js';
 import { runRestoreBench } from './restore.js';
 import { runSimBench } from './sim.js';
 import { runTiersBench } from './tiers.js';

@@ -16,8 +16,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BlockIndex } from '../index/index.js';
-import { createNamespace, kvLayoutPreset, pageKeys, type Namespace } from '../keys/index.js';
+import { BlockIndex, createNamespace, kvLayoutPreset, pageKeys, type Namespace } from '@tiersync/core';
 
 export interface IndexBenchOptions {
   /** Pages in the index before measuring. Default 1,000,000. */
