@@ -165,7 +165,7 @@ describe('daemon client (two processes)', () => {
     }
   });
 
-  it('refuses a commit whose bytes do not match the declared CRC32C; the page never becomes visible', async () => {
+  it('never serves a page committed with a CRC32C its bytes do not match: the load reports it missing, the daemon drops it', async () => {
     const hello = (await (await fetch(`${daemon.url}/v1/client/hello`, { headers: { authorization: 'Bearer token-alice' } })).json()) as { shm: { path: string; capacity: number; pageSize: number; fingerprint: string } };
     const mapped = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false });
     try {
@@ -175,11 +175,25 @@ describe('daemon client (two processes)', () => {
       const view = mapped.view(res.json.offsets[0], PAGE);
       randomFillSync(view);
       const good = crc32c(view);
+      // The daemon's host tier checks every read (shm): the commit records the declared CRC32C without a second read.
       const commit = await post(daemon.url, '/v1/client/commit', { lease: res.json.lease, crcs: [(good + 1) >>> 0] }, 'token-alice');
-      expect(commit.json).toMatchObject({ stored: 0, badChecksum: [0] });
-      expect((await post(daemon.url, '/v1/client/lookup', { keys: [k] }, 'token-alice')).json.present).toEqual([false]);
+      expect(commit.json).toMatchObject({ stored: 1, badChecksum: [] });
       // A lease closed once cannot be committed again.
       expect((await post(daemon.url, '/v1/client/commit', { lease: res.json.lease, crcs: [good] }, 'token-alice')).status).toBe(404);
+      // Served nowhere: not to a load (nor down to the fs tier, written through from the host tier with a check).
+      const c = await TierSyncClient.connect({ url: daemon.url, token: 'token-alice' });
+      const dst = HostArena.create({ capacity: PAGE });
+      try {
+        const r = await c.load([k], [{ arena: dst, offset: 0, length: PAGE }]);
+        expect(r).toMatchObject({ loaded: 0, missing: [0] });
+        // Dropped from the host tier, and from the index: the key can be stored afresh.
+        await expect.poll(async () => (await c.lookup([k])).present, { timeout: 5000 }).toEqual([false]);
+        dst.view(0, PAGE).set(view);
+        expect((await c.store([k], [{ arena: dst, offset: 0, length: PAGE }])).stored).toBe(1);
+      } finally {
+        dst.close();
+        await c.close();
+      }
     } finally {
       mapped.close();
     }

@@ -3,9 +3,10 @@
  *
  * Transports (the control messages always go over the daemon's HTTP control plane, kept alive):
  * - `shm` (same host): the client maps the daemon's host tier (its /dev/shm file) and moves page bytes itself,
- *   on native threads: store = reserve slots, copy in (CRC32C computed on the way), commit (the daemon checks each
- *   CRC before the page becomes visible); load = pin (the daemon makes the pages resident), copy out checking each
- *   page's CRC32C, release. No page byte crosses a socket.
+ *   on native threads: store = reserve slots, copy in (each page's CRC32C computed in the same pass), commit (the
+ *   pages become visible with those checksums); load = pin (the daemon makes the pages resident), copy out checking
+ *   each page's CRC32C in the same pass, release (naming pages that failed, which the daemon checks and drops). No
+ *   page byte crosses a socket, and no page is taken whose bytes do not match its checksum.
  * - `peer` (another host, or a daemon without a shared-memory host tier): page bytes go over the native peer
  *   protocol (authenticated handshake, CRC32C checked on arrival); pins and key resolution still go over HTTP.
  *
@@ -40,7 +41,11 @@ export interface ClientOptions {
 /** What the daemon offers this client (`hello`). */
 export type Hello = HelloResponse;
 
-/** A store's answer: `stored`, `existing` (pages the daemon already held), `badChecksum` (indices of pages refused because their bytes did not match their CRC32C when committed). */
+/**
+ * A store's answer: `stored`, `existing` (pages the daemon already held), `badChecksum` (indices of pages refused
+ * at commit because their bytes did not match their CRC32C; empty from a daemon with `checked-on-serve`, which
+ * checks pages wherever they are served instead).
+ */
 export type ClientStoreResult = CommitResponse;
 
 /**
@@ -166,8 +171,9 @@ export class TierSyncClient {
   }
 
   /**
-   * Stores `pages[i]` under `keys[i]` (1 byte up to the daemon's page size each). Resolves once the daemon has
-   * checked and recorded them; pages it already held count as `existing`.
+   * Stores `pages[i]` under `keys[i]` (1 byte up to the daemon's page size each). Resolves once the pages are
+   * visible in the daemon's host tier with the CRC32C computed as they were copied; pages it already held count as
+   * `existing`.
    * @throws TierSyncError ERR_INVALID_ARGUMENT, ERR_TIER_FULL (no room in the host tier), ERR_UNAVAILABLE (a lease limit), ERR_AUTH
    */
   async store(keys: readonly string[], pages: readonly PageLocation[]): Promise<ClientStoreResult> {
@@ -215,33 +221,44 @@ export class TierSyncClient {
     this.#checkKeys(keys);
     this.#checkPages(into, keys.length, 'into', false);
     const pin = await this.#control.call('pin', { keys: [...keys], ...(this.transport === 'peer' ? { storedKeys: true } : {}) });
+    // Pages whose copy failed its CRC32C check: named in release, so the daemon checks and drops them at the source.
+    let damaged: number[] = [];
     try {
       const found = pin.offsets.map((o, i) => (o >= 0 ? i : -1)).filter((i) => i >= 0);
       for (const i of found) {
         if (into[i]!.length < pin.lengths[i]!) throw new TierSyncError(`into[${i}] holds ${into[i]!.length} bytes, the page has ${pin.lengths[i]}`, 'ERR_OUT_OF_RANGE');
       }
-      const bad = this.transport === 'shm' ? await this.#copyOut(found, pin, into) : await this.#getPeer(found, pin, into);
+      const { bad, corrupt } = this.transport === 'shm' ? await this.#copyOut(found, pin, into) : await this.#getPeer(found, pin, into);
+      damaged = corrupt;
       const missing = keys.map((_, i) => i).filter((i) => pin.offsets[i]! < 0 || bad.has(i));
       let bytes = 0;
       for (const i of found) if (!bad.has(i)) bytes += pin.lengths[i]!;
       return { loaded: found.length - bad.size, missing, bytes };
     } finally {
-      await this.#control.call('release', { lease: pin.lease }).catch(() => undefined);
+      const canName = damaged.length && this.hello.features.includes('release-damaged');
+      await this.#control.call('release', canName ? { lease: pin.lease, damaged } : { lease: pin.lease }).catch(() => undefined);
     }
   }
 
-  /** Copies pinned pages out of the shared arena, verifying each page's CRC32C on the way. Returns failed indices. */
-  async #copyOut(found: number[], pin: PinResponse, into: readonly PageLocation[]): Promise<Set<number>> {
-    if (!found.length) return new Set();
+  /**
+   * Copies pinned pages out of the shared arena, checking each page's CRC32C in the same pass. Returns the indices
+   * not delivered (`bad`) and, among them, those whose bytes did not match (`corrupt`).
+   */
+  async #copyOut(found: number[], pin: PinResponse, into: readonly PageLocation[]): Promise<{ bad: Set<number>; corrupt: number[] }> {
+    if (!found.length) return { bad: new Set(), corrupt: [] };
     const batch = new TransferBatch();
     for (const i of found) batch.add(this.#shm!, pin.offsets[i]!, into[i]!.arena, into[i]!.offset, pin.lengths[i]!);
     const r = await this.#engine!.submit(batch, { priority: 'demand', expected: Uint32Array.from(found, (i) => pin.crcs[i]!) });
-    return new Set((r.mismatches ?? []).map((k) => found[k]!));
+    const corrupt = (r.mismatches ?? []).map((k) => found[k]!);
+    return { bad: new Set(corrupt), corrupt };
   }
 
-  /** Peer transport: fetches pinned pages (CRC32C checked on arrival), staging through host memory for device destinations. */
-  async #getPeer(found: number[], pin: PinResponse, into: readonly PageLocation[]): Promise<Set<number>> {
-    if (!found.length) return new Set();
+  /**
+   * Peer transport: fetches pinned pages (CRC32C checked on arrival), staging through host memory for device
+   * destinations. Returns the indices not delivered (`bad`) and those among them that arrived damaged (`corrupt`).
+   */
+  async #getPeer(found: number[], pin: PinResponse, into: readonly PageLocation[]): Promise<{ bad: Set<number>; corrupt: number[] }> {
+    if (!found.length) return { bad: new Set(), corrupt: [] };
     const keys = pin.keys!;
     const direct = found.every((i) => into[i]!.arena instanceof HostArena);
     const lent = direct ? undefined : this.#borrowStaging(found.length * this.pageBytes);
@@ -249,6 +266,7 @@ export class TierSyncClient {
     try {
       const arena = (staging ?? into[found[0]!]!.arena) as HostArena;
       const bad = new Set<number>();
+      const corrupt: number[] = [];
       // One request per destination arena (the peer protocol writes into one arena per request).
       const groups = new Map<HostArena, number[]>();
       for (const i of found) {
@@ -262,7 +280,11 @@ export class TierSyncClient {
           Float64Array.from(idx, (i, k) => (staging ? k * this.pageBytes : into[i]!.offset)),
           Uint32Array.from(idx, (i) => (staging ? this.pageBytes : into[i]!.length)),
         );
-        idx.forEach((i, k) => r.statuses[k] !== PeerStatus.ok && bad.add(i));
+        idx.forEach((i, k) => {
+          if (r.statuses[k] === PeerStatus.ok) return;
+          bad.add(i);
+          if (r.statuses[k] === PeerStatus.badChecksum) corrupt.push(i);
+        });
       }
       if (staging) {
         const batch = new TransferBatch();
@@ -270,7 +292,7 @@ export class TierSyncClient {
         ok.forEach((i) => batch.add(arena, found.indexOf(i) * this.pageBytes, into[i]!.arena, into[i]!.offset, pin.lengths[i]!));
         if (ok.length) await this.#engine!.submit(batch, { priority: 'demand' });
       }
-      return bad;
+      return { bad, corrupt };
     } finally {
       lent?.release();
     }

@@ -16,9 +16,15 @@ export const CLIENT_PROTOCOL_VERSION = 1;
 /**
  * Optional capabilities a daemon lists in `hello.features` (added within a protocol revision):
  * - `commit-crc-optional`: `commit` may omit `crcs`; the daemon then records the CRC32C it computes itself;
- * - `pin-ttl`: `pin` takes `ttlMs`, the lease's own deadline.
+ * - `pin-ttl`: `pin` takes `ttlMs`, the lease's own deadline;
+ * - `checked-on-serve`: a `commit` with `crcs` records them without reading the bytes again; the bytes are checked
+ *   wherever the page is served (every read of the host tier, a peer's receipt, a client's copy-out), so a page
+ *   whose bytes do not match is never served, and `badChecksum` is empty. A client that loads must check what it
+ *   copies out against `pin.crcs` (the TypeScript client always does) and name the pages that failed in `release`;
+ * - `release-damaged`: `release` takes `damaged`, the pages whose copy failed its check; the daemon checks those
+ *   slots itself and drops the damaged ones (an integrity failure on the host tier).
  */
-export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl'] as const;
+export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged'] as const;
 
 /** The longest lease a `pin` may ask for with `ttlMs` (1 hour). */
 export const MAX_PIN_TTL_MS = 3_600_000;
@@ -88,13 +94,17 @@ export const reserveResponseSchema = z.object({
   deadlineMs: z.number().int(),
 });
 
-/** `POST /v1/client/commit`: the bytes are in their slots; the daemon checks each page's CRC32C, then records it. */
+/**
+ * `POST /v1/client/commit`: the bytes are in their slots; the daemon records each page with its CRC32C (checked
+ * when served, feature `checked-on-serve`; or here, when the daemon's host tier does not check its reads).
+ */
 export const commitRequestSchema = z
   .object({
     lease: leaseIdSchema,
     /**
-     * CRC32C of each page's bytes, one per reserved key (any value for keys answered -1): the daemon checks the
-     * bytes against them. Omitted (feature `commit-crc-optional`): the daemon records the CRC32C it computes.
+     * CRC32C of each page's bytes, one per reserved key (any value for keys answered -1). Recorded as the page's
+     * checksum; every serve of the page checks its bytes against it. Omitted (feature `commit-crc-optional`): the
+     * daemon reads the bytes and records the CRC32C it computes.
      */
     crcs: z.array(uint32).optional(),
   })
@@ -103,12 +113,26 @@ export const commitResponseSchema = z.object({
   stored: z.number().int(),
   /** Pages the daemon already held. */
   existing: z.number().int(),
-  /** Indices of pages refused: their bytes did not match their CRC32C. */
+  /**
+   * Indices of pages refused at commit because their bytes did not match their CRC32C (only by a daemon that checks
+   * at commit; with `checked-on-serve` such a page is recorded and refused wherever it would be served instead).
+   */
   badChecksum: z.array(z.number().int()),
 });
 
-/** `POST /v1/client/abort` (a reservation) and `/v1/client/release` (a pin): closes a lease. */
+/** `POST /v1/client/abort`: gives a reservation's slots back. */
 export const leaseRequestSchema = z.object({ lease: leaseIdSchema }).strict();
+/** `POST /v1/client/release`: closes a pin lease. */
+export const releaseRequestSchema = z
+  .object({
+    lease: leaseIdSchema,
+    /**
+     * Indices (into the pin's keys) of pages whose copy-out did not match `pin.crcs` (feature `release-damaged`):
+     * the daemon checks those slots itself and drops the pages that are damaged there.
+     */
+    damaged: z.array(z.number().int('must be an integer index').min(0, 'must be an index (0 or more)')).max(MAX_PROTOCOL_KEYS).optional(),
+  })
+  .strict();
 export const leaseResponseSchema = z.object({ released: z.number().int() });
 
 /** `POST /v1/client/lookup`: which keys the daemon holds on any tier. */
@@ -164,7 +188,7 @@ export const clientOps = {
   reserve: { method: 'POST', request: reserveRequestSchema, response: reserveResponseSchema },
   commit: { method: 'POST', request: commitRequestSchema, response: commitResponseSchema },
   abort: { method: 'POST', request: leaseRequestSchema, response: leaseResponseSchema },
-  release: { method: 'POST', request: leaseRequestSchema, response: leaseResponseSchema },
+  release: { method: 'POST', request: releaseRequestSchema, response: leaseResponseSchema },
   lookup: { method: 'POST', request: lookupRequestSchema, response: lookupResponseSchema },
   pin: { method: 'POST', request: pinRequestSchema, response: pinResponseSchema },
   resolve: { method: 'POST', request: resolveRequestSchema, response: resolveResponseSchema },
@@ -193,7 +217,8 @@ export type ReserveRequest = ClientRequest<'reserve'>;
 export type ReserveResponse = ClientResponse<'reserve'>;
 export type CommitRequest = ClientRequest<'commit'>;
 export type CommitResponse = ClientResponse<'commit'>;
-export type LeaseRequest = ClientRequest<'release'>;
+export type LeaseRequest = ClientRequest<'abort'>;
+export type ReleaseRequest = ClientRequest<'release'>;
 export type LeaseResponse = ClientResponse<'release'>;
 export type LookupRequest = ClientRequest<'lookup'>;
 export type LookupResponse = ClientResponse<'lookup'>;

@@ -2,17 +2,25 @@
  * The daemon's side of `@tiersync/core/client`: the control messages of clients in other processes, on
  * `/v1/client/*` of the HTTP control plane. Page bytes never cross this channel:
  * - same host: the client maps the host tier's /dev/shm file; the daemon reserves slots (`reserve`), the client
- *   copies pages into them on its own native threads, and `commit` checks every page's CRC32C before the page
- *   becomes visible and enters the block index; `pin` makes pages resident in the host tier and holds them while
- *   the client copies them out (checking their CRC32C), `release` lets go;
+ *   copies pages into them on its own native threads, computing each page's CRC32C in the same pass, and `commit`
+ *   makes them visible with those checksums and records them in the block index; `pin` makes pages resident in the
+ *   host tier and holds them while the client copies them out (checking their CRC32C), `release` lets go;
  * - another host: the same `pin`/`resolve` answers, with bytes moving over the native peer protocol.
+ *
+ * Integrity: no page is served unless its bytes match its CRC32C. With a host tier that checks its reads (the default
+ * with shm=), a commit records the client's checksums without reading the bytes a second time, since the check has
+ * to happen where pages are served anyway (a client mapping the file can change a slot after any commit-time check):
+ * every read of the host tier (hierarchy loads, the RESP door, copies down to lower tiers) checks each page; a peer
+ * checks what it receives; a same-host client checks its copy-out and names failed pages in `release`. A damaged
+ * page found by any of them is dropped from the host tier and reported (`integrity:failed`, #dropDamaged). With a
+ * host tier that does not check its reads, commit reads every page on native threads and refuses mismatches.
  *
  * Every request speaks for one tenant (its bearer token), and every key it names is turned into the tenant's
  * stored key (tenants.ts). Reservations and pins are leases: bounded in number and pages, undone when their
  * deadline passes, so a client that dies or stalls cannot hold slots or grow the daemon's memory.
  */
 import type { IncomingMessage } from 'node:http';
-import { HostArena, PeerClient, PeerStatus, crc32cRanges } from '@tiersync/native';
+import { HostArena, PeerClient, PeerStatus, TierSyncError, crc32cRanges } from '@tiersync/native';
 import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { LRUCache } from 'lru-cache';
@@ -32,6 +40,7 @@ import {
   type CommitRequest,
   type LookupRequest,
   type PinRequest,
+  type ReleaseRequest,
   type ReserveRequest,
 } from '../protocol/index.js';
 import { Tenants, type Tenant } from './tenants.js';
@@ -70,6 +79,8 @@ interface Lease {
   busy?: boolean;
   /** Pin leases: the keys also pinned in the hierarchy (those brought up from lower tiers or peers). */
   indexPinned?: PageKey[];
+  /** Pin leases: the CRC32C the tier recorded for each pinned page (what the client checks its copy against). */
+  crcs?: Uint32Array;
 }
 
 /** Stored-key derivations remembered (about 150 bytes each). */
@@ -95,6 +106,8 @@ export class ClientApi {
   /** Committed pages the block index has yet to record (the recorder's next batch). */
   readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
   #recording: Promise<void> | undefined;
+  /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
+  readonly #damagedByReads = new Set<PageKey>();
   #nextLease = 1;
 
   constructor(options: ClientApiOptions) {
@@ -104,6 +117,60 @@ export class ClientApi {
     this.#pages = new Counter({ name: 'tiersync_client_pages_total', help: 'Pages handled for clients, per tenant and operation (store, load, lookup_hit, lookup_miss, pulled, pushed).', labelNames: ['tenant', 'op'], registers: [options.metrics] });
     this.#refused = new Counter({ name: 'tiersync_client_refused_total', help: 'Client requests refused, per tenant and reason (auth, limit, checksum).', labelNames: ['tenant', 'why'], registers: [options.metrics] });
     options.ts.on('block:evicted', this.#onEvicted);
+    options.ts.on('integrity:failed', this.#onIntegrity);
+  }
+
+  /**
+   * Whether commits record the client's CRC32C without reading the bytes again: only when the host tier checks every
+   * read against it (host tier option verify, the default with shm=), so a mismatch is caught wherever it is served.
+   */
+  get #checkedOnServe(): boolean {
+    return this.#o.hostTier.capabilities.verifiesOnRead;
+  }
+
+  /**
+   * The hierarchy read a host-tier page whose bytes failed their CRC32C (a load, the RESP door, a copy down): it
+   * counted and reported it, and did not serve or copy it. The page is dropped from the host tier on the next turn
+   * (after the read that found it has let go of its slot).
+   */
+  readonly #onIntegrity = (e: { key: PageKey; tier: string }): void => {
+    if (e.tier !== this.#o.hostTierName) return;
+    if (!this.#damagedByReads.size) setImmediate(() => this.#dropDamaged(this.#takeDamagedByReads(), 'found by a read of the host tier'));
+    this.#damagedByReads.add(e.key);
+  };
+
+  #takeDamagedByReads(): PageKey[] {
+    const keys = [...this.#damagedByReads];
+    this.#damagedByReads.clear();
+    return keys;
+  }
+
+  /**
+   * Drops host-tier pages whose bytes do not match their CRC32C: from the pages the index has yet to record, from
+   * the block index and planner (when they still list the host copy; lower copies are untouched), and from the tier.
+   * A slot an open load lease still pins is freed when the last such lease closes (#onEvicted, #untrackPins).
+   * `report`: the damage was found here (a client's copy-out, confirmed by the daemon), so it is counted and
+   * emitted as `integrity:failed` like a hierarchy read's.
+   */
+  #dropDamaged(keys: readonly PageKey[], why: string, report = false): void {
+    if (!keys.length) return;
+    const { ts, hostTier, hostTierName } = this.#o;
+    for (const k of keys) this.#unrecorded.delete(k);
+    if (report) {
+      for (const key of keys) {
+        ts.counters.integrityFailures++;
+        ts.emit('integrity:failed', { key, tier: hostTierName, error: new TierSyncError(`host tier: page ${key} failed its CRC32C check (${why})`, 'ERR_CHECKSUM', { tier: 'host' }) });
+      }
+    }
+    const known = ts.lookupKeys(keys);
+    const listed = known.pages.filter((p) => p.tiers.includes(hostTierName)).map((p) => p.key);
+    if (listed.length) ts.forgetPages(hostTierName, listed);
+    try {
+      hostTier.deleteNow(keys);
+    } catch {
+      // The tier is closing: nothing left to serve from it.
+    }
+    this.#o.log.error({ pages: keys.length, why }, 'pages whose bytes did not match their CRC32C were dropped from the host tier');
   }
 
   /**
@@ -168,7 +235,7 @@ export class ClientApi {
       case 'abort':
         return this.#release(tenant, (body as { lease: number }).lease, 'reserve');
       case 'release':
-        return this.#release(tenant, (body as { lease: number }).lease, 'pin');
+        return this.#releasePin(tenant, body as ReleaseRequest);
       case 'lookup':
         return this.#lookup(tenant, body as LookupRequest);
       case 'pin':
@@ -196,7 +263,7 @@ export class ClientApi {
       // The Unix socket only helps a client that shares this host's filesystem, i.e. one offered shared memory.
       socket: shm ? (this.#o.socketPath ?? null) : null,
       peer: this.#o.peerAddress || null,
-      features: [...CLIENT_FEATURES],
+      features: CLIENT_FEATURES.filter((f) => f !== 'checked-on-serve' || this.#checkedOnServe),
     };
   }
 
@@ -328,36 +395,26 @@ export class ClientApi {
   async #commit(tenant: Tenant, body: CommitRequest): Promise<ClientResponse<'commit'>> {
     const lease = this.#lease(tenant, body.lease, 'reserve');
     if (body.crcs) this.#perKey(body.crcs, 'crcs', lease.keys.length, 0xffffffff);
-    const arena = this.arena;
-    // The daemon checks the bytes itself: a page whose slot does not hold what the client declared never becomes
-    // visible. The check runs on native threads (the event loop keeps serving); the lease is held meanwhile.
-    lease.expires = Number.POSITIVE_INFINITY;
-    lease.busy = true;
     const copied: number[] = [];
     for (let i = 0; i < lease.keys.length; i++) if (lease.offsets[i]! >= 0) copied.push(i);
-    let actual: Uint32Array;
-    try {
-      actual = copied.length
-        ? await crc32cRanges(arena, Float64Array.from(copied, (i) => lease.offsets[i]!), Uint32Array.from(copied, (i) => lease.lengths[i]!), { threads: CHECK_THREADS })
-        : new Uint32Array(0);
-    } catch (e) {
-      lease.busy = false;
-      lease.expires = Date.now() + this.#o.leaseMs;
-      throw e;
-    }
-    // Closed meanwhile (daemon shutting down): its slots are already freed.
-    if (!this.#leases.has(lease.id)) throw new ProtocolError('the daemon closed this reservation while checking it', 'ERR_CLOSED', 503);
-    // Without declared checksums the daemon's own become the pages' (nothing to compare them with).
     const crcs = body.crcs ? Uint32Array.from(body.crcs) : new Uint32Array(lease.keys.length);
-    if (!body.crcs) copied.forEach((i, j) => (crcs[i] = actual[j]!));
     const ok = new Uint8Array(lease.keys.length);
     const bad: number[] = [];
+    if (body.crcs && this.#checkedOnServe) {
+      // The client computed each CRC32C in the same pass as its copy: recorded as is, with no second read of the bytes
+      // here. Every serve of the page checks its bytes against it (see the file's doc), so a wrong one is never served.
+      for (const i of copied) ok[i] = 1;
+    } else {
+      const actual = await this.#checkSlots(lease, copied);
+      // Without declared checksums the daemon's own become the pages' (nothing to compare them with).
+      copied.forEach((i, j) => {
+        if (!body.crcs) crcs[i] = actual[j]!;
+        if (actual[j] === crcs[i]) ok[i] = 1;
+        else bad.push(i);
+      });
+    }
     const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
-    copied.forEach((i, j) => {
-      if (actual[j] !== crcs[i]) return void bad.push(i);
-      ok[i] = 1;
-      landed.push({ key: lease.keys[i]!, length: lease.lengths[i]!, crc32c: crcs[i]! });
-    });
+    for (const i of copied) if (ok[i]) landed.push({ key: lease.keys[i]!, length: lease.lengths[i]!, crc32c: crcs[i]! });
     this.#close(lease, { ok: (i) => ok[i] === 1, crcs });
     if (bad.length) this.#refused.inc({ tenant: tenant.name, why: 'checksum' }, bad.length);
     // The pages are visible in the host tier now (lookup and pin answer from it); the block index records them in
@@ -366,6 +423,26 @@ export class ClientApi {
     this.#pages.inc({ tenant: tenant.name, op: 'store' }, landed.length);
     if (this.#o.placement === 'rendezvous' && landed.length) void this.#push(landed).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'rendezvous push failed'));
     return { stored: landed.length, existing: lease.keys.length - copied.length, badChecksum: bad };
+  }
+
+  /**
+   * The CRC32C of a lease's slots `at`, computed on native threads (the event loop keeps serving). The lease is held
+   * meanwhile (no expiry, no second commit, release or abort); throws ERR_CLOSED when the daemon closed it meanwhile.
+   */
+  async #checkSlots(lease: Lease, at: readonly number[]): Promise<Uint32Array> {
+    if (!at.length) return new Uint32Array(0);
+    const arena = this.arena;
+    const expires = lease.expires;
+    lease.expires = Number.POSITIVE_INFINITY;
+    lease.busy = true;
+    try {
+      return await crc32cRanges(arena, Float64Array.from(at, (i) => lease.offsets[i]!), Uint32Array.from(at, (i) => lease.lengths[i]!), { threads: CHECK_THREADS });
+    } finally {
+      lease.busy = false;
+      lease.expires = Math.max(expires, Date.now() + this.#o.leaseMs);
+      // Closed meanwhile (daemon shutting down): its slots are already freed.
+      if (!this.#leases.has(lease.id)) throw new ProtocolError(`the daemon closed ${lease.kind === 'reserve' ? 'reservation' : 'pin'} ${lease.id} while checking it`, 'ERR_CLOSED', 503);
+    }
   }
 
   /**
@@ -400,6 +477,28 @@ export class ClientApi {
   #release(tenant: Tenant, id: number, kind: Lease['kind']): ClientResponse<'release'> {
     const lease = this.#lease(tenant, id, kind);
     this.#close(lease);
+    return { released: lease.keys.length };
+  }
+
+  /**
+   * Closes a pin lease. Pages the client names `damaged` (their copy-out did not match their CRC32C) are checked
+   * here first, while the lease still pins their slots; those whose slot is damaged are dropped and reported. A page
+   * whose slot checks out was damaged on the client's side (or on the wire): it stays.
+   */
+  async #releasePin(tenant: Tenant, body: ReleaseRequest): Promise<ClientResponse<'release'>> {
+    const lease = this.#lease(tenant, body.lease, 'pin');
+    const named = [...new Set(body.damaged ?? [])];
+    for (const i of named) {
+      if (i >= lease.keys.length || lease.offsets[i]! < 0) throw new ProtocolError(`damaged: ${i} is not the index of a page pin ${lease.id} found (it has ${lease.keys.length} keys)`, 'ERR_INVALID_ARGUMENT', 400, 'damaged');
+    }
+    if (named.length) {
+      const actual = await this.#checkSlots(lease, named);
+      const broken = named.filter((i, j) => actual[j] !== lease.crcs![i]).map((i) => lease.keys[i]!);
+      this.#close(lease);
+      this.#dropDamaged(broken, `a client's copy-out, confirmed by the daemon`, true);
+    } else {
+      this.#close(lease);
+    }
     return { released: lease.keys.length };
   }
 
@@ -476,8 +575,8 @@ export class ClientApi {
     const keys = this.#stored(tenant, body.keys);
     this.#claim(tenant, keys.length);
     const ttlMs = body.ttlMs ?? this.#o.leaseMs;
-    const lease = this.#open({ kind: 'pin', tenant, keys, offsets: new Float64Array(keys.length).fill(-1), lengths: new Uint32Array(keys.length) }, ttlMs);
-    const crcs = new Array<number>(keys.length).fill(0);
+    const crcs = new Uint32Array(keys.length);
+    const lease = this.#open({ kind: 'pin', tenant, keys, offsets: new Float64Array(keys.length).fill(-1), lengths: new Uint32Array(keys.length), crcs }, ttlMs);
     try {
       const { ts, hostTier } = this.#o;
       // Pinned in the tier driver from here on; tracked at once, so #close (even on an error below) undoes exactly these.
@@ -509,7 +608,7 @@ export class ClientApi {
       for (let i = 0; i < keys.length; i++) if (lease.offsets[i]! >= 0) found++;
       this.#pages.inc({ tenant: tenant.name, op: 'load' }, found);
       // Remote clients fetch over the peer protocol, which names pages by their stored keys.
-      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs, deadlineMs: ttlMs, ...(body.storedKeys === true ? { keys } : {}) };
+      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs: Array.from(crcs), deadlineMs: ttlMs, ...(body.storedKeys === true ? { keys } : {}) };
     } catch (e) {
       this.#close(lease);
       throw e;
@@ -648,6 +747,7 @@ export class ClientApi {
   async close(): Promise<void> {
     clearInterval(this.#sweep);
     this.#o.ts.off('block:evicted', this.#onEvicted);
+    this.#o.ts.off('integrity:failed', this.#onIntegrity);
     for (const l of [...this.#leases.values()]) this.#close(l);
     for (const p of this.#peers.values()) void p.then((c) => c.close(), () => undefined);
     this.#peers.clear();
