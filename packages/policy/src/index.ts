@@ -34,7 +34,6 @@ export { SeededRandom } from './random.js';
 export { decideWrite, checkWriteMode, type WriteAction, type WriteEvent, type WriteMode, type WriteState } from './write-mode.js';
 export { checkPromotionRule, promotionTarget, type PromotionRule } from './promotion.js';
 export { prefetchPlan, type PrefetchOptions } from './prefetch.js';
-export { TtlPins, type HoldId } from './ttl-pins.js';
 export { PriorityPolicy, type PriorityOptions } from './priority.js';
 export { TenantQuotaPolicy, type OverQuotaMode, type TenantQuotaOptions } from './tenant-quota.js';
 export type { PartitionFactory, PartitionState } from './internal/partitioned.js';
