@@ -1,13 +1,16 @@
 /**
- * Module boundaries, checked on the sources (docs/ARCHITECTURE.md, "Packages and folders"):
- * - inside @tiersync/core, another folder is entered only through its index.ts (tests and fixtures may reach into
- *   their own folder freely);
+ * Module boundaries, checked on the sources (docs/ARCHITECTURE.md, the opening section):
+ * - inside @tiersync/core, another folder is entered only through its index.ts (tests and fixtures too; within its
+ *   own folder a file reaches any other); files directly in src/ (build-info.ts) are one module each, and the package
+ *   entry src/index.ts is imported by no one inside;
  * - the import graph of core's non-test sources has no cycles, between folders or between files, type-only imports
  *   included;
  * - no non-test source of a workspace package reaches into another package's files by a relative path (packages
  *   import each other by name, through their `exports`);
  * - every bare import is declared by the importing package: non-test sources in `dependencies` (or peer/optional
- *   ones), tests and fixtures also in `devDependencies` or the workspace root's.
+ *   ones), tests and fixtures also in `devDependencies` or the workspace root's (so the published @tiersync/core
+ *   cannot import fast-check, s3rver or @tiersync/devtools);
+ * - every package under packages/ states `engines` and `repository`, and @tiersync/devtools is private.
  *
  * Imports are read with TypeScript's own pre-processor (`ts.preProcessFile`): static imports, `import type`,
  * `export ... from`, dynamic `import()` (also in type positions) and `require()`.
@@ -42,8 +45,11 @@ function walk(dir: string, out: string[] = []): string[] {
 
 /** Every module specifier a file imports (static, type-only, re-exports, dynamic, require). */
 function importsOf(file: string): string[] {
-  const info = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
-  return info.importedFiles.map((f) => f.fileName);
+  return specifiersIn(readFileSync(file, 'utf8'));
+}
+
+function specifiersIn(text: string): string[] {
+  return ts.preProcessFile(text, true, true).importedFiles.map((f) => f.fileName);
 }
 
 /** Resolves a relative specifier to a source file ('.js' written for a '.ts' source, as NodeNext wants). */
@@ -114,14 +120,18 @@ function cycles(nodes: Iterable<string>, next: (n: string) => Iterable<string>):
   return found;
 }
 
-function graph(edges: Edge[], key: (file: string) => string, keep: (e: Edge) => boolean): Map<string, Set<string>> {
+/**
+ * The import graph of core's non-test sources, with files grouped into nodes by `key`. An edge inside one node is
+ * kept only when nodes are files (a file importing itself); inside a folder it is that folder's own business.
+ */
+function graph(edges: Edge[], key: (file: string) => string, nodesAreFiles: boolean): Map<string, Set<string>> {
   const g = new Map<string, Set<string>>();
   for (const e of edges) {
-    if (!keep(e)) continue;
+    if (isTestFile(e.from)) continue;
     const [a, b] = [key(e.from), key(e.to)];
     if (!g.has(a)) g.set(a, new Set());
     if (!g.has(b)) g.set(b, new Set());
-    if (a !== b || key === fileKey) g.get(a)!.add(b);
+    if (a !== b || nodesAreFiles) g.get(a)!.add(b);
   }
   return g;
 }
@@ -145,13 +155,30 @@ describe('core folder boundaries', () => {
   });
 
   it('has no cycles between folders (type-only imports included)', () => {
-    const g = graph(edges, unitOf, (e) => !isTestFile(e.from));
+    const g = graph(edges, unitOf, false);
     expect(cycles(g.keys(), (n) => g.get(n) ?? [])).toEqual([]);
   });
 
   it('has no cycles between files (type-only imports included)', () => {
-    const g = graph(edges, fileKey, (e) => !isTestFile(e.from));
+    const g = graph(edges, fileKey, true);
     expect(cycles(g.keys(), (n) => g.get(n) ?? [])).toEqual([]);
+  });
+
+  it('the import scanner sees every kind of import (self-check)', () => {
+    const text = [
+      "import a from './a.js';",
+      "import type { B } from '../b/index.js';",
+      "import { type C, d } from './c.js';",
+      "export { e } from './e.js';",
+      "export * from './f.js';",
+      "export type { G } from './g.js';",
+      "const h = await import('./h.js');",
+      "type I = typeof import('./i.js');",
+      "let j: import('./j.js').J;",
+      "import './k.js';",
+      "// import { no } from './comment.js';",
+    ].join('\n');
+    expect(specifiersIn(text)).toEqual(['./a.js', '../b/index.js', './c.js', './e.js', './f.js', './g.js', './h.js', './i.js', './j.js', './k.js']);
   });
 
   it('the cycle finder finds cycles (self-check)', () => {
@@ -164,6 +191,9 @@ describe('core folder boundaries', () => {
 
 interface Manifest {
   name: string;
+  private?: boolean;
+  engines?: { node?: string };
+  repository?: { url?: string; directory?: string };
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
@@ -172,11 +202,21 @@ interface Manifest {
 
 const readManifest = (dir: string): Manifest => JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as Manifest;
 
-/** The workspace's package folders (pnpm-workspace.yaml: packages/*, examples, test). */
+/** The workspace's package folders (pnpm-workspace.yaml: packages/*, examples, test) and the workspace root. */
 function workspacePackages(): string[] {
   const dirs = readdirSync(path.join(ROOT, 'packages')).map((d) => path.join(ROOT, 'packages', d));
-  return [...dirs, path.join(ROOT, 'examples'), path.join(ROOT, 'test')].filter((d) => existsSync(path.join(d, 'package.json')));
+  return [...dirs, path.join(ROOT, 'examples'), path.join(ROOT, 'test'), ROOT].filter((d) => existsSync(path.join(d, 'package.json')));
 }
+
+/** A package's own sources; the root's are its scripts/ and its top-level config files (the rest are packages). */
+function sourcesOf(dir: string): string[] {
+  if (dir !== ROOT) return walk(dir);
+  const top = readdirSync(ROOT).filter((n) => SOURCE.test(n) && !n.endsWith('.d.ts')).map((n) => path.join(ROOT, n));
+  return [...top, ...walk(path.join(ROOT, 'scripts'))];
+}
+
+/** Development-only packages: everything they import counts as a test's import (devDependencies suffice). */
+const devOnly = (dir: string): boolean => dir === ROOT || path.relative(ROOT, dir) === 'test';
 
 const BUILTINS = new Set(builtinModules);
 
@@ -192,16 +232,16 @@ describe('workspace package imports', () => {
   const packages = workspacePackages();
 
   it('finds the workspace packages', () => {
-    expect(packages.map((p) => path.relative(ROOT, p))).toEqual(expect.arrayContaining(['packages/core', 'packages/native', 'packages/policy', 'packages/tiers', 'test', 'examples']));
+    expect(packages.map((p) => path.relative(ROOT, p) || '(root)')).toEqual(expect.arrayContaining(['packages/core', 'packages/devtools', 'packages/native', 'packages/policy', 'packages/tiers', 'test', 'examples', '(root)']));
   });
 
-  it.each(packages.map((p) => [path.relative(ROOT, p), p]))('%s declares every package it imports', (_name, dir) => {
+  it.each(packages.map((p) => [path.relative(ROOT, p) || '(root)', p]))('%s declares every package it imports', (_name, dir) => {
     const m = readManifest(dir);
     const runtime = new Set([m.name, ...Object.keys({ ...m.dependencies, ...m.peerDependencies, ...m.optionalDependencies })]);
     const forTests = new Set([...runtime, ...Object.keys(m.devDependencies ?? {}), ...rootDev]);
     const bad: string[] = [];
-    for (const file of walk(dir)) {
-      const test = isTestFile(file) || path.relative(ROOT, dir) === 'test';
+    for (const file of sourcesOf(dir)) {
+      const test = isTestFile(file) || devOnly(dir);
       for (const spec of importsOf(file)) {
         if (spec.startsWith('.') || spec.startsWith('/')) continue;
         const name = packageName(spec);
@@ -212,6 +252,17 @@ describe('workspace package imports', () => {
     }
     expect(bad).toEqual([]);
   });
+
+  it.each(packages.filter((p) => p.includes(`${path.sep}packages${path.sep}`)).map((p) => [path.relative(ROOT, p), p]))(
+    '%s states its engines and repository, and is published only when it may be',
+    (name, dir) => {
+      const m = readManifest(dir);
+      expect(m.engines?.node, `${name}: engines.node`).toMatch(/\^20/);
+      expect(m.repository, `${name}: repository`).toMatchObject({ url: expect.stringContaining('tiersync'), directory: name });
+      // Development tools (fast-check, s3rver, fault harnesses) are never published.
+      if (name === 'packages/devtools') expect(m.private).toBe(true);
+    },
+  );
 
   it.each(packages.filter((p) => p.includes(`${path.sep}packages${path.sep}`)).map((p) => [path.relative(ROOT, p), p]))(
     '%s reaches no other package by a relative path (tests may use the repository\'s scripts/)',
