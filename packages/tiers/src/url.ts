@@ -82,10 +82,11 @@ export function splitUrl(url: string): SplitUrl {
 export function parseOptions<S extends z.ZodType>(url: SplitUrl, schema: S): z.output<S> {
   const result = schema.safeParse(url.params);
   if (!result.success) {
-    const issue = result.error.issues[0]!;
-    const name = issue.path.join('.') || '(options)';
-    const reason = issue.code === 'unrecognized_keys' ? `unknown option(s) ${issue.keys.join(', ')}` : `option '${name}' ${issue.message}`;
-    throw new TierSyncError(`tier URL '${url.redacted}': ${reason}`, 'ERR_CONFIG');
+    // Every problem of the URL at once.
+    const reasons = result.error.issues.map((issue) =>
+      issue.code === 'unrecognized_keys' ? `unknown option(s) ${issue.keys.join(', ')}` : `option '${issue.path.join('.') || '(options)'}' ${issue.message}`,
+    );
+    throw new TierSyncError(`tier URL '${url.redacted}': ${reasons.join('; ')}`, 'ERR_CONFIG');
   }
   return result.data;
 }

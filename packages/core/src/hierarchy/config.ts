@@ -128,14 +128,19 @@ export const tierSyncConfigSchema = z
 export type TierSyncConfig = z.input<typeof tierSyncConfigSchema>;
 export type ResolvedConfig = z.output<typeof tierSyncConfigSchema>;
 
-/** @throws TierSyncError ERR_CONFIG naming the field and why */
+/**
+ * One ERR_CONFIG naming every field at fault and why, so a user fixes a config file in one pass (zod reports all
+ * problems of a parse at once).
+ */
+export function configIssuesError(issues: readonly z.core.$ZodIssue[]): TierSyncError {
+  const problems = issues.map((issue) => `config ${issue.path.length ? issue.path.join('.') : '(config)'}: ${issue.message}`);
+  return new TierSyncError(problems.length === 1 ? problems[0]! : `${problems.length} problems in the config:\n  ${problems.join('\n  ')}`, 'ERR_CONFIG');
+}
+
+/** @throws TierSyncError ERR_CONFIG naming every field at fault and why */
 export function parseConfig(config: unknown): ResolvedConfig {
   const r = tierSyncConfigSchema.safeParse(config);
-  if (!r.success) {
-    const issue = r.error.issues[0]!;
-    const where = issue.path.length ? issue.path.join('.') : '(config)';
-    throw new TierSyncError(`config ${where}: ${issue.message}`, 'ERR_CONFIG');
-  }
+  if (!r.success) throw configIssuesError(r.error.issues);
   for (const [i, t] of r.data.tiers.entries()) {
     if (!policyNames().includes(t.policy)) {
       throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')})`, 'ERR_CONFIG');

@@ -4,6 +4,6 @@
  */
 export { TierSync } from './tier-sync.js';
 export type { DeleteResult, KeyLookupResult, LayerEvent, LayerRange, LoadOptions, LoadResult, LookupResult, StoreOptions, StoreResult, TierSyncEvents } from './types.js';
-export { parseConfig, tierConfigSchema, tierSyncConfigSchema, type ResolvedConfig, type TierSyncConfig } from './config.js';
+export { configIssuesError, parseConfig, tierConfigSchema, tierSyncConfigSchema, type ResolvedConfig, type TierSyncConfig } from './config.js';
 export { plannerConfigOf, writeModeOf, UNLIMITED_PAGES } from './planner-config.js';
 export type { ReconcileReport, TierAdoption } from './reconcile.js';

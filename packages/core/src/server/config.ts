@@ -10,7 +10,7 @@ import path from 'node:path';
 import { TierSyncError } from '@tiersync/native/errors';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/index.js';
+import { configIssuesError, parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/index.js';
 import { respConfigSchema, type ResolvedRespConfig } from './resp/config.js';
 import { kvEventsConfigSchema, type ResolvedKvEventsConfig } from './kv-events/config.js';
 
@@ -192,11 +192,7 @@ export function checkRespConfig(resp: ResolvedRespConfig): void {
  */
 export function parseServerConfig(config: unknown): ResolvedServerConfig {
   const r = serverConfigSchema.safeParse(config);
-  if (!r.success) {
-    // Every problem at once, so a user fixes the file in one pass.
-    const problems = r.error.issues.map((issue) => `config ${issue.path.length ? issue.path.join('.') : '(config)'}: ${issue.message}`);
-    throw new TierSyncError(problems.length === 1 ? problems[0]! : `${problems.length} problems in the config:\n  ${problems.join('\n  ')}`, 'ERR_CONFIG');
-  }
+  if (!r.success) throw configIssuesError(r.error.issues);
   const { http, peer, cluster, log, tenants, client, resp, kvEvents, ...rest } = r.data;
   const hierarchy = parseConfig(rest);
   const out: ResolvedServerConfig = {
