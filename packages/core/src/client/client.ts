@@ -16,6 +16,7 @@
 import { HostArena, PeerClient, PeerStatus, TierSyncError, TransferBatch, TransferEngine, type DeviceArena } from '@tiersync/native';
 import type { CommitResponse, HelloResponse, LookupResponse, PinResponse } from '../protocol/index.js';
 import { ControlChannel } from './control.js';
+import { DEFAULT_WINDOW_BYTES, windowsOf } from './windows.js';
 
 export interface PageLocation {
   arena: HostArena | DeviceArena;
@@ -36,6 +37,12 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Native copy threads of the client's transfer engine (shm). Default 2. */
   threads?: number;
+  /**
+   * Bytes per window of a large load (default 32 MiB): the daemon pins the next window while the client copies this
+   * one out. A batch that fits in one window is one request each way. Stores go in windows of the daemon's
+   * `maxBatchPages`.
+   */
+  windowBytes?: number;
 }
 
 /** What the daemon offers this client (`hello`). */
@@ -69,18 +76,20 @@ export class TierSyncClient {
   readonly #shm: HostArena | undefined;
   readonly #engine: TransferEngine | undefined;
   readonly #peer: PeerClient | undefined;
+  readonly #windowBytes: number;
   /** Host memory for pages to or from device arenas over the peer transport, kept between calls (one user at a time). */
   #staging: HostArena | undefined;
   #stagingBusy = false;
   #closed = false;
 
-  private constructor(parts: { hello: Hello; transport: 'shm' | 'peer'; control: ControlChannel; shm?: HostArena; engine?: TransferEngine; peer?: PeerClient }) {
+  private constructor(parts: { hello: Hello; transport: 'shm' | 'peer'; control: ControlChannel; shm?: HostArena; engine?: TransferEngine; peer?: PeerClient; windowBytes: number }) {
     this.hello = parts.hello;
     this.transport = parts.transport;
     this.#control = parts.control;
     this.#shm = parts.shm;
     this.#engine = parts.engine;
     this.#peer = parts.peer;
+    this.#windowBytes = parts.windowBytes;
   }
 
   /**
@@ -93,6 +102,8 @@ export class TierSyncClient {
     const want = options.transport ?? 'auto';
     if (!['auto', 'shm', 'peer'].includes(want)) throw new TierSyncError(`transport must be 'auto', 'shm' or 'peer', got '${String(want)}'`, 'ERR_INVALID_ARGUMENT');
     const timeoutMs = options.timeoutMs ?? 30_000;
+    const windowBytes = options.windowBytes ?? DEFAULT_WINDOW_BYTES;
+    if (!Number.isSafeInteger(windowBytes) || windowBytes < 1) throw new TierSyncError(`windowBytes must be a positive integer, got ${String(options.windowBytes)}`, 'ERR_INVALID_ARGUMENT');
     const control = new ControlChannel({ url: options.url, token: options.token, timeoutMs });
     try {
       const hello = await control.call('hello', undefined);
@@ -103,7 +114,7 @@ export class TierSyncClient {
           const engine = new TransferEngine({ threads: options.threads ?? 2 });
           // Same host: control requests go over the daemon's Unix socket when it offers one and it is reachable.
           if (hello.socket) await control.useSocket(hello.socket);
-          return new TierSyncClient({ hello, transport: 'shm', control, shm, engine });
+          return new TierSyncClient({ hello, transport: 'shm', control, shm, engine, windowBytes });
         } catch (e) {
           shmError = e;
           if (want === 'shm') throw e;
@@ -117,7 +128,7 @@ export class TierSyncClient {
       const host = advertised === '0.0.0.0' || advertised === '::' ? control.host : advertised;
       const peer = await PeerClient.connect({ host, port: Number(hello.peer.slice(i + 1)), streams: 2, timeoutMs, ...(options.peerSecret ? { secret: options.peerSecret } : {}) });
       const engine = new TransferEngine({ threads: options.threads ?? 2 });
-      return new TierSyncClient({ hello, transport: 'peer', control, peer, engine });
+      return new TierSyncClient({ hello, transport: 'peer', control, peer, engine, windowBytes });
     } catch (e) {
       control.close();
       throw e;
@@ -173,7 +184,8 @@ export class TierSyncClient {
   /**
    * Stores `pages[i]` under `keys[i]` (1 byte up to the daemon's page size each). Resolves once the pages are
    * visible in the daemon's host tier with the CRC32C computed as they were copied; pages it already held count as
-   * `existing`.
+   * `existing`. More keys than the daemon's `maxBatchPages` go in several reservations, pipelined; when one fails,
+   * the pages of those committed before it stay stored (a retry finds them `existing`).
    * @throws TierSyncError ERR_INVALID_ARGUMENT, ERR_TIER_FULL (no room in the host tier), ERR_UNAVAILABLE (a lease limit), ERR_AUTH
    */
   async store(keys: readonly string[], pages: readonly PageLocation[]): Promise<ClientStoreResult> {
@@ -181,28 +193,69 @@ export class TierSyncClient {
     this.#checkKeys(keys);
     this.#checkPages(pages, keys.length, 'pages', true);
     if (this.transport === 'peer') return this.#storePeer(keys, pages);
-    const shm = this.#shm!;
-    const r = await this.#control.call('reserve', { keys: [...keys], lengths: pages.map((p) => p.length) });
-    const crcs = new Array<number>(keys.length).fill(0);
+    // One reservation per daemon batch (maxBatchPages), pipelined. Smaller windows gained nothing measured: the
+    // daemon's per-page work (key derivation, slot records) then runs beside copies that already fill the host's cores.
+    const windows = windowsOf(keys.length, this.pageBytes, this.hello.maxBatchPages, Number.MAX_SAFE_INTEGER);
+    const reserve = (w: number) => {
+      const [a, b] = windows[w]!;
+      const call = this.#control.call('reserve', { keys: keys.slice(a, b), lengths: pages.slice(a, b).map((p) => p.length) });
+      call.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+      return call;
+    };
+    const commits: Array<Promise<CommitResponse>> = [];
     try {
-      const batch = new TransferBatch();
-      const moved: number[] = [];
-      r.offsets.forEach((o, i) => {
-        if (o < 0) return;
-        const p = pages[i]!;
-        batch.add(p.arena, p.offset, shm, o, p.length);
-        moved.push(i);
-      });
-      if (moved.length) {
-        const done = await this.#engine!.submit(batch, { checksums: true, priority: 'demand' });
-        moved.forEach((i, k) => (crcs[i] = done.checksums![k]!));
+      let next = reserve(0);
+      for (let w = 0; w < windows.length; w++) {
+        const r = await next;
+        // The daemon reserves the next window while this one is copied.
+        if (w + 1 < windows.length) next = reserve(w + 1);
+        let crcs: number[];
+        try {
+          crcs = await this.#copyIn(r.offsets, pages, windows[w]![0]);
+        } catch (e) {
+          await this.#control.call('abort', { lease: r.lease }).catch(() => undefined);
+          if (w + 1 < windows.length) await next.then((n) => this.#control.call('abort', { lease: n.lease }), () => undefined).catch(() => undefined);
+          throw e;
+        }
+        const commit = this.#control.call('commit', { lease: r.lease, crcs });
+        commit.catch(() => undefined);
+        commits.push(commit);
       }
     } catch (e) {
-      await this.#control.call('abort', { lease: r.lease }).catch(() => undefined);
+      // Windows committed before the failure stay stored (a retry finds them `existing`).
+      await Promise.allSettled(commits);
       throw e;
     }
-    const c = await this.#control.call('commit', { lease: r.lease, crcs });
-    return { stored: c.stored, existing: c.existing, badChecksum: c.badChecksum };
+    const done = await Promise.all(commits);
+    const out: ClientStoreResult = { stored: 0, existing: 0, badChecksum: [] };
+    done.forEach((c, w) => {
+      out.stored += c.stored;
+      out.existing += c.existing;
+      for (const i of c.badChecksum) out.badChecksum.push(windows[w]![0] + i);
+    });
+    return out;
+  }
+
+
+  /**
+   * Copies pages `pages[base + i]` into reserved slots `offsets[i]` (-1: the daemon holds that page already) on the
+   * engine's threads, each page's CRC32C computed in the same pass. Returns the CRC32C per offset (0 where not copied).
+   */
+  async #copyIn(offsets: readonly number[], pages: readonly PageLocation[], base: number): Promise<number[]> {
+    const crcs = new Array<number>(offsets.length).fill(0);
+    const batch = new TransferBatch();
+    const moved: number[] = [];
+    offsets.forEach((o, i) => {
+      if (o < 0) return;
+      const p = pages[base + i]!;
+      batch.add(p.arena, p.offset, this.#shm!, o, p.length);
+      moved.push(i);
+    });
+    if (moved.length) {
+      const done = await this.#engine!.submit(batch, { checksums: true, priority: 'demand' });
+      moved.forEach((i, k) => (crcs[i] = done.checksums![k]!));
+    }
+    return crcs;
   }
 
   /** Which of `keys` the daemon holds (any tier), with their lengths; with `cluster`, which other hosts hold the rest. */
@@ -220,24 +273,63 @@ export class TierSyncClient {
     this.#ready();
     this.#checkKeys(keys);
     this.#checkPages(into, keys.length, 'into', false);
-    const pin = await this.#control.call('pin', { keys: [...keys], ...(this.transport === 'peer' ? { storedKeys: true } : {}) });
-    // Pages whose copy failed its CRC32C check: named in release, so the daemon checks and drops them at the source.
-    let damaged: number[] = [];
+    const windows = windowsOf(keys.length, this.pageBytes, this.hello.maxBatchPages, this.#windowBytes);
+    const pin = (w: number) => {
+      const [a, b] = windows[w]!;
+      const call = this.#control.call('pin', { keys: keys.slice(a, b), ...(this.transport === 'peer' ? { storedKeys: true } : {}) });
+      call.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+      return call;
+    };
+    const out: ClientLoadResult = { loaded: 0, missing: [], bytes: 0 };
+    const releases: Array<Promise<unknown>> = [];
+    const release = (lease: number, damaged: number[] = []) => {
+      // Pages whose copy failed its CRC32C check are named, so the daemon checks and drops them at the source.
+      const canName = damaged.length > 0 && this.hello.features.includes('release-damaged');
+      releases.push(this.#control.call('release', canName ? { lease, damaged } : { lease }).catch(() => undefined));
+    };
+    let next: Promise<PinResponse> | undefined = pin(0);
     try {
-      const found = pin.offsets.map((o, i) => (o >= 0 ? i : -1)).filter((i) => i >= 0);
-      for (const i of found) {
-        if (into[i]!.length < pin.lengths[i]!) throw new TierSyncError(`into[${i}] holds ${into[i]!.length} bytes, the page has ${pin.lengths[i]}`, 'ERR_OUT_OF_RANGE');
+      for (let w = 0; w < windows.length; w++) {
+        const p: PinResponse = await next!;
+        // The daemon pins the next window (bringing its pages up when needed) while this one is copied out.
+        next = w + 1 < windows.length ? pin(w + 1) : undefined;
+        const base = windows[w]![0];
+        let damaged: number[] = [];
+        try {
+          const r = await this.#loadPinned(p, into.slice(base, windows[w]![1]), base);
+          damaged = r.damaged;
+          out.loaded += r.loaded;
+          out.bytes += r.bytes;
+          for (const i of r.missing) out.missing.push(base + i);
+        } finally {
+          release(p.lease, damaged);
+        }
       }
-      const { bad, corrupt } = this.transport === 'shm' ? await this.#copyOut(found, pin, into) : await this.#getPeer(found, pin, into);
-      damaged = corrupt;
-      const missing = keys.map((_, i) => i).filter((i) => pin.offsets[i]! < 0 || bad.has(i));
-      let bytes = 0;
-      for (const i of found) if (!bad.has(i)) bytes += pin.lengths[i]!;
-      return { loaded: found.length - bad.size, missing, bytes };
+    } catch (e) {
+      if (next) void next.then((p) => release(p.lease), () => undefined);
+      throw e;
     } finally {
-      const canName = damaged.length && this.hello.features.includes('release-damaged');
-      await this.#control.call('release', canName ? { lease: pin.lease, damaged } : { lease: pin.lease }).catch(() => undefined);
+      await Promise.all(releases);
     }
+    return out;
+  }
+
+  /**
+   * Copies one pin's pages out (into[i] for its i-th key; `base` numbers them in errors). Returns what arrived, the
+   * indices missing (found nowhere, or failed their check), and those whose bytes did not match (`damaged`).
+   */
+  async #loadPinned(pin: PinResponse, into: readonly PageLocation[], base: number): Promise<ClientLoadResult & { damaged: number[] }> {
+    const found: number[] = [];
+    pin.offsets.forEach((o, i) => o >= 0 && found.push(i));
+    for (const i of found) {
+      if (into[i]!.length < pin.lengths[i]!) throw new TierSyncError(`into[${base + i}] holds ${into[i]!.length} bytes, the page has ${pin.lengths[i]}`, 'ERR_OUT_OF_RANGE');
+    }
+    const { bad, corrupt } = this.transport === 'shm' ? await this.#copyOut(found, pin, into) : await this.#getPeer(found, pin, into);
+    const missing: number[] = [];
+    pin.offsets.forEach((o, i) => (o < 0 || bad.has(i)) && missing.push(i));
+    let bytes = 0;
+    for (const i of found) if (!bad.has(i)) bytes += pin.lengths[i]!;
+    return { loaded: found.length - bad.size, missing, bytes, damaged: corrupt };
   }
 
   /**

@@ -177,6 +177,37 @@ describe('client protocol at the daemon', () => {
     }
   });
 
+  it('pipelines batches over the daemon limit: stores in maxBatchPages reservations, loads in windows, bytes exact', async () => {
+    // maxBatchPages is 32 here; loads in windows of 16 pages (the first one half as large).
+    const client = await TierSyncClient.connect({ url: server.url, token: TOKEN, transport: 'shm', windowBytes: 16 * PAGE });
+    const n = 40;
+    const arena = HostArena.create({ capacity: n * PAGE });
+    const into = HostArena.create({ capacity: (n + 1) * PAGE });
+    try {
+      randomFillSync(arena.view(0, n * PAGE));
+      const keys = Array.from({ length: n }, (_, i) => key(0x500 + i));
+      const pages = keys.map((_, i) => ({ arena, offset: i * PAGE, length: i === n - 1 ? PAGE - 9 : PAGE }));
+      let before = client.controlRequests;
+      expect(await client.store(keys, pages)).toEqual({ stored: n, existing: 0, badChecksum: [] });
+      expect(client.controlRequests - before).toBe(4); // reserve + commit for 32, then for 8
+      // An absent key in the middle: its index comes back in the whole batch's numbering.
+      const wanted = [...keys.slice(0, 20), key(0x5ff), ...keys.slice(20)];
+      before = client.controlRequests;
+      const r = await client.load(wanted, wanted.map((_, i) => ({ arena: into, offset: i * PAGE, length: PAGE })));
+      expect(r).toEqual({ loaded: n, missing: [20], bytes: n * PAGE - 9 });
+      expect(client.controlRequests - before).toBe(2 * 4); // pin + release for windows of 8, 16, 16, 1
+      for (let i = 0; i < n; i++) {
+        const at = i < 20 ? i : i + 1;
+        expect(Buffer.compare(Buffer.from(into.view(at * PAGE, pages[i]!.length)), Buffer.from(arena.view(i * PAGE, pages[i]!.length)))).toBe(0);
+      }
+      expect(server.stats().clients).toMatchObject({ leases: 0, leasedPages: 0 });
+    } finally {
+      arena.close();
+      into.close();
+      await client.close();
+    }
+  });
+
   it('commits without declared checksums (the daemon records its own) and pins with a lease of their own length', async () => {
     const hello = (await send({ url: server.url }, 'hello')).json;
     expect(hello.features).toEqual(expect.arrayContaining(['commit-crc-optional', 'pin-ttl']));
