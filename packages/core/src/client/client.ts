@@ -38,7 +38,7 @@ export interface ClientOptions {
   /** Native copy threads of the client's transfer engine (shm). Default 2. */
   threads?: number;
   /**
-   * Bytes per window of a large load (default 32 MiB): the daemon pins the next window while the client copies this
+   * Bytes per window of a large load (default 64 MiB): the daemon pins the next window while the client copies this
    * one out. A batch that fits in one window is one request each way. Stores go in windows of the daemon's
    * `maxBatchPages`.
    */

@@ -5,7 +5,7 @@
  */
 
 /** Default bytes per window: large enough that a window's round trips are small beside its copy. */
-export const DEFAULT_WINDOW_BYTES = 32 << 20;
+export const DEFAULT_WINDOW_BYTES = 64 << 20;
 
 /** Fewest pages worth a window of their own (below this, one request carries the whole batch). */
 const MIN_WINDOW_PAGES = 16;

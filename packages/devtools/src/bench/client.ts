@@ -4,14 +4,18 @@
  * - shm store / load (same host: reserve/pin + native copy with CRC32C + commit/release) vs memcpy of the same
  *   bytes on the client engine's threads;
  * - peer store / load (the hand-off path between hosts) vs one raw loopback TCP connection (tcpBaseline);
- * - the control channel: one round trip (a 1-key lookup) on the kept-alive HTTP connection, and a 1-page load.
+ * - the control channel: one round trip (a 1-key lookup) on the channel the client uses (a framed session on the
+ *   daemon's Unix socket), and a 1-page load, beside a bare echo of the same frames over the same transport by a
+ *   child process (what the transport itself costs on this machine).
  */
+import { spawn } from 'node:child_process';
+import net from 'node:net';
 import http from 'node:http';
 import { randomFillSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { HostArena, TierSyncError } from '@tiersync/native';
+import { HostArena, TierSyncError, TransferBatch, TransferEngine } from '@tiersync/native';
 import { memcpyBaseline, tcpBaseline } from '@tiersync/native/bench';
 import { startDaemonProcess } from '@tiersync/core/server';
 import { TierSyncClient } from '@tiersync/core/client';
@@ -32,6 +36,11 @@ export interface PathFigure {
   baselineGiBps: number;
   /** path time / baseline time (1 = as fast as the baseline). */
   ratio: number;
+  /**
+   * shm paths: the same bytes copied between the client's own arenas on the client's engine with each page's
+   * CRC32C in the same pass (no daemon), / baseline: the floor of any checked copy on this machine.
+   */
+  copyCrcRatio?: number;
 }
 
 export interface ClientBenchReport {
@@ -49,13 +58,23 @@ export interface ClientBenchReport {
    */
   recordAfterStoreMs: number;
   control: {
+    /** Median of 2,000 back-to-back 1-key lookups after 3,000 to warm up (what a steady client sees). */
     roundTripUs: number;
+    /** Median 1-page load (pin + copy out with its check + release), after 200 to warm up. */
     onePageLoadUs: number;
     requestsPerShmStore: number;
     requestsPerShmLoad: number;
     /** The channel alone: a kept-alive HTTP echo in this process over loopback TCP and over a Unix socket. */
     echoTcpUs: number;
     echoUnixUs: number;
+    /**
+     * The transport alone, across processes as the daemon is: a child process echoing the client's frames (same
+     * framing and JSON) on a Unix socket (`echoFramesUs`), and echoing raw bytes (`echoRawUs`).
+     */
+    echoFramesUs: number;
+    echoRawUs: number;
+    /** roundTripUs / echoFramesUs: what the daemon and client add over the bare transport. */
+    roundTripVsEcho: number;
   };
 }
 
@@ -99,6 +118,78 @@ async function echoRoundTrip(where: { port: number } | { socketPath: string }, n
     await new Promise((r) => server.close(r));
   }
   return median(times);
+}
+
+/** A child process echoing on a Unix socket: frames (parsed and answered like a lookup) or raw bytes. */
+const ECHO_CHILD = `
+const net = require('node:net');
+const [path, mode] = process.argv.slice(1);
+net.createServer((s) => {
+  if (mode === 'raw') return s.on('data', (c) => s.write(c));
+  let buf = Buffer.alloc(0);
+  s.on('data', (c) => {
+    buf = buf.length ? Buffer.concat([buf, c]) : c;
+    while (buf.length >= 4 && buf.length >= 4 + buf.readUInt32LE(0)) {
+      const n = buf.readUInt32LE(0);
+      const v = JSON.parse(buf.toString('utf8', 4, 4 + n));
+      buf = buf.subarray(4 + n);
+      const json = Buffer.from(JSON.stringify({ id: v.id, status: 200, body: { present: [true], lengths: [262144], tiers: ['host'], estimatedLoadMs: 0 } }));
+      const out = Buffer.allocUnsafe(4 + json.length);
+      out.writeUInt32LE(json.length, 0);
+      json.copy(out, 4);
+      s.write(out);
+    }
+  });
+}).listen(path, () => process.stdout.write('ready\\n'));
+`;
+
+/** Median microseconds of one request frame answered by a child process over a Unix socket (framed JSON, or raw). */
+async function echoChildRoundTrip(socketPath: string, mode: 'frames' | 'raw', n: number, warmUp: number): Promise<number> {
+  const child = spawn(process.execPath, ['-e', ECHO_CHILD, socketPath, mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise((resolve, reject) => {
+      child.stdout!.once('data', resolve);
+      child.once('exit', (code) => reject(new TierSyncError(`echo child exited (${code})`, 'ERR_IO')));
+    });
+    const socket = net.createConnection({ path: socketPath });
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    let answered: (() => void) | undefined;
+    let buf: Buffer = Buffer.alloc(0);
+    socket.on('data', (c: Buffer) => {
+      buf = buf.length ? Buffer.concat([buf, c]) : c;
+      // Frames: one whole reply frame; raw: the request's bytes back.
+      const want = mode === 'raw' ? request(0).length : buf.length >= 4 ? 4 + buf.readUInt32LE(0) : Infinity;
+      if (buf.length < want) return;
+      const reply = buf.subarray(0, want);
+      buf = buf.subarray(want);
+      if (mode === 'frames') JSON.parse(reply.toString('utf8', 4));
+      const a = answered;
+      answered = undefined;
+      a?.();
+    });
+    const times: number[] = [];
+    for (let i = 0; i < n + warmUp; i++) {
+      const t = process.hrtime.bigint();
+      await new Promise<void>((resolve) => {
+        answered = resolve;
+        socket.write(request(i + 1));
+      });
+      if (i >= warmUp) times.push(Number(process.hrtime.bigint() - t) / 1e3);
+    }
+    socket.destroy();
+    return median(times);
+  } finally {
+    child.kill();
+  }
+}
+
+/** A lookup request frame as the client sends it (fixed length for a given id width). */
+function request(id: number): Buffer {
+  const json = Buffer.from(JSON.stringify({ id: 1e9 + id, op: 'lookup', body: { keys: ['00000000000003e7'] } }));
+  const out = Buffer.allocUnsafe(4 + json.length);
+  out.writeUInt32LE(json.length, 0);
+  json.copy(out, 4);
+  return out;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -149,7 +240,14 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
       await fn();
       return Number(process.hrtime.bigint() - t) / 1e9;
     };
-    const t = { shmStore: [] as number[], shmLoad: [] as number[], memcpy: [] as number[], peerStore: [] as number[], peerLoad: [] as number[], tcp: [] as number[] };
+    const t = { shmStore: [] as number[], shmLoad: [] as number[], memcpy: [] as number[], copyCrc: [] as number[], peerStore: [] as number[], peerLoad: [] as number[], tcp: [] as number[] };
+    // The floor of a checked copy: the client's engine, same threads, each page's CRC32C in the same pass.
+    const engine = new TransferEngine({ threads: 2 });
+    const copyCrc = async () => {
+      const batch = new TransferBatch();
+      for (let i = 0; i < pages; i++) batch.add(src, i * pageBytes, dst, i * pageBytes, pageBytes);
+      await engine.submit(batch, { checksums: true, priority: 'demand' });
+    };
     // Warm-up: page faults, JIT, connections.
     memcpyBaseline(dst, src, bytes, 2, pageBytes);
     tcpBaseline(src, dst, bytes, Math.min(bytes, 4 << 20));
@@ -169,6 +267,7 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
       // so the daemon's background work neither slows the baseline nor hides in it.
       recordMs.push(await time(() => untilRecorded(url)));
       t.memcpy.push(memcpyBaseline(dst, src, bytes, 2, pageBytes));
+      t.copyCrc.push(await time(copyCrc));
       const beforeLoad = shmClient.controlRequests;
       t.shmLoad.push(await time(() => shmClient.load(k, where(dst))));
       requestsPerLoad = shmClient.controlRequests - beforeLoad;
@@ -189,23 +288,40 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
     await shmClient.store(one, [{ arena: src, offset: 0, length: pageBytes }]);
     const rtt: number[] = [];
     const onePage: number[] = [];
-    for (let i = 0; i < 200; i++) {
-      rtt.push(await time(() => shmClient.lookup(one)));
-      onePage.push(await time(() => shmClient.load(one, [{ arena: dst, offset: 0, length: pageBytes }])));
-    }
+    // Steady state, as the echo below is measured: warmed up, then back-to-back requests. Measured here: a fresh
+    // client's round trip falls from ~2.5x to ~1x the echo over its first ~2,500 requests (JIT of both processes).
+    for (let i = 0; i < 3000; i++) await shmClient.lookup(one);
+    for (let i = 0; i < 2000; i++) rtt.push(await time(() => shmClient.lookup(one)));
+    for (let i = 0; i < 200; i++) await shmClient.load(one, [{ arena: dst, offset: 0, length: pageBytes }]);
+    for (let i = 0; i < 300; i++) onePage.push(await time(() => shmClient.load(one, [{ arena: dst, offset: 0, length: pageBytes }])));
+    await engine.close();
     const echoTcpUs = await echoRoundTrip({ port: 0 }, 500);
     const echoUnixUs = await echoRoundTrip({ socketPath: path.join(dir, 'echo.sock') }, 500);
+    const echoFramesUs = await echoChildRoundTrip(path.join(dir, 'frames.sock'), 'frames', 2000, 3000);
+    const echoRawUs = await echoChildRoundTrip(path.join(dir, 'raw.sock'), 'raw', 2000, 3000);
+    const roundTripUs = median(rtt) * 1e6;
+    const copyCrcRatio = round(median(t.copyCrc) / median(t.memcpy), 2);
     return {
       bytes,
       pageBytes,
       pages,
       repetitions: reps,
-      shmStore: figure(bytes, t.shmStore, t.memcpy),
-      shmLoad: figure(bytes, t.shmLoad, t.memcpy),
+      shmStore: { ...figure(bytes, t.shmStore, t.memcpy), copyCrcRatio },
+      shmLoad: { ...figure(bytes, t.shmLoad, t.memcpy), copyCrcRatio },
       peerStore: figure(bytes, t.peerStore, t.tcp),
       peerLoad: figure(bytes, t.peerLoad, t.tcp),
       recordAfterStoreMs: round(median(recordMs) * 1000, 2),
-      control: { roundTripUs: round(median(rtt) * 1e6, 1), onePageLoadUs: round(median(onePage) * 1e6, 1), requestsPerShmStore: requestsPerStore, requestsPerShmLoad: requestsPerLoad, echoTcpUs: round(echoTcpUs, 1), echoUnixUs: round(echoUnixUs, 1) },
+      control: {
+        roundTripUs: round(roundTripUs, 1),
+        onePageLoadUs: round(median(onePage) * 1e6, 1),
+        requestsPerShmStore: requestsPerStore,
+        requestsPerShmLoad: requestsPerLoad,
+        echoTcpUs: round(echoTcpUs, 1),
+        echoUnixUs: round(echoUnixUs, 1),
+        echoFramesUs: round(echoFramesUs, 1),
+        echoRawUs: round(echoRawUs, 1),
+        roundTripVsEcho: round(roundTripUs / echoFramesUs, 2),
+      },
     };
   } finally {
     await shmClient.close();
