@@ -81,6 +81,16 @@ export interface RunningS3 {
   stop(): Promise<void>;
 }
 
+/**
+ * The object tier URL option that gives s3rver's keys (it accepts S3RVER/S3RVER): set in this process's environment,
+ * since credentials never go in a tier URL. Child processes inherit it.
+ */
+export function s3rverCredentials(): string {
+  process.env['S3RVER_ACCESS_KEY_ID'] = 'S3RVER';
+  process.env['S3RVER_SECRET_ACCESS_KEY'] = 'S3RVER';
+  return 'credentials=env:S3RVER';
+}
+
 /** Starts s3rver (an S3-compatible server in Node) on loopback with a fresh directory and the given buckets. */
 export async function startS3rver(buckets: string[]): Promise<RunningS3> {
   const { default: S3rver } = await import('s3rver');

@@ -14,7 +14,7 @@ import { fileLoopBaseline, tcpBaseline } from '@tiersync/native/bench';
 import { HostTier, createTier, servePeer, type PageKey, type TierDriver } from '@tiersync/tiers';
 import { Redis } from 'ioredis';
 import { GiB, KiB, MiB, median, round } from './stats.js';
-import { startRedis, startS3rver } from './services.js';
+import { s3rverCredentials, startRedis, startS3rver } from './services.js';
 
 export interface TiersBenchOptions {
   /** Bytes written and read per driver and page size. Default 1 GiB (object: a quarter of it). */
@@ -241,7 +241,7 @@ async function benchObject(engine: TransferEngine, src: HostArena, dst: HostAren
       const salt = nextSalt();
       // One PUT per object, like the baseline: s3rver assembles multipart uploads by rewriting every part, which
       // halved its throughput here (write ratio 0.44-0.67 with the driver's default 16 MiB parts).
-      const driver = createTier(`s3://tiersync-bench/run${salt}/?endpoint=${s3.endpoint}&accessKeyId=S3RVER&secretAccessKey=S3RVER&object=${objectBytes}&partSize=${2 * objectBytes}`, { engine, pageBytes, fingerprint: 'bench' });
+      const driver = createTier(`s3://tiersync-bench/run${salt}/?endpoint=${s3.endpoint}&${s3rverCredentials()}&object=${objectBytes}&partSize=${2 * objectBytes}`, { engine, pageBytes, fingerprint: 'bench' });
       await driver.open();
       const [w, rd] = await timeDriver(driver, src, dst, pageBytes, moved, salt);
       await driver.close();

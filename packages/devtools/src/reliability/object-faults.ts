@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TierSync } from '@tiersync/core';
-import { startS3rver } from '../bench/services.js';
+import { s3rverCredentials, startS3rver } from '../bench/services.js';
 import { config, durableNow, reopenAndCheck, traffic, type DiskFaultOptions } from './disk-faults.js';
 import { scenario, type ScenarioResult } from './report.js';
 import { S3FaultProxy } from '@tiersync/tiers';
@@ -27,7 +27,7 @@ export async function runS3Faults(options: DiskFaultOptions = {}): Promise<Scena
     await proxy.start();
     // Short per-attempt deadline so stalls cost seconds, not minutes; the breaker reopens quickly for the test.
     const url = (endpoint: string) =>
-      `s3://${BUCKET}/run?endpoint=${encodeURIComponent(endpoint)}&region=us-east-1&accessKeyId=S3RVER&secretAccessKey=S3RVER&object=256KiB&timeoutMs=1500&retries=3&backoffMs=20&backoffMaxMs=200&breakerCooldownMs=300`;
+      `s3://${BUCKET}/run?endpoint=${encodeURIComponent(endpoint)}&region=us-east-1&${s3rverCredentials()}&object=256KiB&timeoutMs=1500&retries=3&backoffMs=20&backoffMaxMs=200&breakerCooldownMs=300`;
     const ts = new TierSync(config(dir, url(proxy.endpoint)));
     await ts.open();
     proxy.rates = { error503: 0.15, reset: 0.08, stall: 0.03 };

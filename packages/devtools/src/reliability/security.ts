@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { HostArena, TierSyncError, TransferEngine, type ErrorCode } from '@tiersync/native';
 import { FsTier, HostTier, ObjectTier, PeerTier, servePeer, type TierDriver } from '@tiersync/tiers';
-import { startS3rver } from '../bench/services.js';
+import { s3rverCredentials, startS3rver } from '../bench/services.js';
 import { TierSyncClient } from '@tiersync/core/client';
 import { TierSync } from '@tiersync/core';
 import { parseServerConfig, TierSyncServer } from '@tiersync/core/server';
@@ -107,7 +107,7 @@ export async function runSecurity(): Promise<ScenarioResult> {
     const s3 = await startS3rver(['tiersync-security']);
     const drivers: Array<[string, TierDriver]> = [
       ['fs', new FsTier(`fs://${fsDir}?capacity=1MiB`, context)],
-      ['object', new ObjectTier(`s3://tiersync-security/p?endpoint=${encodeURIComponent(s3.endpoint)}&region=us-east-1&accessKeyId=S3RVER&secretAccessKey=S3RVER&retries=0`, context)],
+      ['object', new ObjectTier(`s3://tiersync-security/p?endpoint=${encodeURIComponent(s3.endpoint)}&region=us-east-1&${s3rverCredentials()}&retries=0`, context)],
     ];
     try {
       for (const [name, d] of drivers) {

@@ -1,9 +1,14 @@
 /**
  * object tier URLs:
- *   `gs://bucket/prefix?accessKeyId=GOOG...&secretAccessKey=...`  (GCS XML API with HMAC keys)
+ *   `gs://bucket/prefix?credentials=env:GCS`                       (GCS XML API with HMAC keys from GCS_ACCESS_KEY_ID
+ *                                                                   and GCS_SECRET_ACCESS_KEY)
  *   `s3://bucket/prefix?region=eu-west-1`                          (AWS S3)
  *   `s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1` (MinIO, Ceph, s3rver, ...)
- * Every option is optional; see {@link ObjectTierConfig} for units and defaults.
+ * Every option is optional; see {@link ObjectTierConfig} for units and defaults. Credentials never go in the URL
+ * (it is logged, shown by ps when passed as an argument, and committed in config files): without `credentials`
+ * the AWS SDK's standard chain finds them (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, shared credentials files,
+ * instance metadata); `credentials=env:PREFIX` reads PREFIX_ACCESS_KEY_ID and PREFIX_SECRET_ACCESS_KEY, so two
+ * tiers can use different keys.
  */
 import { z } from 'zod';
 import { bool, configError, int, parseOptions, size, splitUrlOf } from '../url.js';
@@ -34,8 +39,7 @@ const options = z
     region: z.string().regex(/^[a-z0-9-]{1,64}$/, 'must be a region name like us-east-1 or auto').optional(),
     forcePathStyle: bool.optional(),
     signPayload: bool.optional(),
-    accessKeyId: z.string().min(1, 'must not be empty').max(256).optional(),
-    secretAccessKey: z.string().min(1, 'must not be empty').max(512).optional(),
+    credentials: z.string().regex(/^env:[A-Z_][A-Z0-9_]{0,63}$/, 'must be env:PREFIX (reads PREFIX_ACCESS_KEY_ID and PREFIX_SECRET_ACCESS_KEY)').optional(),
     capacity: size('a capacity').optional(),
     object: size('an object size').optional(),
     partSize: size('a part size').optional(),
@@ -71,7 +75,7 @@ export interface ObjectTierConfig {
    * https:// (TLS already protects the bytes in transit; see README for the cost).
    */
   signPayload: boolean;
-  /** Static credentials from the URL (never log them: use `redacted`); undefined: the AWS default chain. */
+  /** Static credentials from `credentials=env:PREFIX` (never log them); undefined: the AWS SDK's default chain. */
   credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
   /** Limit on stored page bytes (payload, not footers). Default: unlimited (Number.MAX_SAFE_INTEGER). */
   capacity: number;
@@ -105,6 +109,15 @@ export interface ObjectTierConfig {
 const BUCKET = /^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/;
 const SEGMENT = /^[A-Za-z0-9._=+-]{1,255}$/;
 
+/** `credentials=env:PREFIX`: both keys from the environment, or ERR_CONFIG naming the variable that is not set. */
+function credentialsFromEnv(u: Parameters<typeof configError>[0], prefix: string): { accessKeyId: string; secretAccessKey: string } {
+  const [id, secret] = [`${prefix}_ACCESS_KEY_ID`, `${prefix}_SECRET_ACCESS_KEY`];
+  const accessKeyId = process.env[id];
+  const secretAccessKey = process.env[secret];
+  if (!accessKeyId || !secretAccessKey) throw configError(u, `option 'credentials=env:${prefix}': environment variable ${accessKeyId ? secret : id} is not set`);
+  return { accessKeyId, secretAccessKey };
+}
+
 /**
  * Parses and validates an object tier URL.
  * @throws TierSyncError ERR_CONFIG naming the part or option that is wrong.
@@ -117,10 +130,13 @@ export function parseObjectUrl(url: string): ObjectTierConfig {
   }
   if (u.port !== undefined) throw configError(u, `${scheme}:// takes a bucket name, not host:port; use ?endpoint=http://host:port for a custom server`);
   const prefix = parsePrefix(url, u.path, u);
-  const o = parseOptions(u, options);
-  if ((o.accessKeyId === undefined) !== (o.secretAccessKey === undefined)) {
-    throw configError(u, `option '${o.accessKeyId === undefined ? 'accessKeyId' : 'secretAccessKey'}' is missing: give both accessKeyId and secretAccessKey, or neither (AWS default credential chain)`);
+  for (const secret of ['accessKeyId', 'secretAccessKey']) {
+    if (secret in u.params) {
+      throw configError(u, `option '${secret}': credentials never go in a tier URL; leave them to the SDK's chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...) or give credentials=env:PREFIX`);
+    }
   }
+  const o = parseOptions(u, options);
+  const credentials = o.credentials ? credentialsFromEnv(u, o.credentials.slice(4)) : undefined;
   const objectBytes = o.object ?? 64 * 2 ** 20;
   if (objectBytes < MIN_OBJECT_BYTES || objectBytes > MAX_OBJECT_BYTES) {
     throw configError(u, `option 'object' must be between 4KiB and 512MiB, got ${objectBytes} bytes`);
@@ -141,7 +157,7 @@ export function parseObjectUrl(url: string): ObjectTierConfig {
     region: o.region ?? (scheme === 'gs' ? 'auto' : (process.env['AWS_REGION'] ?? process.env['AWS_DEFAULT_REGION'] ?? 'us-east-1')),
     forcePathStyle: o.forcePathStyle ?? endpoint !== undefined,
     signPayload: o.signPayload ?? endpoint?.startsWith('http:') ?? false,
-    credentials: o.accessKeyId && o.secretAccessKey ? { accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey } : undefined,
+    credentials,
     capacity: o.capacity ?? Number.MAX_SAFE_INTEGER,
     objectBytes,
     partBytes,

@@ -59,7 +59,9 @@ describe.skipIf(!process.env['TIERSYNC_BENCH'])('object tier: cost of the JavaSc
   });
 
   function bucketFor(extra: string): Bucket {
-    const config = parseObjectUrl(`s3://bench/p?endpoint=${endpoint}&accessKeyId=a&secretAccessKey=b&${extra}`);
+    process.env['COPYCOST_ACCESS_KEY_ID'] = 'a';
+    process.env['COPYCOST_SECRET_ACCESS_KEY'] = 'b';
+    const config = parseObjectUrl(`s3://bench/p?endpoint=${endpoint}&credentials=env:COPYCOST&${extra}`);
     const runner = new RequestRunner({ retries: 0, backoffMs: 1, backoffMaxMs: 1, timeoutMs: 60_000 }, new CircuitBreaker(5, 1000, 'bench'), new Limiter(4));
     return new Bucket(createS3Client(config), 'bench', runner);
   }
