@@ -199,6 +199,12 @@ describe('daemon integrity: bytes changed after commit are never served', () => 
       const dst = HostArena.create({ capacity: PAGE });
       try {
         expect(await shmClient.load([victim], [{ arena: dst, offset: 0, length: PAGE }])).toMatchObject({ loaded: 0, missing: [0] });
+        // An intact page that went down to fs comes back up through the host tier (with the CRC32C its index record
+        // holds, checked again on the client's copy-out): byte-exact.
+        const j = look.tiers.indexOf('fs');
+        expect(j).toBeGreaterThan(0);
+        expect(await shmClient.load([more[j - 1]!], [{ arena: dst, offset: 0, length: PAGE }])).toMatchObject({ loaded: 1, missing: [] });
+        expect(Buffer.compare(Buffer.from(dst.view(0, PAGE)), Buffer.from(src.view(j * PAGE, PAGE)))).toBe(0);
       } finally {
         dst.close();
       }

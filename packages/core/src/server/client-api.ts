@@ -662,8 +662,16 @@ export class ClientApi {
     }
     const missing = new Set(result.missing.map((i) => want[i]!.key));
     const arrived = want.filter((p) => !missing.has(p.key));
-    const sums = arrived.length ? await crc32cRanges(arena, Float64Array.from(arrived, (p) => at.get(p.key)!), Uint32Array.from(arrived, (p) => p.length), { threads: CHECK_THREADS }) : new Uint32Array(0);
-    const landed = arrived.map((p, j) => ({ key: p.key, length: p.length, crc32c: sums[j]! }));
+    // The pages' CRC32C: the one the index records for them when every serve from the host tier checks it (no
+    // second pass over the bytes); computed on native threads otherwise, and for pages whose record has none.
+    const recorded = new Map<PageKey, number>();
+    if (this.#checkedOnServe && arrived.length) {
+      ts.pageRecords(arrived.map((p) => p.key)).forEach((r, j) => r && r.crc32c !== null && recorded.set(arrived[j]!.key, r.crc32c));
+    }
+    const rest = arrived.filter((p) => !recorded.has(p.key));
+    const sums = rest.length ? await crc32cRanges(arena, Float64Array.from(rest, (p) => at.get(p.key)!), Uint32Array.from(rest, (p) => p.length), { threads: CHECK_THREADS }) : new Uint32Array(0);
+    rest.forEach((p, j) => recorded.set(p.key, sums[j]!));
+    const landed = arrived.map((p) => ({ key: p.key, length: p.length, crc32c: recorded.get(p.key)! }));
     const crcOf = new Map(landed.map((p) => [p.key, p.crc32c]));
     hostTier.commitRemote(
       pages.map((p) => p.key),
