@@ -443,14 +443,17 @@ export class ClientApi {
     const expires = lease.expires;
     lease.expires = Number.POSITIVE_INFINITY;
     lease.busy = true;
+    let sums: Uint32Array;
     try {
-      return await crc32cRanges(arena, Float64Array.from(at, (i) => lease.offsets[i]!), Uint32Array.from(at, (i) => lease.lengths[i]!), { threads: CHECK_THREADS });
+      sums = await crc32cRanges(arena, Float64Array.from(at, (i) => lease.offsets[i]!), Uint32Array.from(at, (i) => lease.lengths[i]!), { threads: CHECK_THREADS });
     } finally {
       lease.busy = false;
-      lease.expires = Math.max(expires, Date.now() + this.#o.leaseMs);
-      // Closed meanwhile (daemon shutting down): its slots are already freed.
-      if (!this.#leases.has(lease.id)) throw new ProtocolError(`the daemon closed ${lease.kind === 'reserve' ? 'reservation' : 'pin'} ${lease.id} while checking it`, 'ERR_CLOSED', 503);
+      // The time the check took is not the client's: its deadline counts from now again (never shortened).
+      lease.expires = Math.max(expires, Date.now() + (lease.kind === 'reserve' ? this.#o.leaseMs : 0));
     }
+    // Closed meanwhile (daemon shutting down): its slots are already freed.
+    if (!this.#leases.has(lease.id)) throw new ProtocolError(`the daemon closed ${lease.kind === 'reserve' ? 'reservation' : 'pin'} ${lease.id} while checking it`, 'ERR_CLOSED', 503);
+    return sums;
   }
 
   /**
