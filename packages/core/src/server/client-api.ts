@@ -86,9 +86,6 @@ interface Lease {
 /** Stored-key derivations remembered (about 150 bytes each). */
 const DERIVED_KEYS = 1 << 17;
 
-/** Longest a commit's pages wait for open reservations to close before the block index records them (#record). */
-const RECORD_DEFER_MS = 250;
-
 /** Native threads that check a commit's CRC32C (the host's cores are shared with the clients' copies). */
 const CHECK_THREADS = 2;
 
@@ -109,9 +106,8 @@ export class ClientApi {
   /** Committed pages the block index has yet to record (the recorder's next batch). */
   readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
   #recording: Promise<void> | undefined;
-  /** Reservations open now, and the recorder waiting for them to close (#quiet). */
-  #openReserves = 0;
-  #whenNoReserves: (() => void) | undefined;
+  /** Callers of recorded() waiting for the recorder's next batch to finish. */
+  readonly #batchWaiters: Array<() => void> = [];
   /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
   readonly #damagedByReads = new Set<PageKey>();
   #nextLease = 1;
@@ -325,7 +321,6 @@ export class ClientApi {
   #open(lease: Omit<Lease, 'id' | 'expires'>, ttlMs = this.#o.leaseMs): Lease {
     const l: Lease = { ...lease, id: this.#nextLease++, expires: Date.now() + ttlMs };
     this.#leases.set(l.id, l);
-    if (l.kind === 'reserve') this.#openReserves++;
     return l;
   }
 
@@ -335,7 +330,6 @@ export class ClientApi {
     this.#leasedPages.set(lease.tenant.name, Math.max(0, (this.#leasedPages.get(lease.tenant.name) ?? 0) - lease.keys.length));
     const tier = this.#o.hostTier;
     if (lease.kind === 'reserve') {
-      if (--this.#openReserves === 0) this.#whenNoReserves?.();
       tier.commitRemote(lease.keys, lease.offsets, lease.lengths, commit?.crcs ?? new Uint32Array(lease.keys.length), commit?.ok ?? (() => false));
     } else {
       const held = lease.keys.filter((_, i) => lease.offsets[i]! >= 0);
@@ -459,14 +453,10 @@ export class ClientApi {
   /**
    * Queues committed pages for the block index: every commit of one event-loop turn (and those landing while a batch
    * is being recorded) go into one adoptPages call, i.e. one index transaction, not one per request.
-   *
-   * While reservations are open (a client storing in windows: it reserves the next window before committing this
-   * one), recording waits until they are committed, for at most RECORD_DEFER_MS: the index transaction holds the
-   * hierarchy's lock, which the next reserve needs, and its CPU is better spent after the copies than beside them.
    */
   #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>): void {
     for (const p of pages) this.#unrecorded.set(p.key, p);
-    this.#recording ??= this.#quiet().then(async () => {
+    this.#recording ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       try {
         while (this.#unrecorded.size) {
           const batch = [...this.#unrecorded.values()];
@@ -477,33 +467,24 @@ export class ClientApi {
             this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
           }
           for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
+          for (const w of this.#batchWaiters.splice(0)) w();
         }
       } finally {
         this.#recording = undefined;
+        for (const w of this.#batchWaiters.splice(0)) w();
       }
     });
   }
 
-  /** Resolves on a later turn once no reservation is open, or RECORD_DEFER_MS after that turn at the latest. */
-  #quiet(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      setImmediate(() => {
-        if (this.#openReserves === 0) return resolve();
-        const done = () => {
-          clearTimeout(timer);
-          this.#whenNoReserves = undefined;
-          setImmediate(resolve); // after the reply of the commit that closed the last reservation
-        };
-        const timer = setTimeout(done, RECORD_DEFER_MS);
-        timer.unref();
-        this.#whenNoReserves = done;
-      });
-    });
-  }
-
-  /** Resolves once every page committed so far is recorded in the block index. */
-  async recorded(): Promise<void> {
-    while (this.#recording) await this.#recording;
+  /**
+   * Resolves once `keys` (default: every page committed so far) are recorded in the block index (or failed to be).
+   * Pages committed later are not waited for: under a steady stream of commits the recorder never goes idle.
+   */
+  async recorded(keys: Iterable<PageKey> = [...this.#unrecorded.keys()]): Promise<void> {
+    const pending = [...keys].filter((k) => this.#unrecorded.has(k));
+    while (pending.some((k) => this.#unrecorded.has(k)) && this.#recording) {
+      await new Promise<void>((resolve) => this.#batchWaiters.push(resolve));
+    }
   }
 
   #release(tenant: Tenant, id: number, kind: Lease['kind']): ClientResponse<'release'> {
@@ -589,7 +570,7 @@ export class ClientApi {
   async #delete(tenant: Tenant, keys: readonly string[]): Promise<ClientResponse<'delete'>> {
     const stored = this.#stored(tenant, keys);
     // Committed pages not yet in the index would read as missing and stay behind.
-    if (stored.some((k) => this.#unrecorded.has(k))) await this.recorded();
+    if (stored.some((k) => this.#unrecorded.has(k))) await this.recorded(stored);
     const r = await this.#o.ts.deleteKeys(stored);
     return { deleted: r.deleted.length, pinned: r.pinned.length, missing: r.missing.length };
   }
