@@ -380,3 +380,67 @@ describe('the auto-named client socket', () => {
     expect(existsSync(mine)).toBe(false);
   });
 });
+
+describe('the block index recorder under a steady stream of commits', () => {
+  it('answers a delete of just-committed pages while other clients keep storing (the recorder never goes idle)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-record-'));
+    const shm = `/dev/shm/tiersync-client-record-${process.pid}`;
+    const server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'client-record@1',
+        layout,
+        tiers: [
+          { url: `host://?capacity=${2048 * PAGE}&shm=${shm}&prefault=false`, name: 'host' },
+          { url: `fs://${dir}/fs?capacity=${2048 * PAGE}`, name: 'fs' },
+        ],
+        index: { path: path.join(dir, 'index.sqlite') },
+        http: { port: 0 },
+        peer: { enabled: false },
+        client: { socket: false },
+        log: { level: 'silent' },
+      }),
+    );
+    // Each index batch takes a while, as under a busy hierarchy lock (the soak: a thousand sessions' reserves,
+    // deletes and write-through copies queued on it), so commits keep landing while one is recorded.
+    const adopt = server.ts.adoptPages.bind(server.ts);
+    server.ts.adoptPages = async (...args) => {
+      await new Promise((r) => setTimeout(r, 25));
+      return adopt(...args);
+    };
+    const WRITERS = 8;
+    const MAX_STORES = 1500;
+    const clients = await Promise.all(Array.from({ length: 2 }, () => TierSyncClient.connect({ url: server.url, transport: 'shm' })));
+    const arena = HostArena.create({ capacity: (WRITERS + 1) * PAGE });
+    try {
+      randomFillSync(arena.view(0, (WRITERS + 1) * PAGE));
+      // Writers store fresh pages until the delete below has answered (or MAX_STORES, where the stream ends anyway).
+      let stores = 0;
+      let stop = false;
+      const writers = Array.from({ length: WRITERS }, async (_, w) => {
+        while (!stop && stores < MAX_STORES) {
+          const n = stores++;
+          await clients[w % clients.length]!.store([key(0x10000 + n)], [{ arena, offset: w * PAGE, length: PAGE }]);
+        }
+      });
+      while (stores < 50) await new Promise((r) => setTimeout(r, 5));
+      const mine = [key(0x1), key(0x2)];
+      const page = { arena, offset: WRITERS * PAGE, length: PAGE };
+      expect((await clients[0]!.store(mine, [page, page])).stored).toBe(2);
+      // Committed, not yet recorded in the index: the delete waits for the batch that records them, not for the
+      // stream of commits to stop.
+      const deleted = await clients[1]!.delete(mine);
+      const storingWhenAnswered = stores < MAX_STORES;
+      stop = true;
+      await Promise.all(writers);
+      expect(deleted).toMatchObject({ deleted: 2, pinned: 0, missing: 0 });
+      expect(storingWhenAnswered).toBe(true);
+      expect((await clients[0]!.lookup(mine)).present).toEqual([false, false]);
+    } finally {
+      arena.close();
+      for (const c of clients) await c.close();
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(shm, { force: true });
+    }
+  });
+});
