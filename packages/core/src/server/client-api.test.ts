@@ -260,6 +260,26 @@ describe('client protocol at the daemon', () => {
     } finally {
       s.socket.destroy();
     }
+    // A delete pipelined right behind its commit (one read, so before the index recorder's turn): freed in the host
+    // tier at once, never recorded in the index.
+    const d = session(TOKEN);
+    try {
+      await d.next(1);
+      d.send({ id: 1, op: 'reserve', body: { keys: [key(0x700)], lengths: [PAGE] } });
+      const r = await d.next(2);
+      expect(r).toMatchObject({ id: 1, status: 200 });
+      const before = server.stats().index.pages;
+      d.socket.write(Buffer.concat([encodeFrame({ id: 2, op: 'commit', body: { lease: r.body.lease, crcs: [0] } }), encodeFrame({ id: 3, op: 'delete', body: { keys: [key(0x700)] } })]));
+      const [c, del] = [await d.next(3), await d.next(4)].sort((x, y) => x.id - y.id);
+      expect(c).toMatchObject({ status: 200, body: { stored: 1 } });
+      expect(del).toMatchObject({ status: 200, body: { deleted: 1, pinned: 0, missing: 0 } });
+      d.send({ id: 4, op: 'lookup', body: { keys: [key(0x700)] } });
+      expect(await d.next(5)).toMatchObject({ body: { present: [false] } });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(server.stats().index.pages).toBe(before);
+    } finally {
+      d.socket.destroy();
+    }
     const wrong = session('nope');
     try {
       expect(await wrong.next(1)).toMatchObject({ id: 0, status: 401, body: { error: { code: 'ERR_AUTH' } } });

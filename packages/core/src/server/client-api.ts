@@ -106,6 +106,8 @@ export class ClientApi {
   /** Committed pages the block index has yet to record (the recorder's next batch). */
   readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
   #recording: Promise<void> | undefined;
+  /** Keys of the batch the recorder is writing to the block index now. */
+  readonly #recordingNow = new Set<PageKey>();
   /** Callers of recorded() waiting for the recorder's next batch to finish. */
   readonly #batchWaiters: Array<() => void> = [];
   /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
@@ -460,6 +462,7 @@ export class ClientApi {
       try {
         while (this.#unrecorded.size) {
           const batch = [...this.#unrecorded.values()];
+          for (const p of batch) this.#recordingNow.add(p.key);
           try {
             await this.#o.ts.adoptPages(this.#o.hostTierName, batch);
           } catch (e) {
@@ -467,10 +470,12 @@ export class ClientApi {
             this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
           }
           for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
+          this.#recordingNow.clear();
           for (const w of this.#batchWaiters.splice(0)) w();
         }
       } finally {
         this.#recording = undefined;
+        this.#recordingNow.clear();
         for (const w of this.#batchWaiters.splice(0)) w();
       }
     });
@@ -569,10 +574,20 @@ export class ClientApi {
 
   async #delete(tenant: Tenant, keys: readonly string[]): Promise<ClientResponse<'delete'>> {
     const stored = this.#stored(tenant, keys);
-    // Committed pages not yet in the index would read as missing and stay behind.
-    if (stored.some((k) => this.#unrecorded.has(k))) await this.recorded(stored);
-    const r = await this.#o.ts.deleteKeys(stored);
-    return { deleted: r.deleted.length, pinned: r.pinned.length, missing: r.missing.length };
+    // Committed pages the index has yet to record, and that its current batch does not hold: only the host tier has
+    // them (no index row, no planner entry, never announced), so they are freed there, and never recorded.
+    const early = stored.filter((k) => this.#unrecorded.has(k) && !this.#recordingNow.has(k));
+    let direct = { deleted: [] as PageKey[], pinned: [] as PageKey[] };
+    if (early.length) {
+      direct = this.#o.hostTier.deleteNow(early);
+      for (const k of direct.deleted) this.#unrecorded.delete(k);
+    }
+    const gone = new Set(early);
+    const rest = early.length ? stored.filter((k) => !gone.has(k)) : stored;
+    // Pages in the batch being recorded would read as missing and stay behind: wait for that batch.
+    if (rest.some((k) => this.#unrecorded.has(k))) await this.recorded(rest);
+    const r = rest.length ? await this.#o.ts.deleteKeys(rest) : { deleted: [], pinned: [], missing: [] };
+    return { deleted: direct.deleted.length + r.deleted.length, pinned: direct.pinned.length + r.pinned.length, missing: r.missing.length };
   }
 
   /**
