@@ -15,6 +15,7 @@ import { randomFillSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { HostArena, TierSyncError, TransferBatch, TransferEngine } from '@tiersync/native';
 import { memcpyBaseline, tcpBaseline } from '@tiersync/native/bench';
 import { startDaemonProcess } from '@tiersync/core/server';
@@ -76,6 +77,36 @@ export interface ClientBenchReport {
     /** roundTripUs / echoFramesUs: what the daemon and client add over the bare transport. */
     roundTripVsEcho: number;
   };
+  /**
+   * The Python client (packages/python) against the same daemon: a store and a load of the same bytes from/to a
+   * numpy array, each / `numpy.copyto` of those bytes in the same Python run (packages/python/bench/bench_client.py).
+   * `skipped` says why when Debian's Python or numpy is missing.
+   */
+  python: { storeRatio: number; loadRatio: number; [figure: string]: unknown } | { skipped: string };
+}
+
+/** Debian's Python, for which python3-numpy installs (scripts/system-packages.mjs). */
+const DEBIAN_PYTHON = '/usr/bin/python3';
+const PYTHON_BENCH = fileURLToPath(new URL('../../../python/bench/bench_client.py', import.meta.url));
+
+/** Runs the Python client's bench against the daemon at `url`; its last stdout line is `{"python": {...}}`. */
+async function pythonBench(url: string, mib: number, reps: number, deadlineMs = 600_000): Promise<ClientBenchReport['python']> {
+  const child = spawn(DEBIAN_PYTHON, [PYTHON_BENCH, '--json', '--url', url, '--mib', String(mib), '--reps', String(reps)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
+  const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
+  const code = await new Promise<number | null>((resolve) => {
+    child.once('error', () => resolve(-1));
+    child.once('exit', (c) => resolve(c));
+  }).finally(() => clearTimeout(timer));
+  if (code !== 0) {
+    if (/No module named 'numpy'|ENOENT/.test(err) || code === -1) return { skipped: `${DEBIAN_PYTHON} with numpy is needed (apt package python3-numpy)` };
+    throw new TierSyncError(`python bench exited with ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, 'ERR_IO');
+  }
+  const last = out.trim().split('\n').pop() ?? '';
+  return (JSON.parse(last) as { python: ClientBenchReport['python'] }).python;
 }
 
 /** Resolves once the daemon's client API has recorded every committed page in its block index (polls /v1/stats). */
@@ -299,6 +330,8 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
     const echoUnixUs = await echoRoundTrip({ socketPath: path.join(dir, 'echo.sock') }, 500);
     const echoFramesUs = await echoChildRoundTrip(path.join(dir, 'frames.sock'), 'frames', 2000, 3000);
     const echoRawUs = await echoChildRoundTrip(path.join(dir, 'raw.sock'), 'raw', 2000, 3000);
+    log('python client');
+    const python = await pythonBench(url, Math.max(1, Math.round(bytes / 2 ** 20)), reps);
     const roundTripUs = median(rtt) * 1e6;
     const copyCrcRatio = round(median(t.copyCrc) / median(t.memcpy), 2);
     return {
@@ -322,6 +355,7 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
         echoRawUs: round(echoRawUs, 1),
         roundTripVsEcho: round(roundTripUs / echoFramesUs, 2),
       },
+      python,
     };
   } finally {
     await shmClient.close();

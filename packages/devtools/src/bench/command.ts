@@ -148,6 +148,7 @@ export const benchCommand: CliCommand = {
               line('peer load', report.peerLoad, 'raw TCP'),
               `control round trip ${report.control.roundTripUs} us; 1-page load ${report.control.onePageLoadUs} us; ${report.control.requestsPerShmStore} requests per store, ${report.control.requestsPerShmLoad} per load`,
               `channel alone (kept-alive HTTP echo): loopback TCP ${report.control.echoTcpUs} us, Unix socket ${report.control.echoUnixUs} us`,
+              'skipped' in report.python ? `python: skipped (${report.python.skipped})` : `python store ${report.python.storeRatio}, load ${report.python.loadRatio} of numpy.copyto`,
             ].join('\n'),
       );
       return 0;
