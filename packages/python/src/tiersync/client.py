@@ -221,8 +221,11 @@ class Client:
                 which is as fast as numpy.copyto on a 2-core host; more help where cores are idle.
             use_socket: move control requests to the daemon's Unix socket when hello offers one.
             populate: map the arena with MAP_POPULATE (page tables built up front instead of on first touch).
-            verify: check each loaded page's CRC32C in this process (crcmod's C extension, ~0.1 GB/s here). The daemon
-                checked every page when it was committed or brought up from a lower tier; this re-checks the slot.
+            verify: check each loaded page's CRC32C in this process before copying it (crcmod's C extension, ~0.35 GB/s
+                here). Off by default for speed, but note: a daemon that announces ``checked-on-serve`` records a
+                committing client's CRC32C without re-reading the slot and relies on each reader to check, so without
+                ``verify`` a slot damaged after commit (by a faulty same-host writer) reaches this process unchecked.
+                Pages this client stores are checked by the daemon (it computes their CRC32C from the slot).
 
         Raises:
             AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
