@@ -58,3 +58,38 @@ export function killAndWait(child: ChildProcess, ms = 10_000): Promise<{ code: n
     child.kill('SIGKILL');
   });
 }
+
+/** xorshift32 over [0, 1): a kill schedule or traffic that differs per cycle but is reproducible from the seed. */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>> 0) / 2 ** 32;
+  };
+}
+
+/** How a kill cycle ended: SIGKILLed while working, exited by itself first, or never became ready. */
+export type KillOutcome = { kind: 'killed' } | { kind: 'exited'; detail: string } | { kind: 'not-started'; detail: string; hang: boolean };
+
+/**
+ * One crash cycle: starts child module `name`, waits (at most `readyMs`) for its `ready` line, lets it work for
+ * `workMs`, then SIGKILLs it and waits until it is gone.
+ */
+export async function killCycle(name: string, args: string[], o: { readyMs: number; workMs: number }): Promise<KillOutcome> {
+  const child = spawnModule(name, args);
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  try {
+    await waitForLine(child, 'ready', o.readyMs);
+  } catch (e) {
+    await killAndWait(child).catch(() => undefined);
+    const detail = (e as Error).message;
+    return { kind: 'not-started', detail, hang: /within/.test(detail) };
+  }
+  child.stdout!.resume();
+  await new Promise((r) => setTimeout(r, o.workMs));
+  const exit = await killAndWait(child);
+  return exit.signal === 'SIGKILL' ? { kind: 'killed' } : { kind: 'exited', detail: `${exit.code ?? exit.signal}: ${stderr.slice(-1500)}` };
+}

@@ -17,6 +17,7 @@ import { HostArena } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import { TierSync } from '@tiersync/core';
 import { CRASH_PAGE_BYTES, PROMPTS, PROMPT_PAGES, crashConfig, fillPage, pageMatches, promptTokens } from './workload.js';
+import { seededRandom } from './child-process.js';
 
 const [dir, journalPath, seedText] = process.argv.slice(2);
 if (!dir || !journalPath) {
@@ -24,14 +25,9 @@ if (!dir || !journalPath) {
   process.exit(2);
 }
 
-let seed = Number(seedText ?? 1) >>> 0 || 1;
-/** xorshift32: the traffic differs per cycle but is reproducible from the seed. */
-const random = (n: number): number => {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) % n;
-};
+// The traffic differs per cycle but is reproducible from the seed.
+const uniform = seededRandom(Number(seedText ?? 1));
+const random = (n: number): number => Math.floor(uniform() * n);
 
 const journal = openSync(journalPath, 'a');
 const record = (lines: string[]): void => {

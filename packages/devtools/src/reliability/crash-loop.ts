@@ -13,7 +13,7 @@ import path from 'node:path';
 import { HostArena, TransferEngine } from '@tiersync/native';
 import { FsTier, type PageKey } from '@tiersync/tiers';
 import { kvLayout, TierSync } from '@tiersync/core';
-import { killAndWait, spawnModule, waitForLine } from './child-process.js';
+import { killCycle, seededRandom } from './child-process.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_LAYOUT, CRASH_PAGE_BYTES, PROMPTS, crashConfig, pageMatches, promptTokens } from './workload.js';
 
@@ -44,36 +44,23 @@ export async function runCrashLoop(options: CrashLoopOptions = {}): Promise<Scen
   const result = scenario('crash: SIGKILL during store/demote/write-through', `tiersync bench reliability --scenarios crash --cycles ${cycles} --json`);
   const dir = options.dir ?? mkdtempSync(path.join(os.tmpdir(), 'tiersync-crash-'));
   const journal = path.join(dir, 'journal.log');
-  let seed = (options.seed ?? 1) >>> 0 || 1;
-  const random = () => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return (seed >>> 0) / 2 ** 32;
-  };
+  const random = seededRandom(options.seed ?? 1);
   const engine = new TransferEngine({ threads: 1 });
   const totals = { acknowledged: 0, checked: 0, leakedSlotsMax: 0, orphanSlotsMax: 0, recoveredUnacknowledged: 0, integrityFailuresDetected: 0, childCorrupt: 0 };
   try {
     for (let cycle = 0; cycle < cycles; cycle++) {
       result.runs++;
-      const child = spawnModule('crash-child', [dir, journal, String(Math.floor(random() * 2 ** 31) + 1)]);
-      let stderr = '';
-      child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-      try {
-        await waitForLine(child, 'ready', READY_MS);
-      } catch (e) {
-        await killAndWait(child).catch(() => undefined);
-        if (/within/.test((e as Error).message)) result.hangs++;
+      const args = [dir, journal, String(Math.floor(random() * 2 ** 31) + 1)];
+      const outcome = await killCycle('crash-child', args, { readyMs: READY_MS, workMs: minKill + random() * (maxKill - minKill) });
+      if (outcome.kind === 'not-started') {
+        if (outcome.hang) result.hangs++;
         else result.failures++;
-        result.notes.push(`cycle ${cycle}: child did not start: ${(e as Error).message}`);
+        result.notes.push(`cycle ${cycle}: child did not start: ${outcome.detail}`);
         continue;
       }
-      child.stdout!.resume();
-      await new Promise((r) => setTimeout(r, minKill + random() * (maxKill - minKill)));
-      const exit = await killAndWait(child);
-      if (exit.signal !== 'SIGKILL') {
+      if (outcome.kind === 'exited') {
         result.failures++;
-        result.notes.push(`cycle ${cycle}: child exited by itself (${exit.code ?? exit.signal}): ${stderr.slice(-1500)}`);
+        result.notes.push(`cycle ${cycle}: child exited by itself (${outcome.detail})`);
       } else {
         result.faults++;
       }

@@ -11,19 +11,16 @@ import { HostArena } from '@tiersync/native';
 import { TierSync } from '@tiersync/core';
 import { indexLossConfig } from './index-loss-workload.js';
 import { CRASH_PAGE_BYTES, PROMPTS, PROMPT_PAGES, fillPage, promptTokens } from './workload.js';
+import { seededRandom } from './child-process.js';
 
 const [dir, shm, journalPath, seedText] = process.argv.slice(2);
 if (!dir || !shm || !journalPath) {
   process.stderr.write('usage: index-loss-child DIR SHM JOURNAL SEED\n');
   process.exit(2);
 }
-let seed = Number(seedText ?? 1) >>> 0 || 1;
-const random = (n: number): number => {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) % n;
-};
+// The traffic differs per cycle but is reproducible from the seed.
+const uniform = seededRandom(Number(seedText ?? 1));
+const random = (n: number): number => Math.floor(uniform() * n);
 
 const journal = openSync(journalPath, 'a');
 const ts = new TierSync(indexLossConfig(dir, shm));

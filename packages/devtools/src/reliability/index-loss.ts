@@ -14,7 +14,7 @@ import path from 'node:path';
 import { HostArena } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import { BlockIndex, TierSync } from '@tiersync/core';
-import { killAndWait, spawnModule, waitForLine } from './child-process.js';
+import { killCycle, seededRandom } from './child-process.js';
 import { indexLossConfig } from './index-loss-workload.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_PAGE_BYTES, PROMPTS, pageMatches, promptTokens } from './workload.js';
@@ -54,36 +54,23 @@ export async function runIndexLoss(options: IndexLossOptions = {}): Promise<Scen
   const shm = path.join(shmFolder(), `tiersync-index-loss-${process.pid}-${path.basename(dir)}`);
   const journal = path.join(dir, 'journal.log');
   const indexFile = path.join(dir, 'index.sqlite');
-  let seed = (options.seed ?? 1) >>> 0 || 1;
-  const random = () => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return (seed >>> 0) / 2 ** 32;
-  };
+  const random = seededRandom(options.seed ?? 1);
   const chain = chainOfPrompts();
   const totals = { acknowledged: 0, adoptedMax: 0, chainRecovered: 0, keyedOnly: 0, memoryReopens: 0 };
   try {
     for (let cycle = 0; cycle < cycles; cycle++) {
       result.runs++;
-      const child = spawnModule('index-loss-child', [dir, shm, journal, String(Math.floor(random() * 2 ** 31) + 1)]);
-      let stderr = '';
-      child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-      try {
-        await waitForLine(child, 'ready', READY_MS);
-      } catch (e) {
-        await killAndWait(child).catch(() => undefined);
-        if (/within/.test((e as Error).message)) result.hangs++;
+      const args = [dir, shm, journal, String(Math.floor(random() * 2 ** 31) + 1)];
+      const outcome = await killCycle('index-loss-child', args, { readyMs: READY_MS, workMs: minKill + random() * (maxKill - minKill) });
+      if (outcome.kind === 'not-started') {
+        if (outcome.hang) result.hangs++;
         else result.failures++;
-        result.notes.push(`cycle ${cycle}: writer did not start: ${(e as Error).message}`);
+        result.notes.push(`cycle ${cycle}: writer did not start: ${outcome.detail}`);
         continue;
       }
-      child.stdout!.resume();
-      await new Promise((r) => setTimeout(r, minKill + random() * (maxKill - minKill)));
-      const exit = await killAndWait(child);
-      if (exit.signal !== 'SIGKILL') {
+      if (outcome.kind === 'exited') {
         result.failures++;
-        result.notes.push(`cycle ${cycle}: writer exited by itself (${exit.code ?? exit.signal}): ${stderr.slice(-1500)}`);
+        result.notes.push(`cycle ${cycle}: writer exited by itself (${outcome.detail})`);
         continue;
       }
       result.faults++;

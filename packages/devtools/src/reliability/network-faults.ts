@@ -10,7 +10,7 @@ import { execFileSync, type ChildProcess } from 'node:child_process';
 import { HostArena, TierSyncError } from '@tiersync/native';
 import type { PageKey, TierDriver } from '@tiersync/tiers';
 import { TierSync } from '@tiersync/core';
-import { killAndWait, spawnModule, waitForLine } from './child-process.js';
+import { killAndWait, seededRandom, spawnModule, waitForLine } from './child-process.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_LAYOUT, CRASH_PAGE_BYTES, PROMPT_PAGES, fillPage, pageMatches, promptTokens } from './workload.js';
 
@@ -53,13 +53,7 @@ export async function runPeerFaults(options: PeerFaultOptions = {}): Promise<Sce
   const net = `10.${200 + (tag % 50)}.${tag % 250}`;
   const addr = `${net}.2`;
   const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
-  let seed = (options.seed ?? 5) >>> 0 || 1;
-  const random = () => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return (seed >>> 0) / 2 ** 32;
-  };
+  const random = seededRandom(options.seed ?? 5);
   let host: ChildProcess | undefined;
   const startHost = async () => {
     host = spawnModule('peer-host-child', [addr, String(PORT), SECRET, String(CRASH_PAGE_BYTES)], ['ip', 'netns', 'exec', ns]);
