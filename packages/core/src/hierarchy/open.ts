@@ -57,6 +57,17 @@ export async function openHierarchy(s: HierarchyState): Promise<void> {
     s.tiers.map((t) => ({ name: t.name, driver: t.driver, policy: residentView(planner, t.index, overflow) })),
     { namespace: s.namespace.id },
   );
+  // Durable pins outlive the process in the index; the planner, their one owner in memory, takes them back before
+  // any move runs, so no eviction chooses a page a caller pinned before the restart.
+  const now = Date.now();
+  const groups = new Map<string, { owner: string; expiresAt: number; keys: PageKey[] }>();
+  for (const p of s.index.activePins(now)) {
+    const id = `${p.owner}\u0000${p.expiresAt}`;
+    let g = groups.get(id);
+    if (!g) groups.set(id, (g = { owner: p.owner, expiresAt: p.expiresAt, keys: [] }));
+    g.keys.push(p.key);
+  }
+  for (const g of groups.values()) planner.pin(g.keys, { owner: g.owner, now, ttl: g.expiresAt - now });
   if (overflow.length) await exclusive(s, () => runMoves(s, overflow));
 }
 

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostArena, TierSyncError, crc32c } from '@tiersync/native';
 import { TierSync } from './tier-sync.js';
@@ -166,6 +167,42 @@ describe('TierSync pins', () => {
     const more = context(40, 8);
     await ts.store(more, sourcePages(ts, src, more, 30));
     expect(ts.lookup(kept).pages.some((p) => p.tier !== 'hbm')).toBe(true);
+  });
+
+  it('a durable pin survives a restart: the reopened planner holds it before any move runs', async () => {
+    const dir = fx.tempDir();
+    const shm = `/dev/shm/tiersync-test-pins-${process.pid}`;
+    const config = {
+      model: 'test-model@1',
+      layout,
+      tiers: [
+        { url: `host://?capacity=${8 * PAGE}&shm=${shm}`, highWatermark: 1, lowWatermark: 0.75 },
+        { url: `fs://${dir}/fs?capacity=${256 * PAGE}` },
+      ],
+      index: { path: `${dir}/index.sqlite` },
+    } as TierSyncConfig;
+    const src = HostArena.create({ capacity: 32 * PAGE });
+    try {
+      const kept = context(60, 4);
+      const first = await fx.opened(new TierSync(config));
+      await first.store(kept, sourcePages(first, src, kept, 0));
+      expect(first.pin(kept, { ttlMs: 60_000 }).length).toBe(4);
+      await first.close();
+      const ts = await fx.opened(new TierSync(config));
+      const keys = ts.keysOf(kept);
+      expect(keys.every((k) => ts.planner.isPinned(k))).toBe(true);
+      for (let c = 0; c < 3; c++) {
+        const other = context(61 + c, 6);
+        await ts.store(other, sourcePages(ts, src, other, 4 + c * 6));
+      }
+      // The host tier (8 pages) turned over its other pages; the pinned prefix stayed.
+      expect(ts.lookup(kept).pages.map((p) => p.tier)).toEqual(['host', 'host', 'host', 'host']);
+      expect(ts.unpin(kept)).toBe(4);
+      expect(keys.some((k) => ts.planner.isPinned(k))).toBe(false);
+    } finally {
+      src.close();
+      rmSync(shm, { force: true });
+    }
   });
 
   it('a first tier mostly pinned still stores while unpinned victims exist (victims are chosen among unpinned pages)', async () => {

@@ -390,6 +390,15 @@ export class BlockIndex {
     this.conn.tx('pin', () => this.ctx.pins.pin(keyViews(batch), owner, expires));
   }
 
+  /**
+   * Every durable pin still in force at `now` (default: the index's clock), ordered by expiry: what a reopened
+   * hierarchy hands back to its planner so pins survive a restart.
+   */
+  activePins(now: number = this.ctx.now()): Array<{ key: PageKey; owner: string; expiresAt: number }> {
+    this.open();
+    return this.ctx.pins.active(now) as Array<{ key: PageKey; owner: string; expiresAt: number }>;
+  }
+
   /** Removes the durable pins of `owner` on `keys` (every owner's when owner is undefined). Returns pins removed. */
   unpin(keys: readonly PageKey[], options: { owner?: string } = {}): number {
     this.open();

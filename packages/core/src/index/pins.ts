@@ -42,6 +42,11 @@ export class DurablePins {
     return [...new Set(rows.map((r) => r.key))];
   }
 
+  /** Every unexpired pin, as hex keys (a reopened hierarchy hands them back to its planner). */
+  active(now: number): Array<{ key: string; owner: string; expiresAt: number }> {
+    return this.conn.stmt('SELECT lower(hex(key)) AS key, owner, expires_ms AS expiresAt FROM pins WHERE expires_ms > ? ORDER BY expires_ms, owner').all(now) as Array<{ key: string; owner: string; expiresAt: number }>;
+  }
+
   count(now: number): number {
     return (this.conn.stmt('SELECT count(*) AS n FROM pins WHERE expires_ms > ?').get(now) as { n: number }).n;
   }
