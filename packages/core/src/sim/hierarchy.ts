@@ -8,6 +8,7 @@ import type { ResolvedConfig } from '../hierarchy/index.js';
 import { kvLayout, kvLayoutPreset, type KvLayoutInput, type KvPresetName } from '../keys/index.js';
 import { configError } from './errors.js';
 import { parseSize } from './units.js';
+import { capacityPagesOf } from '@tiersync/tiers/capacity';
 
 /** Pages of a tier whose URL names no capacity (as the live hierarchy counts an unlimited tier). */
 export const UNLIMITED_PAGES = 2 ** 31;
@@ -47,8 +48,9 @@ export function configLayout(config: ResolvedConfig): { tokensPerPage: number; p
 }
 
 /**
- * Resolves a hierarchy config for the simulator. `capacityPages` overrides the pages each tier holds (default: the
- * URL's `capacity` over the page size, {@link UNLIMITED_PAGES} without one).
+ * Resolves a hierarchy config for the simulator. `capacityPages` overrides the pages each tier holds (default: what
+ * the opened driver would hold, `capacityPagesOf`: an fs tier's slot headers included; {@link UNLIMITED_PAGES} without
+ * a capacity).
  * @throws TierSyncError ERR_CONFIG for a tier URL without a scheme or with a capacity below one page
  */
 export function simHierarchy(config: ResolvedConfig, capacityPages?: readonly number[]): SimHierarchy {
@@ -59,7 +61,8 @@ export function simHierarchy(config: ResolvedConfig, capacityPages?: readonly nu
     const query = t.url.includes('?') ? new URLSearchParams(t.url.slice(t.url.indexOf('?') + 1)) : new URLSearchParams();
     const text = query.get('capacity');
     const capacityBytes = text === null ? 0 : parseSize(text, `config tiers.${i}.url capacity`);
-    const pages = capacityPages?.[i] ?? (capacityBytes > 0 ? Math.floor(capacityBytes / pageBytes) : UNLIMITED_PAGES);
+    // As many pages as the opened driver would hold (an fs tier's slot headers included), without opening it.
+    const pages = capacityPages?.[i] ?? capacityPagesOf(t.url, pageBytes) ?? UNLIMITED_PAGES;
     if (!Number.isSafeInteger(pages) || pages < 1) throw configError(`config tiers.${i}: capacity ${text ?? ''} holds no ${pageBytes}-byte page`);
     return { name: t.name ?? KIND[scheme] ?? scheme, scheme, capacityBytes, capacityPages: pages };
   });
