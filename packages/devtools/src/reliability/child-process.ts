@@ -93,3 +93,17 @@ export async function killCycle(name: string, args: string[], o: { readyMs: numb
   const exit = await killAndWait(child);
   return exit.signal === 'SIGKILL' ? { kind: 'killed' } : { kind: 'exited', detail: `${exit.code ?? exit.signal}: ${stderr.slice(-1500)}` };
 }
+
+/** Options of a scenario that kills a child process in cycles (crash, index-loss); each scenario has its defaults. */
+export interface KillLoopOptions {
+  /** Kill cycles. */
+  cycles?: number;
+  /** Folder for the tiers, index and journal (removed afterwards unless given). Default: a new temp folder. */
+  dir?: string;
+  /** Seed of the kill moments and of each child's traffic. Default 1. */
+  seed?: number;
+  /** A kill lands uniformly in [minKillMs, maxKillMs] after the child reported ready. */
+  minKillMs?: number;
+  maxKillMs?: number;
+  log?: (line: string) => void;
+}

@@ -13,22 +13,12 @@ import path from 'node:path';
 import { HostArena, TransferEngine } from '@tiersync/native';
 import { FsTier, type PageKey } from '@tiersync/tiers';
 import { kvLayout, TierSync } from '@tiersync/core';
-import { killCycle, seededRandom } from './child-process.js';
+import { killCycle, seededRandom, type KillLoopOptions } from './child-process.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_LAYOUT, CRASH_PAGE_BYTES, PROMPTS, crashConfig, pageMatches, promptTokens } from './workload.js';
 
-export interface CrashLoopOptions {
-  /** Kill-and-restart cycles. Default 200 (the benchmark); CI runs 20. */
-  cycles?: number;
-  /** Folder for the tiers, index and journal (removed afterwards unless given). Default: a new temp folder. */
-  dir?: string;
-  /** Seed of the kill moments and of each child's traffic. Default 1. */
-  seed?: number;
-  /** A kill lands uniformly in [minKillMs, maxKillMs] after the child reported ready. Default 30..500 ms. */
-  minKillMs?: number;
-  maxKillMs?: number;
-  log?: (line: string) => void;
-}
+/** Defaults: 200 cycles (the benchmark; CI runs 20), kills 30..500 ms after the child is ready. */
+export type CrashLoopOptions = KillLoopOptions;
 
 const READY_MS = 60_000;
 /** The fs tier's fingerprint as TierSync gives it (model / layout fingerprint), to open the tier on its own. */

@@ -14,23 +14,13 @@ import path from 'node:path';
 import { HostArena } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import { BlockIndex, TierSync } from '@tiersync/core';
-import { killCycle, seededRandom } from './child-process.js';
+import { killCycle, seededRandom, type KillLoopOptions } from './child-process.js';
 import { indexLossConfig } from './index-loss-workload.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_PAGE_BYTES, PROMPTS, pageMatches, promptTokens } from './workload.js';
 
-export interface IndexLossOptions {
-  /** Kill, delete-the-index and reopen cycles. Default 20. */
-  cycles?: number;
-  /** Folder for the tiers, index and journal (removed afterwards unless given). Default: a new temp folder. */
-  dir?: string;
-  /** Seed of the kill moments and of each writer's traffic. Default 1. */
-  seed?: number;
-  /** A kill lands uniformly in [minKillMs, maxKillMs] after the writer reported ready. Default 50..600 ms. */
-  minKillMs?: number;
-  maxKillMs?: number;
-  log?: (line: string) => void;
-}
+/** Kill, delete-the-index and reopen cycles. Defaults: 20 cycles, kills 50..600 ms after the writer is ready. */
+export type IndexLossOptions = KillLoopOptions;
 
 const READY_MS = 60_000;
 const CHECK_MS = 60_000;
