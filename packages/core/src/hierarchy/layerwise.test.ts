@@ -205,7 +205,7 @@ describe('layerwise load', () => {
       return reads;
     }
 
-    it('emits the first event once only the first range of every page has been read, bytes exact, in layer order', async () => {
+    it('with one range in flight, emits the first event once only the first range of every page has been read, bytes exact, in layer order', async () => {
       const ts = await fsOnly();
       expect(ts.tierDriver('fs').capabilities).toMatchObject({ rangeReads: true, verifiesOnRead: true });
       const n = 4;
@@ -223,6 +223,7 @@ describe('layerwise load', () => {
         {
           layerwise: true,
           layersPerEvent: 1,
+          rangesInFlight: 1,
           onLayer: (e) => {
             let exact = true;
             for (let i = 0; i < n; i++) exact &&= crc32c(dst.view(i * PAGE + e.offset, e.length)) === crc32c(src.view(i * PAGE + e.offset, e.length));
@@ -235,10 +236,11 @@ describe('layerwise load', () => {
       expect(r).toMatchObject({ loaded: n, missing: [], bytes: n * PAGE });
       // Every read was a range read: range r of every page, then range r+1.
       expect(reads).toEqual(ranges.flatMap((g) => Array(n).fill({ offset: g.offset, length: g.length })));
-      // The first event fired after only range 0 of the n pages had been asked for, well before the last range.
+      // The first event fired once range 0 of the n pages was in (range 1 being asked for meanwhile), well before
+      // the last range.
       expect(seen.map((e) => e.index)).toEqual([0, 1, 2, 3, 4, 5]);
-      expect(seen[0]!.readsSoFar).toBe(n);
-      expect(seen.map((e) => e.readsSoFar)).toEqual(ranges.map((_, k) => (k + 1) * n));
+      expect(seen[0]!.readsSoFar).toBe(2 * n);
+      expect(seen.map((e) => e.readsSoFar)).toEqual(ranges.map((_, k) => Math.min(k + 2, ranges.length) * n));
       expect(seen.every((e) => e.exact && e.pages === n)).toBe(true);
       expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
     });
@@ -254,15 +256,152 @@ describe('layerwise load', () => {
       flip(ts, hit.pages[1]!.key, 17); // range 0 (layer 0) of page 1
       flip(ts, hit.pages[2]!.key, 3 * LAYER + 5); // range 3 (layer 4) of page 2
       const failures: string[] = [];
-      ts.on('integrity:failed', (e) => failures.push(e.key));
+      const codes: string[] = [];
+      ts.on('integrity:failed', (e) => {
+        failures.push(e.key);
+        codes.push(e.error.code);
+      });
       const events: LayerEvent[] = [];
-      const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, layersPerEvent: 1, onLayer: (e) => events.push(e) });
+      // Six ranges in flight: page 2's damaged range 3 is read (and fails) before events 1 and 2, which still count it.
+      const r = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, layersPerEvent: 1, rangesInFlight: 6, onLayer: (e) => events.push(e) });
+      expect(codes).toEqual(['ERR_CHECKSUM', 'ERR_CHECKSUM']);
       expect(r.missing).toEqual([1, 2]);
       expect(r.loaded).toBe(n - 2);
       // Page 1 is never counted; page 2 only for the ranges before its damaged one (those bytes were verified).
       expect(events.map((e) => e.pages)).toEqual([3, 3, 3, 2, 2, 2]);
       expect(failures.sort()).toEqual([hit.pages[1]!.key, hit.pages[2]!.key].sort());
       for (const i of [0, 3]) expect(crc32c(dst.view(i * PAGE, PAGE))).toBe(crc32c(src.view(i * PAGE, PAGE)));
+    });
+
+    /**
+     * Wraps the fs driver's read: counts calls in flight (and the most at once), and holds each call until
+     * `hold(rangeOffset)` resolves, so tests choose the order in which ranges complete.
+     */
+    function gateReads(ts: TierSync, hold: (offset: number, signal: AbortSignal | undefined) => Promise<void>) {
+      const state = { active: 0, most: 0, calls: 0, signals: [] as Array<AbortSignal | undefined> };
+      const fs = ts.tierDriver('fs');
+      const read = fs.read.bind(fs);
+      fs.read = async (pages, o) => {
+        state.calls++;
+        state.active++;
+        state.most = Math.max(state.most, state.active);
+        state.signals.push(o?.signal);
+        try {
+          await hold(pages[0]?.range?.offset ?? -1, o?.signal);
+          return await read(pages, o);
+        } finally {
+          state.active--;
+        }
+      };
+      return state;
+    }
+    const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+    it('keeps a bounded window of ranges in flight and reports them in order, each verified and exact, even when they complete out of order', async () => {
+      const ts = await fsOnly();
+      const n = 3;
+      const src = arena(n);
+      const dst = arena(n);
+      const t = tokens(9, n);
+      await ts.store(t, fill(src, n, 31));
+      const hit = ts.lookup(t);
+      const ranges = ts.layerRanges({ layersPerEvent: 1 });
+      // Earlier ranges are held longer, so within a window the later ones land first.
+      const gate = gateReads(ts, (offset) => delay(offset < 0 ? 0 : 40 - (offset / LAYER) * 6));
+      const seen: Array<{ index: number; exact: boolean; active: number; calls: number }> = [];
+      const r = await ts.load(
+        hit,
+        hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })),
+        {
+          layerwise: true,
+          layersPerEvent: 1,
+          rangesInFlight: 3,
+          onLayer: (e) => {
+            let exact = true;
+            for (let i = 0; i < n; i++) exact &&= crc32c(dst.view(i * PAGE + e.offset, e.length)) === crc32c(src.view(i * PAGE + e.offset, e.length));
+            seen.push({ index: e.index, exact, active: gate.active, calls: gate.calls });
+          },
+        },
+      );
+      expect(r).toMatchObject({ loaded: n, missing: [], bytes: n * PAGE, byTier: { fs: n } });
+      expect(seen.map((e) => e.index)).toEqual(ranges.map((_, k) => k));
+      expect(seen.every((e) => e.exact)).toBe(true);
+      // One call per range (one source tier), never more than 3 at once, and the window is used: once range k is
+      // in, its slot goes to range k + 3 before event k fires.
+      expect(gate.calls).toBe(ranges.length);
+      expect(gate.most).toBe(3);
+      expect(seen.map((e) => e.calls)).toEqual(ranges.map((_, k) => Math.min(k + 4, ranges.length)));
+      expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
+    });
+
+    it('an aborted load stops: no event after the abort, ERR_ABORTED once no read of it is still running', async () => {
+      const ts = await fsOnly();
+      const n = 2;
+      const src = arena(n);
+      const dst = arena(n);
+      const t = tokens(10, n);
+      await ts.store(t, fill(src, n, 37));
+      const hit = ts.lookup(t);
+      const gate = gateReads(ts, () => delay(15));
+      const stop = new AbortController();
+      const events: number[] = [];
+      const load = ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), {
+        layerwise: true,
+        layersPerEvent: 1,
+        signal: stop.signal,
+        onLayer: (e) => {
+          events.push(e.index);
+          if (e.index === 1) stop.abort();
+        },
+      });
+      await expect(load).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+      expect(events).toEqual([0, 1]);
+      expect(gate.active).toBe(0);
+      // Every driver call got the load's signal, which the abort fired.
+      expect(gate.signals.every((sig) => sig?.aborted === true)).toBe(true);
+      // An already aborted signal stops the load before any read.
+      const calls = gate.calls;
+      await expect(ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+      expect(gate.calls).toBe(calls);
+      // The hierarchy is unharmed: the same pages load whole afterwards.
+      const again = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })));
+      expect(again).toMatchObject({ loaded: n, missing: [] });
+      expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
+    });
+
+    it('a load past its deadline stops with ERR_TIMEOUT after the events it could give', async () => {
+      const dir = fx.tempDir();
+      const ts = await fx.opened(
+        new TierSync({ model: 'layerwise-test@1', layout, promoteOnHit: false, deadlines: { loadMs: 300 }, tiers: [{ url: `fs://${dir}/fs?capacity=${64 * PAGE}&crcChunk=${LAYER}` }] } as ConstructorParameters<typeof TierSync>[0]),
+      );
+      const n = 2;
+      const src = arena(n);
+      const dst = arena(n);
+      const t = tokens(11, n);
+      await ts.store(t, fill(src, n, 41));
+      const hit = ts.lookup(t);
+      // Range 2 never answers until its call is aborted (a stalled tier).
+      const gate = gateReads(ts, (offset, signal) =>
+        offset === 2 * LAYER ? new Promise<void>((resolve) => (signal?.aborted ? resolve() : signal?.addEventListener('abort', () => resolve(), { once: true }))) : Promise.resolve(),
+      );
+      const events: number[] = [];
+      const started = Date.now();
+      await expect(ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, layersPerEvent: 1, onLayer: (e) => events.push(e.index) })).rejects.toMatchObject({
+        code: 'ERR_TIMEOUT',
+        message: expect.stringMatching(/300 ms deadline/),
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      expect(events).toEqual([0, 1]);
+      expect(gate.active).toBe(0);
+    });
+
+    it('refuses a bad rangesInFlight or signal', async () => {
+      const ts = await fsOnly();
+      const hit = ts.lookup(tokens(12, 1));
+      for (const rangesInFlight of [0, 65, 1.5]) {
+        await expect(ts.load(hit, [], { layerwise: true, rangesInFlight })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/rangesInFlight must be an integer 1..64/) });
+      }
+      await expect(ts.load(hit, [], { signal: {} as AbortSignal })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
     });
 
     it('falls back to another copy when the fs copy of a range is corrupted', async () => {

@@ -1,12 +1,16 @@
 /**
- * Layerwise loads: pages arrive layer group by layer group (every page's range r before any page's range r+1), so
- * an engine computes layer l while layer l+1 arrives.
+ * Layerwise loads: pages arrive layer group by layer group, and the caller hears of range r (every page's bytes of
+ * it in place and verified) before range r+1, so an engine computes layer l while layer l+1 arrives. Several
+ * ranges are read at once (a bounded window), so the tiers' latency overlaps; events still come strictly in order.
  */
 import { TierSyncError } from '@tiersync/native';
-import type { PageKey } from '@tiersync/tiers';
+import type { IoOptions, PageKey, ReadOutcome } from '@tiersync/tiers';
 import { forgetBroken, readOrFail, readWhole, reportIntegrity, type LoadContext } from './read.js';
-import type { HierarchyState } from './state.js';
+import { ready, type HierarchyState } from './state.js';
 import type { LayerEvent, LayerRange } from './types.js';
+
+/** Ranges read at once by default (LoadOptions.rangesInFlight). */
+export const DEFAULT_RANGES_IN_FLIGHT = 4;
 
 /**
  * The byte range of each layer group within a page, in page order (the page is the groups' parts laid out in group
@@ -33,67 +37,139 @@ export function layerRanges(s: HierarchyState, options: { layersPerEvent?: numbe
   return out;
 }
 
+/** How a layerwise load is bounded. */
+export interface LayerwiseLimits {
+  /** Ranges whose reads may be in flight at once (>= 1). */
+  window: number;
+  /** Aborts every read of the load (the caller's signal, or the load's deadline). */
+  signal: AbortSignal;
+  /** Epoch ms by which the load must have finished. */
+  deadline: number;
+}
+
+/** One range's reads, one driver batch per source tier, started together. */
+interface RangeBatch {
+  /** Per source tier: the pages asked for and, once settled, their outcomes. */
+  tiers: Array<{ t: number; pages: number[]; outcomes: Promise<ReadOutcome[]> }>;
+  settled: Promise<unknown>;
+}
+
 /**
- * A layerwise load: pages whose fastest copy is on a tier with range reads arrive range by range, every page's
- * range r before any page's range r+1, and `onLayer` / `load:layer` report each range once it is in place for
- * every page. Range reads are memory tiers that need no checksum, and the fs tier, which verifies each range
- * against per-chunk CRC32Cs before reporting it (a failed chunk is an ERR_CHECKSUM outcome, never a hit). Pages on
- * other verifying tiers (object, peer, memory tiers with verify=true) are read whole and checked first, so the
- * first event waits for them: no event ever covers bytes not yet verified. A page whose ranged copy fails
- * mid-way is read whole from its next copy before the event of that range. Returns the indices found nowhere.
+ * A layerwise load. Pages whose fastest copy is on a tier with range reads (`capabilities.rangeReads`: memory
+ * tiers that need no checksum, and fs, object and peer, which verify each range against per-chunk CRC32Cs) arrive
+ * range by range, up to `limits.window` ranges in flight; `onLayer` / `load:layer` report range r once it is in
+ * place for every page, in range order. A range that failed its checksums is never reported: the page is read
+ * whole from its next copy (after its other in-flight ranges have landed, so none of them overwrites it) before
+ * the event of that range, or counts as missing from then on. Pages on tiers without range reads (memory tiers
+ * with verify=true) are read whole and verified before the first event. Returns the indices found nowhere.
+ * @throws TierSyncError ERR_ABORTED (the caller's signal) or ERR_TIMEOUT (the load's deadline) once every read in
+ *   flight has settled; no event follows the abort, and no read of this load writes into `into` after the throw.
  */
-export async function readLayerwise(s: HierarchyState, indices: readonly number[], ctx: LoadContext, ranges: readonly LayerRange[], onLayer: ((e: LayerEvent) => void) | undefined): Promise<number[]> {
+export async function readLayerwise(
+  s: HierarchyState,
+  indices: readonly number[],
+  ctx: LoadContext,
+  ranges: readonly LayerRange[],
+  onLayer: ((e: LayerEvent) => void) | undefined,
+  limits: LayerwiseLimits,
+): Promise<number[]> {
   const { hit, keys, copies, into, result } = ctx;
   const tierOf = (i: number) => s.tiers.findIndex((t) => copies[i]!.some((c) => c.tier === t.name && c.state === 'ready'));
+  /** Pages read range by range, and the tier (number) each comes from. A page whose range failed leaves it. */
   const source = new Map<number, number>();
   for (const i of indices) {
     const t = tierOf(i);
     if (t >= 0 && s.tiers[t]!.driver.capabilities.rangeReads === true && hit.pages[i]!.length === s.pageBytes) source.set(i, t);
   }
+  const io = (): IoOptions => ({ signal: limits.signal, timeoutMs: Math.max(1, limits.deadline - Date.now()) });
   const rest = indices.filter((i) => !source.has(i));
-  const wholeDone = readWhole(s, rest, ctx);
+  const wholeDone = readWhole(s, rest, ctx, io);
   wholeDone.catch(() => undefined); // awaited below; a rejection before then must not go unhandled
-  const missing: number[] = [];
-  const started = process.hrtime.bigint();
-  for (const [r, range] of ranges.entries()) {
+
+  const launch = (range: LayerRange): RangeBatch => {
     const byTier = new Map<number, number[]>();
     for (const [i, t] of source) {
       let list = byTier.get(t);
       if (!list) byTier.set(t, (list = []));
       list.push(i);
     }
+    const tiers = [...byTier].map(([t, pages]) => ({
+      t,
+      pages,
+      outcomes: readOrFail(
+        s,
+        s.tiers[t]!,
+        pages.map((i) => ({ key: keys[i]!, into: { arena: into[i]!.arena, offset: into[i]!.offset + range.offset, length: range.length }, range: { offset: range.offset, length: range.length } })),
+        io(),
+      ),
+    }));
+    return { tiers, settled: Promise.all(tiers.map((b) => b.outcomes)) };
+  };
+  const inFlight: RangeBatch[] = [];
+  let next = 0;
+  const fill = () => {
+    while (next < ranges.length && inFlight.length < limits.window && !limits.signal.aborted) inFlight.push(launch(ranges[next++]!));
+  };
+  /** Resolves once no read of this load is running (readOrFail never rejects). */
+  const drain = async () => {
+    await Promise.all(inFlight.map((b) => b.settled));
+    await wholeDone.catch(() => undefined);
+  };
+  const stopIfAborted = async () => {
+    if (!limits.signal.aborted) return;
+    await drain();
+    throw abortError(limits.signal);
+  };
+
+  const missing: number[] = [];
+  const started = process.hrtime.bigint();
+  fill();
+  for (const [r, range] of ranges.entries()) {
+    const batch = inFlight[0]!;
+    await batch.settled;
+    await stopIfAborted();
     const failed: number[] = [];
-    await Promise.all(
-      [...byTier].map(async ([t, list]) => {
-        const tier = s.tiers[t]!;
-        const outcomes = await readOrFail(
-          s,
-          tier,
-          list.map((i) => ({ key: keys[i]!, into: { arena: into[i]!.arena, offset: into[i]!.offset + range.offset, length: range.length }, range: { offset: range.offset, length: range.length } })),
-        );
-        // A range that failed its chunk checksums (tiers that verify ranges, e.g. fs) is reported like a page.
-        reportIntegrity(s, outcomes, tier.name);
-        const broken: PageKey[] = [];
-        outcomes.forEach((o, k) => {
-          if (o.status === 'hit') return;
-          const i = list[k]!;
-          failed.push(i);
-          if (o.status === 'miss' || o.error.code === 'ERR_CHECKSUM') broken.push(keys[i]!);
-          // The rest of this page comes whole from its next copy.
-          copies[i] = copies[i]!.filter((c) => c.tier !== tier.name);
-        });
-        forgetBroken(s, tier, broken);
-      }),
-    );
+    for (const b of batch.tiers) {
+      const tier = s.tiers[b.t]!;
+      // Only pages still read range by range count: one that failed an earlier range is already whole elsewhere.
+      const outcomes: ReadOutcome[] = [];
+      const pages: number[] = [];
+      (await b.outcomes).forEach((o, k) => {
+        if (source.get(b.pages[k]!) !== b.t) return;
+        outcomes.push(o);
+        pages.push(b.pages[k]!);
+      });
+      // A range that failed its chunk checksums is reported like a page.
+      reportIntegrity(s, outcomes, tier.name);
+      const broken: PageKey[] = [];
+      outcomes.forEach((o, k) => {
+        if (o.status === 'hit') return;
+        const i = pages[k]!;
+        failed.push(i);
+        if (o.status === 'miss' || o.error.code === 'ERR_CHECKSUM') broken.push(keys[i]!);
+        // The rest of this page comes whole from its next copy.
+        copies[i] = copies[i]!.filter((c) => c.tier !== tier.name);
+      });
+      forgetBroken(s, tier, broken);
+    }
+    inFlight.shift();
+    for (const i of failed) source.delete(i);
+    // Later ranges of failed pages may be in flight (and a failing range may have landed unverified bytes): their
+    // whole read waits for those, so nothing lands over it. Ranges started from here on leave them out.
+    const earlier = inFlight.map((b) => b.settled);
+    fill();
     if (failed.length) {
-      for (const i of failed) source.delete(i);
-      missing.push(...(await readWhole(s, failed, ctx)));
+      await Promise.all(earlier);
+      await stopIfAborted();
+      missing.push(...(await readWhole(s, failed, ctx, io)));
     }
     if (r === 0) missing.push(...(await wholeDone));
+    await stopIfAborted();
     const event: LayerEvent = { index: r, of: ranges.length, group: range.group, layers: range.layers, offset: range.offset, length: range.length, pages: indices.length - missing.length };
     s.emit('load:layer', event);
     onLayer?.(event);
   }
+  if (!ranges.length) missing.push(...(await wholeDone));
   // Pages that arrived range by range: counted once all their ranges are in place.
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const perTier = new Map<number, number[]>();
@@ -112,7 +188,16 @@ export async function readLayerwise(s: HierarchyState, indices: readonly number[
     result.loaded += list.length;
     result.bytes += bytes;
     result.byTier[tier.name] = (result.byTier[tier.name] ?? 0) + list.length;
+    // Every range of these pages passed its chunk checksums, and the ranges cover the page.
+    if (tier.driver.capabilities.verifiesOnRead) ready(s).index.markVerified(tier.name, list.map((i) => keys[i]!));
     s.emit('transfer:completed', { op: 'load', tier: tier.name, pages: list.length, bytes, seconds });
   }
   return missing.sort((a, b) => a - b);
+}
+
+/** The error a stopped load throws: the signal's own TierSyncError (the deadline's), else ERR_ABORTED. */
+export function abortError(signal: AbortSignal): TierSyncError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof TierSyncError) return reason;
+  return new TierSyncError(`load aborted${reason instanceof Error ? `: ${reason.message}` : ''}`, 'ERR_ABORTED', reason === undefined ? {} : { cause: reason });
 }

@@ -3,7 +3,7 @@
  * falling through to the next copy on a miss or a failed checksum. Shared by whole and layerwise loads.
  */
 import { TierSyncError } from '@tiersync/native';
-import type { PageKey, PageLocation, PageRead, ReadOutcome } from '@tiersync/tiers';
+import type { IoOptions, PageKey, PageLocation, PageRead, ReadOutcome } from '@tiersync/tiers';
 import type { CopyRecord } from '../index/index.js';
 import { ready, type HierarchyState, type TierState } from './state.js';
 import type { LoadResult, LookupResult } from './types.js';
@@ -30,10 +30,13 @@ export function reportIntegrity(s: HierarchyState, outcomes: readonly ReadOutcom
   }
 }
 
-/** One driver read batch; a failure of the whole call becomes an error outcome per page (their copies stay recorded). */
-export async function readOrFail(s: HierarchyState, tier: TierState, reads: PageRead[]): Promise<ReadOutcome[]> {
+/**
+ * One driver read batch; a failure of the whole call becomes an error outcome per page (their copies stay
+ * recorded). Never rejects. `options` default to the configured load deadline for this one call.
+ */
+export async function readOrFail(s: HierarchyState, tier: TierState, reads: PageRead[], options?: IoOptions): Promise<ReadOutcome[]> {
   try {
-    return await tier.driver.read(reads, { timeoutMs: s.config.deadlines.loadMs });
+    return await tier.driver.read(reads, options ?? { timeoutMs: s.config.deadlines.loadMs });
   } catch (e) {
     // The whole call failed (deadline, closed tier, I/O): every page falls through to its next copy; the copies
     // stay recorded, since nothing proves them gone.
@@ -57,9 +60,10 @@ export function forgetBroken(s: HierarchyState, tier: TierState, broken: readonl
 
 /**
  * Reads pages `indices` of a load whole, each from its fastest ready copy; a miss or a bad checksum falls through
- * to the next tier holding the page. Returns the indices found nowhere.
+ * to the next tier holding the page. `io` gives each driver call its limits (default: the configured load deadline
+ * per call). Returns the indices found nowhere.
  */
-export async function readWhole(s: HierarchyState, indices: readonly number[], ctx: LoadContext): Promise<number[]> {
+export async function readWhole(s: HierarchyState, indices: readonly number[], ctx: LoadContext, io?: () => IoOptions): Promise<number[]> {
   const { index } = ready(s);
   const { hit, keys, copies, into, result } = ctx;
   let pending = [...indices];
@@ -68,7 +72,7 @@ export async function readWhole(s: HierarchyState, indices: readonly number[], c
     const here = pending.filter((i) => copies[i]!.some((c) => c.tier === tier.name && c.state === 'ready'));
     if (!here.length) continue;
     const start = process.hrtime.bigint();
-    const outcomes = await readOrFail(s, tier, here.map((i) => ({ key: keys[i]!, into: into[i]! })));
+    const outcomes = await readOrFail(s, tier, here.map((i) => ({ key: keys[i]!, into: into[i]! })), io?.());
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
     reportIntegrity(s, outcomes, tier.name);
     const done = new Set<number>();

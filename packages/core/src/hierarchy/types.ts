@@ -69,6 +69,18 @@ export interface LoadOptions {
   layersPerEvent?: number;
   /** With `layerwise`: called once per range, in page order, when that range of every loaded page is in place. */
   onLayer?: (event: LayerEvent) => void;
+  /**
+   * With `layerwise`: how many ranges are read at once (their events still come in order). Integer 1..64,
+   * default 4. Each in-flight range holds one driver call per source tier.
+   */
+  rangesInFlight?: number;
+  /**
+   * Aborts the load: reads in flight are cancelled, no layer event follows, and load() rejects with ERR_ABORTED
+   * once no read of it can still write into `into`. (A layerwise load also stops with ERR_TIMEOUT when it runs
+   * past config.deadlines.loadMs; a whole load gives each tier read that long instead and reports what it could
+   * not read as missing.)
+   */
+  signal?: AbortSignal;
 }
 
 /** A byte range of every page that holds some layers of one layer group. */

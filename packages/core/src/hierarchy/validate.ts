@@ -72,8 +72,11 @@ export function checkStoreOptions(options: StoreOptions, priorities: boolean, de
 
 /** load() options. */
 export function checkLoadOptions(options: LoadOptions): void {
-  if (options === null || typeof options !== 'object') throw new TierSyncError('options must be { layerwise?, layersPerEvent?, onLayer? }', 'ERR_INVALID_ARGUMENT');
+  if (options === null || typeof options !== 'object') throw new TierSyncError('options must be { layerwise?, layersPerEvent?, onLayer?, rangesInFlight?, signal? }', 'ERR_INVALID_ARGUMENT');
   if (options.onLayer !== undefined && typeof options.onLayer !== 'function') throw new TierSyncError('options.onLayer must be a function', 'ERR_INVALID_ARGUMENT');
+  const w = options.rangesInFlight;
+  if (w !== undefined && (!Number.isSafeInteger(w) || w < 1 || w > 64)) throw new TierSyncError(`options.rangesInFlight must be an integer 1..64, got ${String(w)}`, 'ERR_INVALID_ARGUMENT');
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TierSyncError('options.signal must be an AbortSignal', 'ERR_INVALID_ARGUMENT');
 }
 
 /** pin() / pinKeys() options. */
