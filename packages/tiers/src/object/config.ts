@@ -43,6 +43,7 @@ const options = z
     capacity: size('a capacity').optional(),
     object: size('an object size').optional(),
     partSize: size('a part size').optional(),
+    crcChunk: size('a chunk size').optional(),
     concurrency: int(1, 256).optional(),
     timeoutMs: int(1, 3_600_000).optional(),
     retries: int(0, 20).optional(),
@@ -83,6 +84,11 @@ export interface ObjectTierConfig {
   objectBytes: number;
   /** Multipart part size in bytes; larger objects are uploaded in parallel parts. Default 16 MiB; min 5 MiB. */
   partBytes: number;
+  /**
+   * Bytes covered by each chunk CRC32C recorded with a page (a range read fetches and checks only the chunks
+   * covering the range). Default 64 KiB; a multiple of 4 KiB; longer for pages of more than 256 chunks.
+   */
+  crcChunk: number;
   /** Most S3 requests in flight at once. Default 16. */
   concurrency: number;
   /** Per-request attempt timeout in ms (headers and body). Default 30000. */
@@ -145,6 +151,10 @@ export function parseObjectUrl(url: string): ObjectTierConfig {
   if (partBytes < MIN_PART_BYTES || partBytes > MAX_OBJECT_BYTES) {
     throw configError(u, `option 'partSize' must be between 5MiB (S3's smallest part) and 512MiB, got ${partBytes} bytes`);
   }
+  const crcChunk = o.crcChunk ?? 64 * 1024;
+  if (crcChunk < 4096 || crcChunk % 4096 !== 0 || crcChunk > MAX_OBJECT_BYTES) {
+    throw configError(u, `option 'crcChunk' must be a multiple of 4KiB between 4KiB and 512MiB, got ${crcChunk} bytes`);
+  }
   const backoffMs = o.backoffMs ?? 100;
   const backoffMaxMs = o.backoffMaxMs ?? Math.max(5000, backoffMs);
   if (backoffMaxMs < backoffMs) throw configError(u, `option 'backoffMaxMs' (${backoffMaxMs}) must be >= backoffMs (${backoffMs})`);
@@ -161,6 +171,7 @@ export function parseObjectUrl(url: string): ObjectTierConfig {
     capacity: o.capacity ?? Number.MAX_SAFE_INTEGER,
     objectBytes,
     partBytes,
+    crcChunk,
     concurrency: o.concurrency ?? 16,
     timeoutMs: o.timeoutMs ?? 30_000,
     retries: o.retries ?? 4,

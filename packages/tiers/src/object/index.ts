@@ -14,7 +14,7 @@
  * copies to a DeviceArena). Hence `zeroCopy: false`.
  */
 import { setMaxListeners } from 'node:events';
-import { HostArena, TierSyncError, TransferBatch, crc32c, type ErrorCode } from '@tiersync/native';
+import { HostArena, TierSyncError, TransferBatch, crc32c, crc32cCombine, type ErrorCode } from '@tiersync/native';
 import type {
   IoOptions,
   PageInfo,
@@ -36,6 +36,7 @@ import { parseObjectUrl, type ObjectTierConfig } from './config.js';
 import {
   DESCRIPTOR_NAME,
   FORMAT,
+  chunkBytesFor,
   dataName,
   deadName,
   decodeDescriptor,
@@ -46,6 +47,7 @@ import {
   footerBound,
   isObjectId,
   MANIFEST_FORMAT,
+  MAX_CHUNKS,
   newObjectId,
   type ManifestPage,
 } from './layout.js';
@@ -92,6 +94,9 @@ interface StoredPage {
   crc32c: number;
   /** Namespace, parent and position from the object's manifest (version 2); carried along by compaction. */
   meta?: PageMeta | undefined;
+  /** Chunk CRC32Cs from the manifest (version 3), which range reads check; carried along by compaction. */
+  chunkBytes?: number | undefined;
+  chunkCrcs?: readonly number[] | undefined;
 }
 
 /** Driver counters beyond TierStats: objects, wire bytes, requests, breaker. */
@@ -124,6 +129,8 @@ export class ObjectTier implements TierDriver {
     zeroCopy: false,
     memoryKinds: ['host', 'device'],
     verifiesOnRead: true,
+    // A range is fetched with one ranged GET of the chunks covering it, each checked against its own CRC32C.
+    rangeReads: true,
   };
   readonly url: string;
   readonly config: ObjectTierConfig;
@@ -161,7 +168,13 @@ export class ObjectTier implements TierDriver {
   /** Bytes of one staging arena: an object's pages plus the largest footer they can need. */
   get #objectCapacity(): number {
     const pages = Math.min(MAX_PAGES_PER_OBJECT, Math.ceil(this.config.objectBytes / this.#context.pageBytes));
-    return this.config.objectBytes + footerBound(pages, this.#context.fingerprint);
+    return this.config.objectBytes + footerBound(pages, this.#context.fingerprint, this.#chunksPerPage);
+  }
+
+  /** Most chunk CRCs a page written now carries. */
+  get #chunksPerPage(): number {
+    const page = this.#context.pageBytes;
+    return Math.ceil(page / chunkBytesFor(page, this.config.crcChunk));
   }
 
   /**
@@ -309,7 +322,7 @@ export class ObjectTier implements TierDriver {
 
   /** Makes `key` visible, stored in `obj`. */
   #index(obj: StoredObject, key: PageKey, page: Omit<StoredPage, 'object'>): StoredPage {
-    const stored: StoredPage = { object: obj, offset: page.offset, length: page.length, crc32c: page.crc32c, meta: page.meta };
+    const stored: StoredPage = { object: obj, offset: page.offset, length: page.length, crc32c: page.crc32c, meta: page.meta, chunkBytes: page.chunkBytes, chunkCrcs: page.chunkCrcs };
     this.#table.set(key, stored);
     obj.live.add(key);
     obj.liveBytes += page.length;
@@ -399,7 +412,7 @@ export class ObjectTier implements TierDriver {
     let data = 0;
     const limit = this.#objectCapacity;
     for (const p of fresh) {
-      const full = group.length === MAX_PAGES_PER_OBJECT || data + p.source.length + footerBound(group.length + 1, this.#context.fingerprint) > limit;
+      const full = group.length === MAX_PAGES_PER_OBJECT || data + p.source.length + footerBound(group.length + 1, this.#context.fingerprint, this.#chunksPerPage) > limit;
       if (group.length > 0 && full) {
         groups.push(group);
         group = [];
@@ -419,13 +432,30 @@ export class ObjectTier implements TierDriver {
       offsets.push(dataBytes);
       dataBytes += p.source.length;
     }
-    const staged = await staging.acquire(dataBytes + footerBound(group.length, this.#context.fingerprint));
+    const staged = await staging.acquire(dataBytes + footerBound(group.length, this.#context.fingerprint, this.#chunksPerPage));
     try {
+      // One descriptor per chunk of each page: the engine's per-descriptor CRC32Cs, computed while it gathers, are
+      // the chunk checksums range reads verify, and they combine into the page's checksum (no second pass).
       const batch = new TransferBatch();
-      group.forEach((p, i) => batch.add(p.source.arena, p.source.offset, staged.arena, offsets[i]!, p.source.length));
+      const first: number[] = [];
+      group.forEach((p, i) => {
+        const chunk = chunkBytesFor(p.source.length, this.config.crcChunk);
+        first.push(batch.length);
+        for (let at = 0; at < p.source.length; at += chunk) batch.add(p.source.arena, p.source.offset + at, staged.arena, offsets[i]! + at, Math.min(chunk, p.source.length - at));
+      });
       const r = await this.#context.engine.submit(batch, { checksums: true, priority: options.priority ?? 'writeBack', ...engineLimits(scope) });
-      const crcs = r.checksums ?? new Uint32Array(0);
-      const pages: ManifestPage[] = group.map((p, i) => ({ key: p.key, offset: offsets[i]!, length: p.source.length, crc32c: crcs[i]!, meta: p.meta }));
+      const sums = r.checksums ?? new Uint32Array(0);
+      const pages: ManifestPage[] = group.map((p, i) => {
+        const chunkBytes = chunkBytesFor(p.source.length, this.config.crcChunk);
+        const chunkCrcs: number[] = [];
+        let whole = 0;
+        for (let k = 0, at = 0; at < p.source.length; k++, at += chunkBytes) {
+          const c = sums[first[i]! + k]!;
+          whole = k === 0 ? c : crc32cCombine(whole, c, Math.min(chunkBytes, p.source.length - at));
+          chunkCrcs.push(c);
+        }
+        return { key: p.key, offset: offsets[i]!, length: p.source.length, crc32c: whole, meta: p.meta, chunkBytes, chunkCrcs };
+      });
       return await this.#putObject(bucket, staged.arena, dataBytes, pages, scope);
     } finally {
       staged.release();
@@ -478,7 +508,8 @@ export class ObjectTier implements TierDriver {
   /**
    * Ranged GETs of the pages asked for; adjacent pages of one object share a GET. Every page is checked against
    * its CRC32C: a mismatch is an 'error' outcome with ERR_CHECKSUM (the destination then holds bytes that must
-   * not be used). A GET that fails after retries (or while the breaker is open) gives 'error' outcomes for its
+   * not be used). A read with `range` is one GET of the chunks covering the range, each checked against its own
+   * CRC32C (pages written without chunk CRCs: the whole page, checked whole); only the range lands in `into`. A GET that fails after retries (or while the breaker is open) gives 'error' outcomes for its
    * pages with the request's code (ERR_UNAVAILABLE, ERR_TIMEOUT, ERR_IO); an object that vanished gives misses.
    * @throws TierSyncError ERR_INVALID_ARGUMENT / ERR_OUT_OF_RANGE (bad input, before any I/O), ERR_ABORTED and
    *   ERR_TIMEOUT (the caller's signal or deadline), ERR_CLOSED.
@@ -491,8 +522,14 @@ export class ObjectTier implements TierDriver {
     for (const [index, p] of pages.entries()) {
       const page = this.#table.get(p.key);
       if (!page) continue;
-      if (p.range !== undefined) {
-        return Promise.reject(this.#error(`pages[${index}].range: sub-page reads are not offered here (every read is checked against the whole page's CRC32C)`, 'ERR_UNSUPPORTED'));
+      const range = p.range;
+      if (range !== undefined) {
+        if (typeof range !== 'object' || range === null || !Number.isSafeInteger(range.offset) || !Number.isSafeInteger(range.length) || range.offset < 0 || range.length < 1 || range.offset + range.length > page.length) {
+          return Promise.reject(this.#error(`pages[${index}].range [${String(range?.offset)}, +${String(range?.length)}) is not inside the page's ${page.length} bytes`, 'ERR_OUT_OF_RANGE'));
+        }
+        if (p.into.length < range.length) return Promise.reject(this.#error(`pages[${index}].into holds ${p.into.length} bytes, the range has ${range.length}`, 'ERR_OUT_OF_RANGE'));
+        found.push({ index, key: p.key, page, into: p.into, range: { offset: range.offset, length: range.length } });
+        continue;
       }
       if (p.into.length < page.length) {
         return Promise.reject(this.#error(`pages[${index}].into holds ${p.into.length} bytes, the page has ${page.length}`, 'ERR_OUT_OF_RANGE'));
@@ -512,7 +549,12 @@ export class ObjectTier implements TierDriver {
     return this.#inflight.run(async () => {
       const scope = openScope(options);
       try {
-        const settled = await Promise.allSettled(coalesce(found).map((run) => this.#fetchRun(bucket, staging, run, outcomes, scope, options)));
+        const whole = found.filter((f) => f.range === undefined);
+        const ranged = found.filter((f) => f.range !== undefined);
+        const settled = await Promise.allSettled([
+          ...coalesce(whole).map((run) => this.#fetchRun(bucket, staging, run, outcomes, scope, options)),
+          ...ranged.map((f) => this.#fetchRange(bucket, staging, f, outcomes, scope, options)),
+        ]);
         const fatal = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
         if (fatal) throw fatal.reason;
         return outcomes;
@@ -588,6 +630,92 @@ export class ObjectTier implements TierDriver {
     }
   }
 
+  /**
+   * One range of one page: a GET of the chunks covering it. Chunks wholly inside the range land in place (host
+   * destinations); the (at most two) that stick out land in scratch memory, and only their part inside the range
+   * is copied over once every chunk matched. Device destinations: all of it through staging, then one copy.
+   */
+  async #fetchRange(bucket: Bucket, staging: StagingPool, f: ReadItem, outcomes: ReadOutcome[], scope: CallScope, options: IoOptions): Promise<void> {
+    const { page, into } = f;
+    const range = f.range!;
+    const object = page.object;
+    const chunked = page.chunkBytes !== undefined && page.chunkCrcs !== undefined;
+    const chunk = chunked ? page.chunkBytes! : page.length;
+    const crcs = chunked ? page.chunkCrcs! : [page.crc32c];
+    const end = range.offset + range.length;
+    const k0 = Math.floor(range.offset / chunk);
+    const k1 = Math.ceil(end / chunk);
+    const spanStart = k0 * chunk;
+    const spanEnd = Math.min(k1 * chunk, page.length);
+    const host = into.arena instanceof HostArena;
+    this.#beginRead(object);
+    let staged: Staged | undefined;
+    try {
+      if (!host) staged = await staging.acquire(spanEnd - spanStart);
+      const chunks: Array<{ views: Uint8Array[]; crc32c: number; scratch?: { bytes: Uint8Array; lo: number; hi: number } }> = [];
+      for (let k = k0; k < k1; k++) {
+        const cs = k * chunk;
+        const ce = Math.min(cs + chunk, page.length);
+        if (!host) chunks.push({ views: [staged!.arena.view(cs - spanStart, ce - cs)], crc32c: crcs[k]! });
+        else if (cs >= range.offset && ce <= end) chunks.push({ views: viewsOf(into.arena as HostArena, into.offset + (cs - range.offset), ce - cs), crc32c: crcs[k]! });
+        else {
+          const bytes = new Uint8Array(ce - cs);
+          chunks.push({ views: [bytes], crc32c: crcs[k]!, scratch: { bytes, lo: Math.max(cs, range.offset) - cs, hi: Math.min(ce, end) - cs } });
+        }
+      }
+      try {
+        await bucket.getInto(object.name, page.offset + spanStart, chunks.flatMap((c) => c.views), scope);
+      } catch (e) {
+        const code = e instanceof TierSyncError ? e.code : 'ERR_IO';
+        if (code === 'ERR_ABORTED' || (code === 'ERR_TIMEOUT' && scope.deadline !== undefined && Date.now() >= scope.deadline)) throw e;
+        if (code === 'ERR_NOT_FOUND') return this.#vanished(object, [f], outcomes);
+        this.#counters.errors++;
+        outcomes[f.index] = { key: f.key, status: 'error', error: this.#error(`range of page ${f.key} could not be read: ${(e as Error).message}`, code, e) };
+        return;
+      }
+      for (const [n, c] of chunks.entries()) {
+        let crc = 0;
+        for (const v of c.views) crc = crc32c(v, crc);
+        if (crc === c.crc32c) continue;
+        this.#counters.checksumFailures++;
+        this.#counters.errors++;
+        outcomes[f.index] = {
+          key: f.key,
+          status: 'error',
+          error: this.#error(`range [${range.offset}, +${range.length}) of page ${f.key} failed its CRC32C check (chunk ${k0 + n}: stored ${hex(c.crc32c)}, read ${hex(crc)}) in ${object.name}`, 'ERR_CHECKSUM'),
+        };
+        return;
+      }
+      if (host) {
+        for (const [n, c] of chunks.entries()) {
+          if (!c.scratch) continue;
+          const { bytes, lo, hi } = c.scratch;
+          let at = 0;
+          for (const v of viewsOf(into.arena as HostArena, into.offset + (spanStart + n * chunk + lo - range.offset), hi - lo)) {
+            v.set(bytes.subarray(lo + at, lo + at + v.length));
+            at += v.length;
+          }
+        }
+      } else {
+        const toDevice = new TransferBatch();
+        toDevice.add(staged!.arena, range.offset - spanStart, into.arena, into.offset, range.length);
+        try {
+          await this.#context.engine.submit(toDevice, { priority: options.priority ?? 'demand', ...engineLimits(scope) });
+        } catch (e) {
+          const code = e instanceof TierSyncError ? e.code : 'ERR_IO';
+          if (code === 'ERR_ABORTED' || code === 'ERR_TIMEOUT') throw e;
+          this.#counters.errors++;
+          outcomes[f.index] = { key: f.key, status: 'error', error: this.#error(`range of page ${f.key}: copy to device failed: ${(e as Error).message}`, code, e) };
+          return;
+        }
+      }
+      this.#hit(f, outcomes);
+    } finally {
+      staged?.release();
+      this.#endRead(object);
+    }
+  }
+
   #beginRead(object: StoredObject): void {
     object.readers++;
   }
@@ -600,10 +728,11 @@ export class ObjectTier implements TierDriver {
   }
 
   #hit(f: ReadItem, outcomes: ReadOutcome[]): void {
-    outcomes[f.index] = { key: f.key, status: 'hit', length: f.page.length, crc32c: f.page.crc32c };
+    const length = f.range?.length ?? f.page.length;
+    outcomes[f.index] = { key: f.key, status: 'hit', length, crc32c: f.page.crc32c };
     this.#counters.hits++;
     this.#counters.reads++;
-    this.#counters.bytesRead += f.page.length;
+    this.#counters.bytesRead += length;
   }
 
   /** The object was removed behind our back: its pages are misses now, and leave the index. */
@@ -734,7 +863,7 @@ export class ObjectTier implements TierDriver {
         offsets.push(dataBytes);
         dataBytes += m.page.length;
       }
-      const staged = await staging.acquire(dataBytes + footerBound(moving.length, this.#context.fingerprint));
+      const staged = await staging.acquire(dataBytes + footerBound(moving.length, this.#context.fingerprint, MAX_CHUNKS));
       let upload: Uploaded;
       const corrupt: typeof moving = [];
       try {
@@ -756,7 +885,9 @@ export class ObjectTier implements TierDriver {
         );
         const pages: ManifestPage[] = [];
         moving.forEach((m, i) => {
-          if (crc32c(staged.arena.view(offsets[i]!, m.page.length)) === m.page.crc32c) pages.push({ key: m.key, offset: offsets[i]!, length: m.page.length, crc32c: m.page.crc32c, meta: m.page.meta });
+          if (crc32c(staged.arena.view(offsets[i]!, m.page.length)) === m.page.crc32c) {
+            pages.push({ key: m.key, offset: offsets[i]!, length: m.page.length, crc32c: m.page.crc32c, meta: m.page.meta, chunkBytes: m.page.chunkBytes, chunkCrcs: m.page.chunkCrcs });
+          }
           else corrupt.push(m);
         });
         upload = await this.#putObject(bucket, staged.arena, dataBytes, pages);
@@ -852,6 +983,8 @@ interface ReadItem {
   key: PageKey;
   page: StoredPage;
   into: PageRead['into'];
+  /** A sub-page read (PageRead.range), checked chunk by chunk. */
+  range?: { offset: number; length: number };
 }
 
 /** Groups pages into runs that are adjacent in one object, so each run is one ranged GET. */

@@ -19,10 +19,15 @@ import type { Bucket } from './bucket.js';
 export const FORMAT = 1;
 /**
  * Version of data-object manifests written now. 2: a page entry may carry its namespace, parent and position
- * (`[key, offset, length, crc, namespace, parent, position]`). Manifests of version 1 (4-field entries) are read
- * too. A build that reads only version 1 skips a version-2 object at open (never deletes it).
+ * (`[key, offset, length, crc, namespace, parent, position]`). 3: an entry may also carry the CRC32C of each
+ * chunk of the page, so a sub-page range is verified on its own (`[key, offset, length, crc, namespace|null,
+ * parent|null, position|null, chunkBytes, "<8 hex digits per chunk>"]`). Manifests of versions 1 and 2 are read
+ * too (their pages have no chunk CRCs: a range read fetches and checks the whole page). A build that reads only
+ * older versions skips a newer object at open (never deletes it).
  */
-export const MANIFEST_FORMAT = 2;
+export const MANIFEST_FORMAT = 3;
+/** Most chunk CRCs one page entry carries: a longer page gets longer chunks. */
+export const MAX_CHUNKS = 256;
 /** Fixed size of the trailer at the end of every data object. */
 export const TRAILER_BYTES = 24;
 const MAGIC = 'TSOBJv01';
@@ -54,6 +59,12 @@ export interface ManifestPage {
   crc32c: number;
   /** Namespace, parent and position the page was written with (manifest version 2); absent otherwise. */
   meta?: PageMeta | undefined;
+  /**
+   * Chunk size of `chunkCrcs` (manifest version 3): CRC32C of bytes [k x chunkBytes, +chunkBytes) of the page for
+   * each k, the last chunk shorter. Absent for pages written without them.
+   */
+  chunkBytes?: number | undefined;
+  chunkCrcs?: readonly number[] | undefined;
 }
 
 export interface Manifest {
@@ -63,12 +74,23 @@ export interface Manifest {
   pages: ManifestPage[];
 }
 
-/** Upper bound of the encoded footer (manifest + trailer) for `pages` pages, so staging can be sized first. */
-export function footerBound(pages: number, fingerprint: string): number {
-  // Per page: ["<=128 hex>",<=16 digits,<=16 digits,<=10 digits,"<=64 hex>","<=128 hex>"|null,<=10 digits],
-  // at most ~390 bytes; the fingerprint JSON-escaped.
-  return 256 + fingerprint.length * 6 + pages * 400 + TRAILER_BYTES;
+/**
+ * Upper bound of the encoded footer (manifest + trailer) for `pages` pages of at most `chunks` chunk CRCs each,
+ * so staging can be sized first.
+ */
+export function footerBound(pages: number, fingerprint: string, chunks = MAX_CHUNKS): number {
+  // Per page: ["<=128 hex>",<=16 digits,<=16 digits,<=10 digits,"<=64 hex>","<=128 hex>"|null,<=10 digits,
+  // <=16 digits,"8 hex per chunk"], at most ~410 bytes + 8 per chunk; the fingerprint JSON-escaped.
+  return 256 + fingerprint.length * 6 + pages * (420 + 8 * chunks) + TRAILER_BYTES;
 }
+
+/** The chunk size for a page of `length` bytes: `chunk`, or longer so that at most MAX_CHUNKS cover the page. */
+export function chunkBytesFor(length: number, chunk: number): number {
+  if (Math.ceil(length / chunk) <= MAX_CHUNKS) return chunk;
+  return Math.ceil(Math.ceil(length / MAX_CHUNKS) / 4096) * 4096;
+}
+
+const hexCrcs = (crcs: readonly number[]) => crcs.map((c) => c.toString(16).padStart(8, '0')).join('');
 
 /**
  * Writes manifest + trailer into `into` (a view that starts right after the page bytes); returns the footer
@@ -79,7 +101,12 @@ export function encodeFooter(manifest: Manifest, dataBytes: number, into: Uint8A
     format: manifest.format,
     fingerprint: manifest.fingerprint,
     pageBytes: manifest.pageBytes,
-    pages: manifest.pages.map((p) => (p.meta ? [p.key, p.offset, p.length, p.crc32c, p.meta.namespace, p.meta.parent, p.meta.position] : [p.key, p.offset, p.length, p.crc32c])),
+    pages: manifest.pages.map((p) => {
+      if (p.chunkBytes !== undefined && p.chunkCrcs !== undefined) {
+        return [p.key, p.offset, p.length, p.crc32c, p.meta?.namespace ?? null, p.meta?.parent ?? null, p.meta?.position ?? null, p.chunkBytes, hexCrcs(p.chunkCrcs)];
+      }
+      return p.meta ? [p.key, p.offset, p.length, p.crc32c, p.meta.namespace, p.meta.parent, p.meta.position] : [p.key, p.offset, p.length, p.crc32c];
+    }),
   });
   const { written } = new TextEncoder().encodeInto(json, into);
   if (written === undefined || written + TRAILER_BYTES > into.length) throw new RangeError('footer does not fit its staging space');
@@ -103,13 +130,27 @@ export function decodeTrailer(bytes: Uint8Array): { manifestBytes: number; manif
 
 const pageEntry = [z.string().regex(PAGE_KEY_PATTERN), z.number().int().nonnegative(), z.number().int().positive(), z.number().int().min(0).max(0xffffffff)] as const;
 const metaFields = [z.string().regex(NAMESPACE_ID_PATTERN), z.string().regex(PAGE_KEY_PATTERN).nullable(), z.number().int().min(0).max(0xffffffff)] as const;
+const chunkedEntry = [
+  ...pageEntry,
+  z.string().regex(NAMESPACE_ID_PATTERN).nullable(),
+  z.string().regex(PAGE_KEY_PATTERN).nullable(),
+  z.number().int().min(0).max(0xffffffff).nullable(),
+  z.number().int().positive(),
+  z.string().regex(/^(?:[0-9a-f]{8})+$/),
+] as const;
 const manifestSchema = z.union([
   z.object({ format: z.literal(1), fingerprint: z.string(), pageBytes: z.number().int().positive(), pages: z.array(z.tuple(pageEntry)) }),
   z.object({
-    format: z.literal(MANIFEST_FORMAT),
+    format: z.literal(2),
     fingerprint: z.string(),
     pageBytes: z.number().int().positive(),
     pages: z.array(z.union([z.tuple(pageEntry), z.tuple([...pageEntry, ...metaFields])])),
+  }),
+  z.object({
+    format: z.literal(3),
+    fingerprint: z.string(),
+    pageBytes: z.number().int().positive(),
+    pages: z.array(z.union([z.tuple(pageEntry), z.tuple([...pageEntry, ...metaFields]), z.tuple(chunkedEntry)])),
   }),
 ]);
 
@@ -134,6 +175,17 @@ export function decodeManifest(bytes: Uint8Array, trailer: { manifestCrc: number
     const [key, offset, length, crc] = entry;
     if (offset + length > trailer.dataBytes) return `page ${key} lies outside the object's data`;
     if (length > m.pageBytes) return `page ${key} is longer than the page size ${m.pageBytes}`;
+    if (entry.length === 9) {
+      const [, , , , namespace, parent, position, chunkBytes, hex] = entry;
+      // Meta is all there or all absent; the chunk CRCs cover the page exactly.
+      if ((namespace === null) !== (position === null) || (namespace === null && parent !== null)) return `page ${key} has partial meta`;
+      if (hex.length !== 8 * Math.ceil(length / chunkBytes)) return `page ${key} has ${hex.length / 8} chunk CRCs, its ${length} bytes need ${Math.ceil(length / chunkBytes)}`;
+      const chunkCrcs: number[] = [];
+      for (let at = 0; at < hex.length; at += 8) chunkCrcs.push(Number.parseInt(hex.slice(at, at + 8), 16));
+      const meta = namespace !== null && position !== null ? { namespace, parent, position } : undefined;
+      pages.push({ key, offset, length, crc32c: crc, meta, chunkBytes, chunkCrcs });
+      continue;
+    }
     pages.push(entry.length === 7 ? { key, offset, length, crc32c: crc, meta: { namespace: entry[4], parent: entry[5], position: entry[6] } } : { key, offset, length, crc32c: crc });
   }
   return { format: m.format, fingerprint: m.fingerprint, pageBytes: m.pageBytes, pages };
@@ -155,7 +207,9 @@ export async function fetchFooter(
   expect: { fingerprint: string; pageBytes: number },
 ): Promise<{ dataBytes: number; pages: ManifestPage[] } | string> {
   if (size < TRAILER_BYTES) return 'too small to be a tiersync object';
-  const tail = Math.min(size, TAIL_MIN_BYTES + expect.fingerprint.length * 6 + Math.ceil(size / expect.pageBytes) * 300);
+  // ~300 bytes of entry a page, plus 8 per chunk CRC at the default 64 KiB chunks.
+  const perPage = 300 + 8 * Math.min(MAX_CHUNKS, Math.ceil(expect.pageBytes / 65_536));
+  const tail = Math.min(size, TAIL_MIN_BYTES + expect.fingerprint.length * 6 + Math.ceil(size / expect.pageBytes) * perPage);
   const bytes = await bucket.getBytes(name, size - tail, tail);
   const trailer = decodeTrailer(bytes.subarray(tail - TRAILER_BYTES));
   if (!trailer) return 'no tiersync trailer';
