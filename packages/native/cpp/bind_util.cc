@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <thread>
 
 #include "binding.h"
@@ -39,8 +40,38 @@ Napi::Value Crc32cJs(const Napi::CallbackInfo& info) {
     seed = static_cast<uint32_t>(s);
   }
   const uint8_t* p = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
+  // Third argument (tests, benchmarks): true = the table path, or an implementation's name (crc32cImpls).
+  if (info.Length() > 2 && info[2].IsString()) {
+    std::string name = info[2].As<Napi::String>().Utf8Value();
+    for (Crc32cImpl impl : {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32cImpl::Hw3, Crc32cImpl::Hw3Clmul}) {
+      if (name != Crc32cImplName(impl)) continue;
+      if (!Crc32cAvailable(impl)) Throw(env, Code::Unsupported, "CRC32C implementation '" + name + "' is not available on this CPU/build");
+      // Fourth argument: a TypedArray of at least as many bytes to copy the data into (the copy-and-checksum path).
+      uint8_t* to = nullptr;
+      if (info.Length() > 3 && !info[3].IsUndefined()) {
+        if (!info[3].IsTypedArray()) Throw(env, Code::InvalidArgument, "copy destination must be a TypedArray");
+        Napi::TypedArray d = info[3].As<Napi::TypedArray>();
+        if (d.ByteLength() < t.ByteLength()) Throw(env, Code::OutOfRange, "copy destination is smaller than the data");
+        to = static_cast<uint8_t*>(d.ArrayBuffer().Data()) + d.ByteOffset();
+      }
+      return Napi::Number::New(env, Crc32cWith(impl, seed, to, p, t.ByteLength()));
+    }
+    Throw(env, Code::InvalidArgument, "unknown CRC32C implementation '" + name + "'");
+  }
   bool table = info.Length() > 2 && info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
   return Napi::Number::New(env, table ? Crc32cTable(seed, p, t.ByteLength()) : Crc32c(seed, p, t.ByteLength()));
+}
+
+// {selected, available}: the CRC32C implementations this CPU and build can run, by name.
+Napi::Value Crc32cImpls(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("selected", Crc32cImplName(Crc32cSelected()));
+  Napi::Array list = Napi::Array::New(env);
+  uint32_t n = 0;
+  for (Crc32cImpl impl : {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32cImpl::Hw3, Crc32cImpl::Hw3Clmul})
+    if (Crc32cAvailable(impl)) list.Set(n++, Crc32cImplName(impl));
+  o.Set("available", list);
+  return o;
 }
 
 Napi::Value CudaStatusJs(const Napi::CallbackInfo& info) {
@@ -218,6 +249,7 @@ void InitUtil(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass, "setErrorClass"));
   exports.Set("crc32c", Napi::Function::New(env, Crc32cJs, "crc32c"));
   exports.Set("crc32cHardware", Napi::Boolean::New(env, Crc32cHardware()));
+  exports.Set("crc32cImpls", Crc32cImpls(env));
   exports.Set("cudaStatus", Napi::Function::New(env, CudaStatusJs, "cudaStatus"));
   exports.Set("ioUringStatus", Napi::Function::New(env, IoUringStatusJs, "ioUringStatus"));
   exports.Set("probeDirect", Napi::Function::New(env, ProbeDirectJs, "probeDirect"));

@@ -1,15 +1,39 @@
+// CRC32C at memory speed.
+//
+// The CPU's CRC32C instruction (x86-64 SSE4.2 `crc32`, ARMv8 `crc32cx`) has a latency of about 3 cycles and a
+// throughput of one per cycle, so a single dependent stream uses a third of it. Following the method of V. Gopal,
+// J. Guilford, E. Ozturk, G. Wolrich, W. Feghali, J. Dixon, D. Karakoyunlu, "Fast CRC Computation for iSCSI
+// Polynomial Using CRC32 Instruction" (Intel white paper 323405, 2011), a buffer is cut into rounds of three
+// adjacent blocks checksummed by three independent streams, and the three registers are joined at the end of the
+// round. CRC is linear: crc(A || B || C) = crc(A) * x^(16 b) + crc(B) * x^(8 b) + crc(C) (mod P) for blocks of b
+// bytes, with B and C started from a zero register. On x86-64 the two multiplications are one PCLMULQDQ each and
+// the 64-bit product is reduced modulo P by one more crc32 instruction (see JoinClmul); elsewhere a portable
+// shift-and-add multiply modulo P does it (JoinPortable: about 100 cycles, small beside a round of kilobytes).
+// Everything is selected at run time from what the CPU reports, so the addon builds for a generic x86-64 baseline;
+// the instructions are enabled per function with target attributes. Own code; only the method is the paper's.
 #include "crc32c.h"
 
 #include <cstring>
+#include <initializer_list>
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
+#include <wmmintrin.h>
+#define TIERSYNC_CRC_X86 1
+#define TARGET_HW __attribute__((target("sse4.2")))
+#define TARGET_CLMUL __attribute__((target("sse4.2,pclmul")))
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#include <arm_acle.h>
+#define TIERSYNC_CRC_ARM 1
+#define TARGET_HW
 #endif
 
 namespace tiersync {
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;
+
+// ---- Table path (any CPU): slicing-by-8. ----
 
 struct Tables {
   uint32_t t[8][256];
@@ -40,152 +64,242 @@ uint32_t Software(uint32_t crc, const uint8_t* p, size_t n) {
   return crc;
 }
 
-#if defined(__x86_64__)
-// Three independent crc32 streams over three adjacent blocks keep the instruction's pipeline full (latency 3,
-// throughput 1 per cycle): about 3x one stream. The streams are joined by shifting a register over a block of zero
-// bytes with 4 table lookups (Mark Adler's construction in crc32c.c, zlib license), since CRC is linear.
-constexpr size_t kLong = 8192;
-constexpr size_t kShort = 256;
-
-uint32_t Gf2Times(const uint32_t* mat, uint32_t vec) {
-  uint32_t sum = 0;
-  for (int i = 0; vec; i++, vec >>= 1)
-    if (vec & 1) sum ^= mat[i];
-  return sum;
+uint32_t SoftwareAny(uint32_t crc, const uint8_t* p, uint8_t* to, size_t n) {
+  if (to) std::memcpy(to, p, n);
+  return Software(crc, p, n);
 }
 
-void Gf2Square(uint32_t* square, const uint32_t* mat) {
-  for (int n = 0; n < 32; n++) square[n] = Gf2Times(mat, mat[n]);
+// ---- Arithmetic modulo P in the reflected representation (bit 31 holds x^0, bit 0 holds x^31). ----
+
+uint32_t TimesX(uint32_t v, unsigned times) {
+  while (times--) v = (v & 1) ? (v >> 1) ^ kPoly : v >> 1;
+  return v;
 }
 
-// Tables that advance a raw CRC register over `len` zero bytes (len a power of two, at least 1).
-struct Shift {
-  uint32_t t[4][256];
-  explicit Shift(size_t len) {
-    uint32_t even[32], odd[32];
-    odd[0] = kPoly;  // one zero bit
-    for (int n = 1; n < 32; n++) odd[n] = 1u << (n - 1);
-    Gf2Square(even, odd);  // two zero bits
-    Gf2Square(odd, even);  // four zero bits
-    const uint32_t* op = nullptr;
-    for (;;) {
-      Gf2Square(even, odd);  // 8, 32, 128... zero bits
-      len >>= 1;
-      if (!len) {
-        op = even;
-        break;
-      }
-      Gf2Square(odd, even);
-      len >>= 1;
-      if (!len) {
-        op = odd;
-        break;
-      }
+// a * b mod P, for a != 0 (zlib's multmodp construction).
+inline uint32_t MulModP(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, p = 0;
+  for (;;) {
+    if (a & m) {
+      p ^= b;
+      if ((a & (m - 1)) == 0) return p;
     }
-    for (uint32_t n = 0; n < 256; n++) {
-      t[0][n] = Gf2Times(op, n);
-      t[1][n] = Gf2Times(op, n << 8);
-      t[2][n] = Gf2Times(op, n << 16);
-      t[3][n] = Gf2Times(op, n << 24);
+    m >>= 1;
+    b = (b & 1) ? (b >> 1) ^ kPoly : b >> 1;
+  }
+}
+
+// Longest block of a round (three blocks); a round's join costs the same whatever its length.
+constexpr size_t kMaxBlock = 8192;
+
+// Per block length b (a multiple of 8, index b / 8): the powers of x that shift a register over b and 2b bytes.
+struct Powers {
+  uint32_t x8b, x16b;            // x^(8b), x^(16b): the portable join multiplies by these
+  uint32_t clmul8b, clmul16b;    // x^(8b-33), x^(16b-33): the carry-less join (its crc32 reduction adds x^33)
+};
+struct PowerTable {
+  Powers p[kMaxBlock / 8 + 1];
+  PowerTable() {
+    uint32_t x8 = TimesX(1u << 31, 64), x16 = TimesX(1u << 31, 128);  // b = 8
+    uint32_t c8 = TimesX(1u << 31, 31), c16 = TimesX(1u << 31, 95);
+    p[0] = {1u << 31, 1u << 31, 0, 0};  // unused
+    for (size_t i = 1; i <= kMaxBlock / 8; i++) {
+      p[i] = {x8, x16, c8, c16};
+      x8 = TimesX(x8, 64);
+      x16 = TimesX(x16, 128);
+      c8 = TimesX(c8, 64);
+      c16 = TimesX(c16, 128);
     }
   }
-  uint32_t operator()(uint32_t crc) const { return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24]; }
 };
-const Shift kShiftLong(kLong);
-const Shift kShiftShort(kShort);
+const PowerTable kPowers;
 
-__attribute__((target("sse4.2"))) inline uint64_t Load(const uint8_t* p) {
+inline uint64_t Load(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
 }
 
-// Three streams of `block` bytes each while 3 blocks remain; returns the joined register. With `to`, the bytes are
-// also stored there as they are read (a copy and its checksum in one pass over memory).
-template <bool kCopy>
-__attribute__((target("sse4.2"))) uint64_t Triple(uint64_t c0, const uint8_t*& p, uint8_t*& to, size_t& n, size_t block, const Shift& shift) {
-  while (n >= 3 * block) {
-    uint64_t c1 = 0, c2 = 0;
-    const uint8_t* end = p + block;
-    do {
-      uint64_t v0 = Load(p), v1 = Load(p + block), v2 = Load(p + 2 * block);
-      c0 = _mm_crc32_u64(c0, v0);
-      c1 = _mm_crc32_u64(c1, v1);
-      c2 = _mm_crc32_u64(c2, v2);
-      if constexpr (kCopy) {
-        std::memcpy(to, &v0, 8);
-        std::memcpy(to + block, &v1, 8);
-        std::memcpy(to + 2 * block, &v2, 8);
-        to += 8;
-      }
-      p += 8;
-    } while (p < end);
-    c0 = shift(static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
-    c0 = shift(static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c2);
-    p += 2 * block;
-    if constexpr (kCopy) to += 2 * block;
-    n -= 3 * block;
+#if defined(TIERSYNC_CRC_X86) || defined(TIERSYNC_CRC_ARM)
+
+// The instruction set: one 8-byte and one 1-byte step of the CRC32C instruction, and how a round's streams join.
+#if defined(TIERSYNC_CRC_X86)
+struct Step {
+  static TARGET_HW inline uint32_t U64(uint32_t c, uint64_t v) { return static_cast<uint32_t>(_mm_crc32_u64(c, v)); }
+  static TARGET_HW inline uint32_t U8(uint32_t c, uint8_t b) { return _mm_crc32_u8(c, b); }
+};
+#else
+struct Step {
+  static inline uint32_t U64(uint32_t c, uint64_t v) { return __crc32cd(c, v); }
+  static inline uint32_t U8(uint32_t c, uint8_t b) { return __crc32cb(c, b); }
+};
+#endif
+
+struct JoinPortable {
+  // Below this block length one stream is as fast as three plus the ~100-cycle portable join.
+  static constexpr size_t kMinBlock = 256;
+  static TARGET_HW inline uint32_t Join(uint32_t c0, uint32_t c1, uint32_t c2, size_t block) {
+    const Powers& k = kPowers.p[block / 8];
+    return MulModP(k.x16b, c0) ^ MulModP(k.x8b, c1) ^ c2;
   }
-  return c0;
+};
+
+#if defined(TIERSYNC_CRC_X86)
+// In the reflected representation, the 64-bit carry-less product of c and x^(n-33) reads as D = c * x^(n-33) * x,
+// and crc32 of D from a zero register gives D * x^32 mod P = c * x^n mod P: the register shifted over n zero bits.
+// The two products are added before that reduction, so a join costs two PCLMULQDQ and one crc32.
+TARGET_CLMUL uint32_t JoinClmulImpl(uint32_t c0, uint32_t c1, uint32_t c2, size_t block) {
+  const Powers& k = kPowers.p[block / 8];
+  __m128i a = _mm_clmulepi64_si128(_mm_cvtsi32_si128(static_cast<int>(c0)), _mm_cvtsi32_si128(static_cast<int>(k.clmul16b)), 0);
+  __m128i b = _mm_clmulepi64_si128(_mm_cvtsi32_si128(static_cast<int>(c1)), _mm_cvtsi32_si128(static_cast<int>(k.clmul8b)), 0);
+  uint64_t d = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_xor_si128(a, b)));
+  return static_cast<uint32_t>(_mm_crc32_u64(0, d)) ^ c2;
+}
+struct JoinClmul {
+  static constexpr size_t kMinBlock = 32;
+  static TARGET_HW inline uint32_t Join(uint32_t c0, uint32_t c1, uint32_t c2, size_t block) { return JoinClmulImpl(c0, c1, c2, block); }
+};
+#endif
+
+// One round: three streams over three adjacent blocks of `block` bytes (a multiple of 8), joined.
+template <class J, bool kCopy>
+TARGET_HW inline uint32_t Round(uint32_t c0, const uint8_t* p, uint8_t* to, size_t block) {
+  uint32_t c1 = 0, c2 = 0;
+  const uint8_t* q = p + block;
+  const uint8_t* r = p + 2 * block;
+  for (size_t i = 0; i < block; i += 8) {
+    uint64_t v0 = Load(p + i), v1 = Load(q + i), v2 = Load(r + i);
+    c0 = Step::U64(c0, v0);
+    c1 = Step::U64(c1, v1);
+    c2 = Step::U64(c2, v2);
+    if constexpr (kCopy) {
+      std::memcpy(to + i, &v0, 8);
+      std::memcpy(to + block + i, &v1, 8);
+      std::memcpy(to + 2 * block + i, &v2, 8);
+    }
+  }
+  return J::Join(c0, c1, c2, block);
 }
 
-template <bool kCopy>
-__attribute__((target("sse4.2"))) uint32_t HardwareT(uint32_t crc, const uint8_t* p, uint8_t* to, size_t n) {
-  uint64_t c = crc;
+// The raw register `c` continued over n bytes at p (copied to `to` as they are read when kCopy). kThree: rounds of
+// three streams while at least three minimum blocks remain, then one stream for the rest (under 24 bytes).
+template <class J, bool kThree, bool kCopy>
+TARGET_HW uint32_t Hardware(uint32_t c, const uint8_t* p, uint8_t* to, size_t n) {
   while (n && (reinterpret_cast<uintptr_t>(p) & 7)) {
     if constexpr (kCopy) *to++ = *p;
-    c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+    c = Step::U8(c, *p++);
     n--;
   }
-  c = Triple<kCopy>(c, p, to, n, kLong, kShiftLong);
-  c = Triple<kCopy>(c, p, to, n, kShort, kShiftShort);
+  if constexpr (kThree) {
+    while (n >= 3 * kMaxBlock) {
+      c = Round<J, kCopy>(c, p, to, kMaxBlock);
+      p += 3 * kMaxBlock;
+      if constexpr (kCopy) to += 3 * kMaxBlock;
+      n -= 3 * kMaxBlock;
+    }
+    if (n >= 3 * J::kMinBlock) {
+      const size_t block = n / 24 * 8;  // three blocks cover all but n % 24 bytes
+      c = Round<J, kCopy>(c, p, to, block);
+      p += 3 * block;
+      if constexpr (kCopy) to += 3 * block;
+      n -= 3 * block;
+    }
+  }
   while (n >= 8) {
     uint64_t v = Load(p);
     if constexpr (kCopy) {
       std::memcpy(to, &v, 8);
       to += 8;
     }
-    c = _mm_crc32_u64(c, v);
+    c = Step::U64(c, v);
     p += 8;
     n -= 8;
   }
   while (n--) {
     if constexpr (kCopy) *to++ = *p;
-    c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+    c = Step::U8(c, *p++);
   }
-  return static_cast<uint32_t>(c);
+  return c;
 }
 
-uint32_t Hardware(uint32_t crc, const uint8_t* p, size_t n) { return HardwareT<false>(crc, p, nullptr, n); }
-uint32_t HardwareCopy(uint32_t crc, uint8_t* to, const uint8_t* p, size_t n) { return HardwareT<true>(crc, p, to, n); }
-const bool kHardware = __builtin_cpu_supports("sse4.2");
-#else
-const bool kHardware = false;
+template <class J, bool kThree>
+uint32_t HardwareAny(uint32_t c, const uint8_t* p, uint8_t* to, size_t n) {
+  return to ? Hardware<J, kThree, true>(c, p, to, n) : Hardware<J, kThree, false>(c, p, nullptr, n);
+}
 #endif
+
+using Fn = uint32_t (*)(uint32_t raw, const uint8_t* p, uint8_t* to, size_t n);
+
+Fn FnOf(Crc32cImpl impl) {
+  switch (impl) {
+#if defined(TIERSYNC_CRC_X86) || defined(TIERSYNC_CRC_ARM)
+    case Crc32cImpl::Hw1: return HardwareAny<JoinPortable, false>;
+    case Crc32cImpl::Hw3: return HardwareAny<JoinPortable, true>;
+#endif
+#if defined(TIERSYNC_CRC_X86)
+    case Crc32cImpl::Hw3Clmul: return HardwareAny<JoinClmul, true>;
+#endif
+    default: return SoftwareAny;
+  }
+}
+
+bool Available(Crc32cImpl impl) {
+  switch (impl) {
+    case Crc32cImpl::Table: return true;
+#if defined(TIERSYNC_CRC_X86)
+    case Crc32cImpl::Hw1:
+    case Crc32cImpl::Hw3: return __builtin_cpu_supports("sse4.2");
+    case Crc32cImpl::Hw3Clmul: return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+#elif defined(TIERSYNC_CRC_ARM)
+    case Crc32cImpl::Hw1:
+    case Crc32cImpl::Hw3: return true;  // compiled for a target that has the CRC32 instructions
+#endif
+    default: return false;
+  }
+}
+
+Crc32cImpl Select() {
+  for (Crc32cImpl i : {Crc32cImpl::Hw3Clmul, Crc32cImpl::Hw3})
+    if (Available(i)) return i;
+  return Crc32cImpl::Table;
+}
+
+const Crc32cImpl kSelected = Select();
+const Fn kFn = FnOf(kSelected);
 
 }  // namespace
 
-bool Crc32cHardware() { return kHardware; }
+bool Crc32cHardware() { return kSelected != Crc32cImpl::Table; }
+Crc32cImpl Crc32cSelected() { return kSelected; }
+bool Crc32cAvailable(Crc32cImpl impl) { return Available(impl); }
+
+const char* Crc32cImplName(Crc32cImpl impl) {
+  switch (impl) {
+    case Crc32cImpl::Table: return "table";
+    case Crc32cImpl::Hw1: return "hw1";
+    case Crc32cImpl::Hw3: return "hw3";
+    case Crc32cImpl::Hw3Clmul: return "hw3-clmul";
+  }
+  return "?";
+}
 
 uint32_t Crc32cTable(uint32_t crc, const void* data, size_t length) {
   return ~Software(~crc, static_cast<const uint8_t*>(data), length);
 }
 
 uint32_t Crc32c(uint32_t crc, const void* data, size_t length) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-#if defined(__x86_64__)
-  if (kHardware) return ~Hardware(crc, p, length);
-#endif
-  return ~Software(crc, p, length);
+  return ~kFn(~crc, static_cast<const uint8_t*>(data), nullptr, length);
 }
 
 uint32_t CopyCrc32c(uint32_t crc, void* dst, const void* src, size_t length) {
-#if defined(__x86_64__)
-  if (kHardware) return ~HardwareCopy(~crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), length);
-#endif
-  std::memcpy(dst, src, length);
-  return Crc32c(crc, dst, length);
+  if (length == 0) return crc;
+  return ~kFn(~crc, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), length);
+}
+
+uint32_t Crc32cWith(Crc32cImpl impl, uint32_t crc, void* copy, const void* data, size_t length) {
+  if (!Available(impl)) impl = Crc32cImpl::Table;
+  if (copy && length == 0) return crc;
+  return ~FnOf(impl)(~crc, static_cast<const uint8_t*>(data), static_cast<uint8_t*>(copy), length);
 }
 
 }  // namespace tiersync

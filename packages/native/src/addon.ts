@@ -15,8 +15,10 @@ export interface NativeAddon {
   FileHandle: new (options: object) => NativeFile;
   TransferEngine: new (options: object) => NativeEngine;
   setErrorClass(cls: unknown): void;
-  crc32c(data: ArrayBufferView, seed?: number, forceTable?: boolean): number;
+  /** impl: true = the table path, or an implementation's name (crc32cImpls); copyTo: copy the data there while checksumming. */
+  crc32c(data: ArrayBufferView, seed?: number, impl?: boolean | string, copyTo?: ArrayBufferView): number;
   crc32cHardware: boolean;
+  crc32cImpls: { selected: string; available: string[] };
   cudaStatus(): { available: boolean; devices: number; runtimeVersion: number; library: string; reason?: string };
   ioUringStatus(): { available: boolean; reason?: string };
   probeDirect(dir: string): { supported: boolean; reason?: string };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { crc32c, crc32cCombine, TierSyncError } from './index.js';
+import { crc32c, crc32cCombine, crc32cImplementations, crc32cWith, TierSyncError, type Crc32cImplementation } from './index.js';
 
 describe('crc32c', () => {
   it('matches the standard check value for "123456789"', () => {
@@ -49,6 +49,72 @@ describe('crc32c', () => {
       }
     }
     expect(native.crc32c(new TextEncoder().encode('123456789'), 0, true)).toBe(0xe3069283);
+  });
+
+  describe('every implementation', () => {
+    const { selected, available } = crc32cImplementations();
+    // Deterministic pseudo-random bytes and draws (xorshift32), so a failure reproduces.
+    let state = 0x9e3779b9;
+    const next = () => {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return state >>> 0;
+    };
+    const random = Uint8Array.from({ length: 300_064 }, () => next() & 0xff);
+
+    it('lists what this CPU runs and uses the fastest', () => {
+      expect(available).toContain('table');
+      expect(available).toContain(selected);
+      if (process.arch === 'x64' && available.includes('hw3-clmul')) expect(selected).toBe('hw3-clmul');
+      if (available.length === 1) expect(selected).toBe('table');
+    });
+
+    it.each(available)('%s matches the check value and the RFC 3720 B.4 vectors', (impl) => {
+      const vectors: Array<[Uint8Array, number]> = [
+        [new TextEncoder().encode('123456789'), 0xe3069283],
+        [new Uint8Array(32), 0x8a9136aa],
+        [new Uint8Array(32).fill(0xff), 0x62a8ab43],
+        [Uint8Array.from({ length: 32 }, (_, i) => i), 0x46dd794e],
+        [Uint8Array.from({ length: 32 }, (_, i) => 31 - i), 0x113fdb5c],
+        // RFC 3720 B.4: an iSCSI Read (10) command PDU.
+        [
+          Uint8Array.from([
+            0x01, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x14, 0, 0, 0, 0, 0, 0x04, 0, 0, 0, 0, 0x14, 0, 0, 0, 0x18, 0x28, 0, 0,
+            0, 0, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0,
+          ]),
+          0xd9963a56,
+        ],
+      ];
+      for (const [bytes, want] of vectors) expect(crc32cWith(impl, bytes)).toBe(want);
+    });
+
+    it.each(available)('%s equals the table path at random lengths, alignments and seeds, copying or not', (impl) => {
+      const sizes = [0, 1, 7, 8, 9, 23, 24, 25, 95, 96, 97, 191, 192, 193, 767, 768, 769, 4096, 24_575, 24_576, 24_577, 49_152 + 24 * 5 + 3];
+      for (let k = 0; k < 60; k++) sizes.push(next() % 300_000);
+      for (const n of sizes) {
+        const offset = next() % 64;
+        const view = random.subarray(offset, offset + n);
+        const seed = next();
+        const want = crc32cWith('table', view, seed);
+        expect(crc32cWith(impl, view, seed), `${impl}, ${n} bytes at +${offset}`).toBe(want);
+        const copy = new Uint8Array(n + 8);
+        const at = next() % 8;
+        const dst = copy.subarray(at, at + n);
+        expect(crc32cWith(impl, view, seed, dst), `${impl} copying ${n} bytes`).toBe(want);
+        expect(Buffer.compare(dst.subarray(0, n), view)).toBe(0);
+      }
+      // crc32c() itself goes through the selected implementation.
+      expect(crc32c(random)).toBe(crc32cWith('table', random));
+    });
+
+    it('refuses unknown or unavailable implementations and short copy destinations', () => {
+      expect(() => crc32cWith('nope' as Crc32cImplementation, random)).toThrow(TierSyncError);
+      for (const impl of ['table', 'hw1', 'hw3', 'hw3-clmul'] as const) {
+        if (!available.includes(impl)) expect(() => crc32cWith(impl, random)).toThrow(/not available/);
+      }
+      expect(() => crc32cWith('table', random.subarray(0, 10), 0, new Uint8Array(9))).toThrow(TierSyncError);
+    });
   });
 
   it('refuses what is not bytes', () => {

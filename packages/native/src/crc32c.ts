@@ -3,7 +3,10 @@ import { TierSyncError } from './errors.js';
 
 /**
  * CRC32C (Castagnoli) of `data`, continuing from `seed` (a previous result; default 0). Check value:
- * crc32c("123456789") === 0xE3069283. Uses the SSE4.2 instruction when the CPU has it.
+ * crc32c("123456789") === 0xE3069283. Uses the fastest implementation the CPU offers (see
+ * {@link crc32cImplementations}): three interleaved CRC32 instruction streams joined by carry-less multiplication
+ * on x86-64 (SSE4.2 + PCLMULQDQ), the ARMv8 CRC32 instructions on aarch64 builds for targets that have them, and
+ * slicing-by-8 tables otherwise.
  */
 export function crc32c(data: ArrayBufferView, seed = 0): number {
   if (!ArrayBuffer.isView(data)) throw new TierSyncError('data must be a TypedArray or DataView', 'ERR_INVALID_ARGUMENT');
@@ -56,4 +59,29 @@ export function crc32cCombine(crcA: number, crcB: number, lengthB: number): numb
   if (!Number.isSafeInteger(lengthB) || lengthB < 0) throw new TierSyncError(`lengthB must be a non-negative integer, got ${lengthB}`, 'ERR_INVALID_ARGUMENT');
   if (lengthB === 0) return crcA >>> 0;
   return (gf2Times(shiftOperator(lengthB), crcA >>> 0) ^ crcB) >>> 0;
+}
+
+/** Names of the native CRC32C implementations: all compute the same function. */
+export type Crc32cImplementation = 'table' | 'hw1' | 'hw3' | 'hw3-clmul';
+
+/**
+ * The CRC32C implementations this CPU and build can run, and the one {@link crc32c} (and every checksum the
+ * engine and tiers compute) uses: `hw3-clmul` (x86-64 with SSE4.2 and PCLMULQDQ), `hw3` (three streams joined by
+ * a portable multiply: aarch64 with the CRC32 extension, x86-64 without PCLMULQDQ), `hw1` (one instruction
+ * stream), `table`.
+ */
+export function crc32cImplementations(): { selected: Crc32cImplementation; available: Crc32cImplementation[] } {
+  const { selected, available } = native.crc32cImpls;
+  return { selected: selected as Crc32cImplementation, available: [...available] as Crc32cImplementation[] };
+}
+
+/**
+ * CRC32C of `data` through one named implementation (tests and benchmarks compare them). With `copyTo`, the bytes
+ * are copied there in the same pass (the engine's copy-and-checksum path).
+ * @throws TierSyncError ERR_UNSUPPORTED when the implementation is not available here, ERR_OUT_OF_RANGE when
+ *   `copyTo` is shorter than `data`
+ */
+export function crc32cWith(implementation: Crc32cImplementation, data: Uint8Array, seed = 0, copyTo?: Uint8Array): number {
+  if (!(data instanceof Uint8Array)) throw new TierSyncError('data must be a Uint8Array', 'ERR_INVALID_ARGUMENT');
+  return native.crc32c(data, seed, implementation, copyTo);
 }

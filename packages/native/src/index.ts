@@ -16,7 +16,7 @@ export {
   type TransferEngineOptions,
 } from './engine.js';
 export { PageAllocator, type Slot } from './page-allocator.js';
-export { crc32c, crc32cCombine } from './crc32c.js';
+export { crc32c, crc32cCombine, crc32cImplementations, crc32cWith, type Crc32cImplementation } from './crc32c.js';
 export { crc32cRanges } from './checksum-ranges.js';
 export { probeMachine, type MachineReport } from './probe.js';
 export { PeerServer, PeerClient, PeerStatus, peerFrames, type PeerServerRequest, type PeerPlan, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
