@@ -2,7 +2,7 @@
  * @tiersync/policy: eviction, admission, placement and prefetch decisions for tiersync, in pure TypeScript with
  * no workspace imports, so the live hierarchy and the offline simulator run the very same decisions.
  */
-export type { CapacityUnit, DenseKeys, EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
+export type { CapacityUnit, DenseKeys, EvictionPolicy, PageHint, PolicyKey, PolicyOptions, Retention } from './types.js';
 
 export { ArcPolicy } from './policies/arc.js';
 export { ClockPolicy } from './policies/clock.js';
@@ -11,15 +11,32 @@ export { LfuPolicy } from './policies/lfu.js';
 export { LruPolicy } from './policies/lru.js';
 export { S3FifoPolicy, type S3FifoOptions } from './policies/s3fifo.js';
 export { SievePolicy } from './policies/sieve.js';
+export { GdsfPolicy } from './policies/gdsf.js';
+export { LfudaPolicy } from './policies/lfuda.js';
+export { LirsPolicy, type LirsOptions } from './policies/lirs.js';
+export { MruPolicy } from './policies/mru.js';
+export { OptPolicy } from './policies/opt.js';
+export { OptSizePolicy } from './policies/opt-size.js';
+export { SlruPolicy, type SlruOptions } from './policies/slru.js';
+export { TwoQPolicy, type TwoQOptions } from './policies/twoq.js';
+export { WTinyLfuPolicy, type WTinyLfuOptions } from './policies/wtinylfu.js';
+
+export { PrefixAwarePolicy, SessionAwarePolicy, type SessionAwareOptions } from './wrappers/index.js';
 
 export {
   createPolicy,
+  hasPolicy,
+  parsePolicySpec,
   policyNames,
+  policyWrapperNames,
   PolicyRegistry,
   registerPolicy,
+  wrapPolicy,
   type BuiltinPolicyName,
   type BuiltinPolicyOptions,
+  type BuiltinWrapperName,
   type PolicyFactory,
+  type PolicyWrapperFactory,
 } from './registry.js';
 export { replay, type ReplayOptions, type ReplayResult, type TraceRequest } from './replay.js';
 export {
@@ -58,5 +75,6 @@ export {
   type ReportedMove,
   type ResolvedPlannerConfig,
   type ResolvedTier,
+  type RetentionHint,
   type TtlPin,
 } from './planner/index.js';

@@ -9,8 +9,19 @@ import { LfuPolicy } from './policies/lfu.js';
 import { LruPolicy } from './policies/lru.js';
 import { S3FifoPolicy, type S3FifoOptions } from './policies/s3fifo.js';
 import { SievePolicy } from './policies/sieve.js';
+import { GdsfPolicy } from './policies/gdsf.js';
+import { LfudaPolicy } from './policies/lfuda.js';
+import { LirsPolicy, type LirsOptions } from './policies/lirs.js';
+import { MruPolicy } from './policies/mru.js';
+import { OptPolicy } from './policies/opt.js';
+import { OptSizePolicy } from './policies/opt-size.js';
+import { SlruPolicy, type SlruOptions } from './policies/slru.js';
+import { TwoQPolicy, type TwoQOptions } from './policies/twoq.js';
+import { WTinyLfuPolicy, type WTinyLfuOptions } from './policies/wtinylfu.js';
 import { checkFunction, checkOptions, describe } from './internal/validate.js';
 import type { EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
+import { PrefixAwarePolicy } from './wrappers/prefix-aware.js';
+import { SessionAwarePolicy } from './wrappers/session-aware.js';
 
 /**
  * Builds a policy from its options. It should validate them and throw TypeError / RangeError naming the option.
@@ -27,6 +38,17 @@ export interface BuiltinPolicyOptions {
   arc: PolicyOptions;
   s3fifo: S3FifoOptions;
   sieve: PolicyOptions;
+  slru: SlruOptions;
+  lirs: LirsOptions;
+  '2q': TwoQOptions;
+  wtinylfu: WTinyLfuOptions;
+  lfuda: PolicyOptions;
+  gdsf: PolicyOptions;
+  mru: PolicyOptions;
+  /** Belady's OPT: needs `access(key, nextAccess)` (offline bound). */
+  opt: PolicyOptions;
+  /** Size-aware OPT for byte capacities: needs `access(key, nextAccess)` (offline bound). */
+  'opt-size': PolicyOptions;
 }
 
 /** Names of the built-in policies. */
@@ -42,14 +64,54 @@ const BUILTINS: { [N in BuiltinPolicyName]: PolicyFactory<BuiltinPolicyOptions[N
   arc: (options) => new ArcPolicy(options),
   s3fifo: (options) => new S3FifoPolicy(options),
   sieve: (options) => new SievePolicy(options),
+  slru: (options) => new SlruPolicy(options),
+  lirs: (options) => new LirsPolicy(options),
+  '2q': (options) => new TwoQPolicy(options),
+  wtinylfu: (options) => new WTinyLfuPolicy(options),
+  lfuda: (options) => new LfudaPolicy(options),
+  gdsf: (options) => new GdsfPolicy(options),
+  mru: (options) => new MruPolicy(options),
+  opt: (options) => new OptPolicy(options),
+  'opt-size': (options) => new OptSizePolicy(options),
 };
+
+/**
+ * Built-ins that need oracle knowledge (`access(key, nextAccess)`, see {@link EvictionPolicy.access}): offline
+ * bounds for simulations, not policies to run live.
+ */
+export const ORACLE_POLICIES: readonly string[] = ['opt', 'opt-size'];
+
+/**
+ * Wraps an inner policy (wrappers/): `prefix-aware`, `session-aware`. A policy spec names wrappers before the
+ * policy, outermost first: `prefix-aware:session-aware:lru` is prefix-aware(session-aware(lru)).
+ */
+export type PolicyWrapperFactory = (inner: EvictionPolicy, options: PolicyOptions) => EvictionPolicy;
+
+/** Names of the built-in wrappers. */
+export type BuiltinWrapperName = 'prefix-aware' | 'session-aware';
+
+const WRAPPERS: Record<BuiltinWrapperName, PolicyWrapperFactory> = {
+  'prefix-aware': (inner) => new PrefixAwarePolicy(inner),
+  'session-aware': (inner) => new SessionAwarePolicy(inner),
+};
+
+/**
+ * Splits a policy spec into its wrappers (outermost first) and its policy name, without checking that they exist.
+ * @throws TypeError for a spec that is not a string
+ */
+export function parsePolicySpec(spec: string): { wrappers: string[]; policy: string } {
+  if (typeof spec !== 'string') throw new TypeError(`policy must be a string, got ${describe(spec)}`);
+  const parts = spec.split(':');
+  return { wrappers: parts.slice(0, -1), policy: parts[parts.length - 1]! };
+}
 
 /** A table of policy factories by name. Most code uses the process-wide one through the functions below. */
 export class PolicyRegistry {
   readonly #factories = new Map<string, PolicyFactory<never>>();
   readonly #builtin = new Set<string>();
+  readonly #wrappers = new Map<string, PolicyWrapperFactory>(Object.entries(WRAPPERS));
 
-  /** @param withBuiltins register lru, fifo, clock, lfu, arc, s3fifo and sieve (default true) */
+  /** @param withBuiltins register the built-in policies (the keys of {@link BuiltinPolicyOptions}; default true) */
   constructor(withBuiltins = true) {
     if (!withBuiltins) return;
     for (const [name, factory] of Object.entries(BUILTINS)) {
@@ -84,6 +146,12 @@ export class PolicyRegistry {
   ): EvictionPolicy<K>;
   create<K extends PolicyKey = PolicyKey>(name: string, options: PolicyOptions): EvictionPolicy<K>;
   create<K extends PolicyKey>(name: string, options: PolicyOptions): EvictionPolicy<K> {
+    if (typeof name === 'string' && name.includes(':')) {
+      const { wrappers, policy } = parsePolicySpec(name);
+      let p = this.create<K>(policy, options);
+      for (let i = wrappers.length - 1; i >= 0; i--) p = this.wrap(wrappers[i]!, p, options);
+      return p;
+    }
     checkName(name);
     checkOptions(options);
     const factory = this.#factories.get(name);
@@ -93,8 +161,28 @@ export class PolicyRegistry {
     return (factory as PolicyFactory)(options) as EvictionPolicy<K>;
   }
 
-  has(name: string): boolean {
-    return this.#factories.has(name);
+  /** Whether `spec` names a registered policy, with any wrappers (`prefix-aware:lru`) known too. */
+  has(spec: string): boolean {
+    if (typeof spec !== 'string') return false;
+    const { wrappers, policy } = parsePolicySpec(spec);
+    return this.#factories.has(policy) && wrappers.every((w) => this.#wrappers.has(w));
+  }
+
+  /**
+   * Wraps `inner` in the wrapper registered as `name`.
+   * @throws RangeError when no wrapper has that name
+   */
+  wrap<K extends PolicyKey>(name: string, inner: EvictionPolicy<K>, options: PolicyOptions): EvictionPolicy<K> {
+    const factory = this.#wrappers.get(name);
+    if (factory === undefined) {
+      throw new RangeError(`name: no policy wrapper ${describe(name)}; known: ${[...this.#wrappers.keys()].sort().join(', ')}`);
+    }
+    return factory(inner as EvictionPolicy, options) as EvictionPolicy<K>;
+  }
+
+  /** Registered wrapper names, sorted. */
+  wrapperNames(): string[] {
+    return [...this.#wrappers.keys()].sort();
   }
 
   /** Registered names, sorted. */
@@ -141,4 +229,19 @@ export function registerPolicy<O extends PolicyOptions>(
 /** Names in the process-wide registry, sorted. */
 export function policyNames(): string[] {
   return registry.names();
+}
+
+/** Whether a policy spec (`lru`, `prefix-aware:s3fifo`, ...) names registered policies and wrappers. */
+export function hasPolicy(spec: string): boolean {
+  return registry.has(spec);
+}
+
+/** Wraps `inner` in a registered wrapper (`prefix-aware`, `session-aware`). @throws RangeError for an unknown name */
+export function wrapPolicy<K extends PolicyKey>(name: string, inner: EvictionPolicy<K>, options: PolicyOptions): EvictionPolicy<K> {
+  return registry.wrap(name, inner, options);
+}
+
+/** Wrapper names of the process-wide registry, sorted. */
+export function policyWrapperNames(): string[] {
+  return registry.wrapperNames();
 }

@@ -39,6 +39,30 @@ export interface DenseKeys {
 }
 
 /**
+ * A soft retention hint: it orders victims, it never refuses a store or holds a page the way a pin does.
+ * Times are milliseconds on the caller's clock (the policy has none: `now` is what advances its notion of time).
+ */
+export type Retention =
+  /** The page is expected to be requested again at `returnAt` (a session waiting on a tool call). */
+  | { readonly returnAt: number; readonly now: number }
+  /** Nothing is expected to request the page again (its session finished). */
+  | { readonly finished: true; readonly now?: number };
+
+/**
+ * What a caller knows of a page beyond its key, handed to {@link EvictionPolicy.insert} (and to
+ * {@link EvictionPolicy.hint} for a resident page). Policies that have no use for it ignore it.
+ */
+export interface PageHint<K extends PolicyKey = PolicyKey> {
+  /**
+   * The page this page's key is chained from (the previous page of its token sequence): the page is reachable
+   * only through it. `null`: the first page of a sequence. Absent: unknown.
+   */
+  readonly parent?: K | null;
+  /** Soft retention: when the page is expected back, or that its session finished. */
+  readonly retention?: Retention;
+}
+
+/**
  * An eviction policy over a set of resident objects with a shared capacity.
  *
  * The request flow, the same as libCacheSim's `cache_get_base` (see {@link replay}):
@@ -79,9 +103,13 @@ export interface EvictionPolicy<K extends PolicyKey = PolicyKey> {
   /**
    * A request for `key`: on a hit, updates the policy's metadata (recency, frequency, reference bit) and returns
    * `true`; on a miss returns `false` (and may consume ghost history, which the next `insert` of `key` uses).
+   * @param nextAccess oracle knowledge for offline bounds: in how many requests `key` is requested again (1 = the
+   *   very next request; `Infinity` = never), counting every `access` call as one request. Only the oracle policies
+   *   (`opt`, `opt-size`) read it, and they also apply it to the `insert` that follows this miss; every other
+   *   policy ignores it. The simulator computes it from the trace; live callers omit it.
    * @throws TypeError when `key` is not a valid key
    */
-  access(key: K): boolean;
+  access(key: K, nextAccess?: number): boolean;
 
   /**
    * Whether `insert(key, size)` would succeed now: `key` is not resident, `size` fits in the capacity beside the
@@ -92,10 +120,19 @@ export interface EvictionPolicy<K extends PolicyKey = PolicyKey> {
 
   /**
    * Inserts an absent object of `size` bytes, first evicting victims (in the policy's order) until it fits.
+   * `hint` says what the caller knows of the page (its parent, a retention hint); the plain algorithms ignore it,
+   * the wrappers (`prefix-aware`, `session-aware`) order victims by it.
    * @returns the evicted keys, oldest decision first (empty when nothing had to go)
    * @throws RangeError when `key` is already resident or `canAdmit(key, size)` is false
    */
-  insert(key: K, size: number): K[];
+  insert(key: K, size: number, hint?: PageHint<K>): K[];
+
+  /**
+   * Tells the policy something new of a resident page (a retention hint given after it was stored, a parent
+   * learnt late). Optional: policies without it ignore hints. Never evicts.
+   * @returns whether the policy holds `key` and took the hint into account
+   */
+  hint?(key: K, hint: PageHint<K>): boolean;
 
   /**
    * Evicts one victim, as for memory pressure with no incoming object.

@@ -4,7 +4,7 @@
 import { checkWriteMode, type WriteMode } from '../write-mode.js';
 import { checkPromotionRule, type PromotionRule } from '../promotion.js';
 import { checkInteger, checkNumber, checkOptions, describe } from '../internal/validate.js';
-import { policyNames } from '../registry.js';
+import { hasPolicy, policyNames, policyWrapperNames } from '../registry.js';
 import type { AdmissionConfig } from '../admission.js';
 import type { OverQuotaMode } from '../tenant-quota.js';
 import type { PlannerConfig } from './types.js';
@@ -50,7 +50,7 @@ export function resolvePlannerConfig(config: PlannerConfig): ResolvedPlannerConf
     const highWatermark = checkNumber(t.highWatermark ?? 0.95, `${at}.highWatermark`, Number.MIN_VALUE, 1);
     const lowWatermark = checkNumber(t.lowWatermark ?? 0.85, `${at}.lowWatermark`, Number.MIN_VALUE, highWatermark);
     const policy = t.policy ?? 'lru';
-    if (!known.includes(policy)) throw new RangeError(`${at}.policy: unknown policy ${describe(policy)} (known: ${known.join(', ')})`);
+    if (!hasPolicy(policy)) throw new RangeError(`${at}.policy: unknown policy ${describe(policy)} (known: ${known.join(', ')}; wrappers, as 'wrapper:policy': ${policyWrapperNames().join(', ')})`);
     const mode = t.writeMode ?? 'write-back';
     const writeMode = checkWriteMode(typeof mode === 'string' ? ({ kind: mode } as WriteMode) : mode);
     return { name: t.name, capacityPages, highWatermark, lowWatermark, policy, writeMode };

@@ -21,4 +21,5 @@ export type {
   PlannerTierView,
   RefuseReason,
   ReportedMove,
+  RetentionHint,
 } from './types.js';

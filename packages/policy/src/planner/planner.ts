@@ -25,10 +25,10 @@
 import { createAdmissionFilter, type AdmissionFilter } from '../admission.js';
 import { PriorityPolicy } from '../priority.js';
 import { promotionTarget } from '../promotion.js';
-import { createPolicy } from '../registry.js';
+import { createPolicy, parsePolicySpec, wrapPolicy } from '../registry.js';
 import { TenantQuotaPolicy } from '../tenant-quota.js';
 import { checkInteger, checkNumber, describe } from '../internal/validate.js';
-import type { EvictionPolicy, PolicyKey, PolicyOptions } from '../types.js';
+import type { EvictionPolicy, PageHint, PolicyKey, PolicyOptions, Retention } from '../types.js';
 import { decideWrite } from '../write-mode.js';
 import { resolvePlannerConfig, type ResolvedPlannerConfig, type ResolvedTier } from './config.js';
 import { PinTable, type LoadPinId, type TtlPin } from './pins.js';
@@ -44,6 +44,7 @@ import type {
   PlannerStoreOptions,
   PlannerTierView,
   ReportedMove,
+  RetentionHint,
 } from './types.js';
 
 interface TierRuntime<K extends PolicyKey> {
@@ -78,6 +79,10 @@ export class Planner<K extends PolicyKey = string> {
   readonly #priority = new Map<K, number>();
   /** Tenant of pages stored while quotas are on (absent: the default tenant). */
   readonly #tenantOf = new Map<K, string>();
+  /** Parent of pages stored with one (store option `parents`), handed to the tiers' policies as they land. */
+  readonly #parentOf = new Map<K, K | null>();
+  /** Retention hint of pages stored with one, handed to the tiers' policies as they land. */
+  readonly #retention = new Map<K, Retention>();
   /** Load hits per page, kept while some rule reads them (selective write modes, promotion after n hits). */
   readonly #hits = new Map<K, number>();
   readonly #countHits: boolean;
@@ -154,7 +159,12 @@ export class Planner<K extends PolicyKey = string> {
    * a single `wait` when writes in flight hold the missing slots (nothing changed).
    * @throws RangeError for a priority without config.priorities, TypeError for a bad tenant
    */
-  store(keys: readonly K[], options: PlannerStoreOptions = {}): Move<K>[] {
+  store(keys: readonly K[], options: PlannerStoreOptions<K> = {}): Move<K>[] {
+    const retention = this.#checkRetention(options.retention, options.now);
+    const parents = options.parents;
+    if (parents !== undefined && (!Array.isArray(parents) || parents.length !== keys.length)) {
+      throw new RangeError(`options.parents must be an array as long as keys (${keys.length}), got ${describe(parents)}`);
+    }
     const priority = options.priority ?? 0;
     checkInteger(priority, 'options.priority', Number.MIN_SAFE_INTEGER);
     if (priority !== 0 && !this.config.priorities) throw new RangeError('options.priority needs config.priorities: true');
@@ -178,15 +188,33 @@ export class Planner<K extends PolicyKey = string> {
     moves.push(...room.moves);
     const placing = admitted.slice(0, room.fit);
     const dropped = admitted.slice(room.fit);
+    if (parents !== undefined) {
+      for (let i = 0; i < keys.length; i++) if (!this.#parentOf.has(keys[i]!) && this.#known(keys[i]!)) this.#parentOf.set(keys[i]!, parents[i]!);
+    }
+    if (retention !== undefined && present.length) this.#retain(present, retention);
     if (placing.length) {
+      const parentOf = parents === undefined ? undefined : new Map(keys.map((k, i) => [k, parents[i]!]));
       for (const k of placing) {
         if (priority !== 0) this.#priority.set(k, priority);
         if (this.config.tenantQuotas && tenant !== this.config.defaultTenant) this.#tenantOf.set(k, tenant);
+        if (parentOf !== undefined) this.#parentOf.set(k, parentOf.get(k)!);
+        if (retention !== undefined) this.#retention.set(k, retention);
       }
       moves.push(this.#reserve({ kind: 'place', id: this.#id(), tier: 0, keys: placing }, 0, placing));
     }
     if (dropped.length) moves.push({ kind: 'refuse', tier: 0, keys: dropped, reason: 'no-room' });
     return moves;
+  }
+
+  /**
+   * A soft retention hint for pages already held (a session going idle on a tool call, or finishing): every tier
+   * holding them passes it to its policy (`session-aware` orders victims by it; other policies ignore it). Keys no
+   * tier holds are skipped. Moves nothing.
+   * @throws TypeError / RangeError naming a bad hint or clock
+   */
+  retain(keys: readonly K[], options: { retention: RetentionHint; now?: number }): void {
+    const retention = this.#checkRetention(options.retention, options.now);
+    if (retention !== undefined) this.#retain(keys.filter((k) => this.#known(k)), retention);
   }
 
   /**
@@ -351,7 +379,7 @@ export class Planner<K extends PolicyKey = string> {
         const back: K[] = [];
         for (const k of kept) {
           if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
-          victims.push(...t.policy.insert(k, 1));
+          victims.push(...t.policy.insert(k, 1, this.#hintOf(k)));
           back.push(k);
           if (this.#pins.isHeld(k)) t.policy.pin(k);
         }
@@ -397,7 +425,7 @@ export class Planner<K extends PolicyKey = string> {
     const victims: K[] = [];
     for (const k of keys) {
       if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
-      victims.push(...t.policy.insert(k, 1));
+      victims.push(...t.policy.insert(k, 1, this.#hintOf(k)));
       if (this.#pins.isHeld(k)) t.policy.pin(k);
     }
     return victims.length ? this.#evictVictims(tier, victims, 'pressure') : [];
@@ -477,7 +505,15 @@ export class Planner<K extends PolicyKey = string> {
 
   /** The tier's policy: its algorithm, inside priority levels and tenant quotas when those are on. */
   #policyFor(t: ResolvedTier): EvictionPolicy<K> {
-    const base = (o: PolicyOptions) => createPolicy<K>(t.policy, o);
+    // Wrappers go around the levels and quotas: a page's parent or session may sit in another level or tenant.
+    const { wrappers, policy } = parsePolicySpec(t.policy);
+    let p = this.#levelsFor(t, policy);
+    for (let i = wrappers.length - 1; i >= 0; i--) p = wrapPolicy(wrappers[i]!, p, { capacity: t.capacityPages, unit: 'objects' });
+    return p;
+  }
+
+  #levelsFor(t: ResolvedTier, policy: string): EvictionPolicy<K> {
+    const base = (o: PolicyOptions) => createPolicy<K>(policy, o);
     const levels = this.config.priorities
       ? (o: PolicyOptions) => new PriorityPolicy<K>({ ...o, priorityOf: (k) => this.#priority.get(k) ?? 0, create: base as never }) as EvictionPolicy<K>
       : base;
@@ -494,6 +530,38 @@ export class Planner<K extends PolicyKey = string> {
       overQuota: q.overQuota,
       create: levels as never,
     });
+  }
+
+  /** What the tiers' policies are told of a landing page, `undefined` when nothing. */
+  #hintOf(key: K): PageHint<K> | undefined {
+    if (this.#parentOf.size === 0 && this.#retention.size === 0) return undefined;
+    const parent = this.#parentOf.get(key);
+    const retention = this.#retention.get(key);
+    if (parent === undefined && retention === undefined) return undefined;
+    return retention === undefined ? { parent } : parent === undefined ? { retention } : { parent, retention };
+  }
+
+  /** A store's or retain()'s hint as the policies take it (an absolute return time), checked. */
+  #checkRetention(hint: RetentionHint | undefined, now: number | undefined): Retention | undefined {
+    if (hint === undefined) return undefined;
+    if (typeof hint !== 'object' || hint === null) throw new TypeError(`options.retention must be an object, got ${describe(hint)}`);
+    if (now !== undefined) checkNumber(now, 'options.now', -Number.MAX_VALUE, Number.MAX_VALUE);
+    if ('finished' in hint) {
+      if (hint.finished !== true) throw new TypeError(`options.retention.finished must be true, got ${describe(hint.finished)}`);
+      return now === undefined ? { finished: true } : { finished: true, now };
+    }
+    const ms = checkNumber((hint as { expectedReturnMs: number }).expectedReturnMs, 'options.retention.expectedReturnMs', 0, Number.MAX_VALUE);
+    if (now === undefined) throw new TypeError('options.now is needed with options.retention.expectedReturnMs (the planner reads no clock)');
+    return { returnAt: now + ms, now };
+  }
+
+  /** Records a retention hint for held pages and hands it to every tier's policy that holds them. */
+  #retain(keys: readonly K[], retention: Retention): void {
+    const hint: PageHint<K> = { retention };
+    for (const k of keys) {
+      this.#retention.set(k, retention);
+      for (const t of this.#tiers) if (t.policy.has(k)) t.policy.hint?.(k, hint);
+    }
   }
 
   /** Whether tier `tier` holds `key` or it is on its way there. */
@@ -568,7 +636,7 @@ export class Planner<K extends PolicyKey = string> {
         t.leaving.add(k);
         continue;
       }
-      for (const v of t.policy.insert(k, 1)) victims.push(v);
+      for (const v of t.policy.insert(k, 1, this.#hintOf(k))) victims.push(v);
       if (this.#pins.isHeld(k)) t.policy.pin(k);
       kept.push(k);
     }
@@ -661,8 +729,10 @@ export class Planner<K extends PolicyKey = string> {
 
   /** Drops the per-page bookkeeping of a key no tier holds and none is receiving. */
   #forgetIfGone(key: K): void {
-    if (!this.#priority.size && !this.#tenantOf.size && !this.#hits.size) return;
+    if (!this.#priority.size && !this.#tenantOf.size && !this.#hits.size && !this.#parentOf.size && !this.#retention.size) return;
     if (this.#known(key)) return;
+    this.#parentOf.delete(key);
+    this.#retention.delete(key);
     this.#priority.delete(key);
     this.#tenantOf.delete(key);
     this.#hits.delete(key);

@@ -22,7 +22,11 @@ export interface PlannerTierConfig {
   highWatermark?: number;
   /** Fraction of capacity in (0, highWatermark] that freeing brings the tier back to. Default 0.85. */
   lowWatermark?: number;
-  /** Eviction policy by registry name (`lru`, `fifo`, `clock`, `lfu`, `arc`, `s3fifo`, `sieve`, or registered). Default `lru`. */
+  /**
+   * Eviction policy by registry name (`lru`, `fifo`, `clock`, `lfu`, `arc`, `s3fifo`, `sieve`, or registered),
+   * optionally behind wrappers, outermost first: `prefix-aware:lru`, `prefix-aware:session-aware:s3fifo`. The
+   * wrappers go around the tier's priority levels and tenant quotas. Default `lru`.
+   */
   policy?: string;
   /**
    * How pages reach this tier from the tiers above (ignored on tier 0, which takes every store); see
@@ -139,8 +143,28 @@ export interface MoveOutcome<K extends PolicyKey = string> {
   readonly failed?: readonly K[];
 }
 
+/**
+ * A soft retention hint for stored pages (see wrappers/session-aware.ts): a victim-order hint, never a pin.
+ * `expectedReturnMs`: the pages' session is expected back in that many milliseconds (waiting on a tool call);
+ * `finished`: it will not come back.
+ */
+export type RetentionHint = { readonly expectedReturnMs: number } | { readonly finished: true };
+
 /** Options of {@link Planner.store}. */
-export interface PlannerStoreOptions {
+export interface PlannerStoreOptions<K extends PolicyKey = PolicyKey> {
+  /**
+   * The parent of each key, aligned with `keys` (`null`: the first page of a sequence): the page each key's chain
+   * hash derives from. Tiers with a `prefix-aware` policy evict descendants before ancestors by it. Default none.
+   */
+  parents?: readonly (K | null)[];
+  /**
+   * A soft retention hint for the stored pages, and for those of `keys` already held (a store of a session's
+   * whole prompt re-hints its older pages). Tiers with a `session-aware` policy order victims by it. Needs `now`
+   * with `expectedReturnMs`. Default none.
+   */
+  retention?: RetentionHint;
+  /** The caller's clock, ms (the planner reads none). Needed with `retention.expectedReturnMs`. */
+  now?: number;
   /** Eviction priority of the new pages (higher is evicted later); needs config.priorities. Default 0. */
   priority?: number;
   /** Tenant the new pages count against (config.tenantQuotas). Default config.defaultTenant. */
