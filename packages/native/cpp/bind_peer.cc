@@ -49,6 +49,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     if (port > 65535) Throw(env, Code::InvalidArgument, "port must be in [0, 65535]");
     opts.port = static_cast<uint16_t>(port);
     opts.secret = OptString(o, "secret", "");
+    opts.encrypt = OptBool(o, "encrypt", false);
     opts.timeoutMs = OptUint(o, "timeoutMs", 30000);
     opts.maxPayload = OptUint(o, "maxPayload", 1ull << 30);
     opts.maxConnections = OptUint(o, "maxConnections", 256);
@@ -373,6 +374,7 @@ Napi::Value ConnectPeer(const Napi::CallbackInfo& info) {
   if (port == 0 || port > 65535) Throw(env, Code::InvalidArgument, "port must be in [1, 65535]");
   opts.port = static_cast<uint16_t>(port);
   opts.secret = OptString(o, "secret", "");
+  opts.encrypt = OptBool(o, "encrypt", false);
   opts.streams = static_cast<unsigned>(OptUint(o, "streams", 4));
   if (opts.streams < 1 || opts.streams > 64) Throw(env, Code::InvalidArgument, "streams must be in [1, 64]");
   opts.timeoutMs = OptUint(o, "timeoutMs", 30000);

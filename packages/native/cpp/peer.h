@@ -50,6 +50,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port
   std::string secret;
+  // With a secret: refuse sessions that do not encrypt frames (they are authenticated either way).
+  bool encrypt = false;
   uint64_t timeoutMs = 30000;
   uint64_t maxPayload = 1ull << 30;
   // Connections served at once (each has a thread); more are closed as soon as they are accepted.
@@ -70,8 +72,8 @@ class Server {
  private:
   void AcceptLoop();
   void Serve(int fd);
-  void Handshake(int fd);
-  void HandleRequest(int fd, const Header& h, std::vector<Entry> entries);
+  void Handshake(Link& link);
+  void HandleRequest(Link& link, const Header& h, std::vector<Entry> entries);
   void Ask(const std::shared_ptr<ServerRequest>& r);
 
   ServerOptions options_;
@@ -94,6 +96,8 @@ struct ClientOptions {
   std::string host;
   uint16_t port = 0;
   std::string secret;
+  // With a secret: encrypt frames (AES-256-GCM); they are authenticated either way.
+  bool encrypt = false;
   unsigned streams = 4;
   uint64_t timeoutMs = 30000;
   uint64_t maxPayload = 1ull << 30;
@@ -124,14 +128,14 @@ class Client {
   ~Client();
   void Submit(std::shared_ptr<ClientRequest> r);
   void Close();
-  unsigned streams() const { return static_cast<unsigned>(fds_.size()); }
+  unsigned streams() const { return static_cast<unsigned>(links_.size()); }
 
  private:
   void StreamLoop(size_t index);
-  void Execute(int fd, ClientRequest& r);
+  void Execute(Link& link, ClientRequest& r);
   ClientOptions options_;
   Sink sink_;
-  std::vector<int> fds_;
+  std::vector<std::unique_ptr<Link>> links_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -8,13 +8,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include <openssl/crypto.h>
+
 #include "crc32c.h"
 #include "peer.h"
 
 namespace tiersync::peer {
 namespace {
-
-constexpr uint64_t kCrcChunk = 128 << 10;
 
 // Connects with a deadline (non-blocking connect + poll), then returns a blocking socket.
 int Connect(const std::string& host, uint16_t port, uint64_t timeoutMs) {
@@ -61,27 +61,37 @@ int Connect(const std::string& host, uint16_t port, uint64_t timeoutMs) {
   return fd;
 }
 
-void ClientHandshake(int fd, const std::string& secret) {
-  std::string challenge = RecvSimple(fd, kChallenge, kMaxControl, nullptr);
+void ClientHandshake(Link& link, const std::string& secret, bool encrypt) {
+  std::string challenge = RecvSimple(link, kChallenge, kMaxControl, nullptr);
   if (challenge.size() != kNonce + 4) throw NativeError(Code::Protocol, "CHALLENGE has the wrong size");
   uint32_t flags;
   std::memcpy(&flags, challenge.data() + kNonce, 4);
-  if ((flags & 1) && secret.empty()) throw NativeError(Code::Auth, "the peer requires a secret and none is configured");
-  if (secret.empty() && !IsLoopback(fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are allowed");
+  if ((flags & kFlagSecret) && secret.empty()) throw NativeError(Code::Auth, "the peer requires a secret and none is configured");
+  if (secret.empty() && !IsLoopback(link.fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are allowed");
+  if (!secret.empty() && !(flags & kFlagSecret))
+    throw NativeError(Code::Auth, "a secret is configured but the peer does not use one (frames could not be authenticated)");
   const uint8_t* sn = reinterpret_cast<const uint8_t*>(challenge.data());
+  uint32_t clientFlags = !secret.empty() && (encrypt || (flags & kFlagEncrypt)) ? kFlagEncrypt : 0;
   uint8_t cn[kNonce], mac[kMac] = {};
   RandomBytes(cn, kNonce);
-  if (!secret.empty()) HandshakeMac(secret, "client", sn, cn, mac);
+  if (!secret.empty()) HandshakeMac(secret, "client", sn, cn, flags, clientFlags, mac);
   std::string hello(reinterpret_cast<char*>(cn), kNonce);
+  hello.append(reinterpret_cast<char*>(&clientFlags), 4);
   hello.append(reinterpret_cast<char*>(mac), kMac);
-  SendSimple(fd, kHello, 0, hello);
-  std::string welcome = RecvSimple(fd, kWelcome, kMaxControl, nullptr);
-  if (!secret.empty()) {
-    uint8_t expect[kMac];
-    HandshakeMac(secret, "server", sn, cn, expect);
-    if (welcome.size() != kMac || !ConstantTimeEqual(expect, reinterpret_cast<const uint8_t*>(welcome.data()), kMac))
-      throw NativeError(Code::Auth, "the peer failed the HMAC challenge (it does not know the secret)");
-  }
+  SendSimple(link, kHello, 0, hello);
+  std::string welcome = RecvSimple(link, kWelcome, kMaxControl, nullptr);
+  if (secret.empty()) return;
+  uint8_t expect[kMac];
+  HandshakeMac(secret, "server", sn, cn, flags, clientFlags, expect);
+  if (welcome.size() != kMac || !ConstantTimeEqual(expect, reinterpret_cast<const uint8_t*>(welcome.data()), kMac))
+    throw NativeError(Code::Auth, "the peer failed the HMAC challenge (it does not know the secret)");
+  uint8_t c2s[kKey], s2c[kKey];
+  DeriveFrameKey(secret, "c2s", sn, cn, clientFlags, c2s);
+  DeriveFrameKey(secret, "s2c", sn, cn, clientFlags, s2c);
+  link.tx.Init(c2s, clientFlags & kFlagEncrypt, true);
+  link.rx.Init(s2c, clientFlags & kFlagEncrypt, false);
+  OPENSSL_cleanse(c2s, kKey);
+  OPENSSL_cleanse(s2c, kKey);
 }
 
 }  // namespace
@@ -90,17 +100,18 @@ Client::Client(const ClientOptions& options, Sink sink) : options_(options), sin
   if (options_.streams == 0) options_.streams = 1;
   try {
     for (unsigned i = 0; i < options_.streams; i++) {
-      int fd = Connect(options_.host, options_.port, options_.timeoutMs);
-      fds_.push_back(fd);
-      SetSocketOptions(fd, options_.timeoutMs);
-      ClientHandshake(fd, options_.secret);
+      auto link = std::make_unique<Link>();
+      link->fd = Connect(options_.host, options_.port, options_.timeoutMs);
+      links_.push_back(std::move(link));
+      SetSocketOptions(links_.back()->fd, options_.timeoutMs);
+      ClientHandshake(*links_.back(), options_.secret, options_.encrypt);
     }
   } catch (...) {
-    for (int fd : fds_) close(fd);
-    fds_.clear();
+    for (auto& l : links_) close(l->fd);
+    links_.clear();
     throw;
   }
-  for (size_t i = 0; i < fds_.size(); i++) threads_.emplace_back([this, i] { StreamLoop(i); });
+  for (size_t i = 0; i < links_.size(); i++) threads_.emplace_back([this, i] { StreamLoop(i); });
 }
 
 Client::~Client() { Close(); }
@@ -117,8 +128,8 @@ void Client::Close() {
   for (auto& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
-  for (int fd : fds_) close(fd);
-  fds_.clear();
+  for (auto& l : links_) close(l->fd);
+  links_.clear();
   for (auto& r : dropped) {
     r->failed = true;
     r->errorCode = Code::Closed;
@@ -138,7 +149,8 @@ void Client::Submit(std::shared_ptr<ClientRequest> r) {
 }
 
 void Client::StreamLoop(size_t index) {
-  int fd = fds_[index];
+  Link& link = *links_[index];
+  int fd = link.fd;
   bool broken = false;
   for (;;) {
     std::shared_ptr<ClientRequest> r;
@@ -156,7 +168,7 @@ void Client::StreamLoop(size_t index) {
       r->error = "peer connection is broken";
     } else {
       try {
-        Execute(fd, *r);
+        Execute(link, *r);
       } catch (const NativeError& e) {
         r->failed = true;
         r->errorCode = e.code();
@@ -170,34 +182,25 @@ void Client::StreamLoop(size_t index) {
   }
 }
 
-void Client::Execute(int fd, ClientRequest& r) {
+void Client::Execute(Link& link, ClientRequest& r) {
   const size_t n = r.entries.size();
-  if (r.op == kPut && r.computeCrc) {
-    // Here rather than on the JS thread: each stream checksums its own pages, in parallel with the others.
-    for (size_t i = 0; i < n; i++) r.entries[i].crc32c = Crc32c(0, r.arena->host() + r.offsets[i], r.entries[i].length);
-  }
-  std::vector<uint8_t> meta = EncodeEntries(r.entries);
-  std::vector<iovec> iov(2);
-  uint64_t payloadBytes = 0;
+  std::vector<iovec> payload;
   if (r.op == kPut) {
     for (size_t i = 0; i < n; i++) {
-      iov.push_back({r.arena->host() + r.offsets[i], r.entries[i].length});
-      payloadBytes += r.entries[i].length;
+      // Unknown checksums are computed once, by the server as the pages land (returned in the ack).
+      if (r.computeCrc) r.entries[i].flags |= kEntryComputeCrc;
+      payload.push_back({r.arena->host() + r.offsets[i], r.entries[i].length});
     }
   }
-  uint8_t head[kHeaderBytes];
-  EncodeFrameHeader(r.op, r.id, static_cast<uint32_t>(n), meta, payloadBytes, head);
-  iov[0] = {head, kHeaderBytes};
-  iov[1] = {meta.data(), meta.size()};
-  SendVec(fd, iov.data(), static_cast<int>(iov.size()));
+  SendFrame(link, r.op, r.id, static_cast<uint32_t>(n), EncodeEntries(r.entries), payload);
 
-  RecvAll(fd, head, kHeaderBytes);
-  Header a = DecodeHeader(head, options_.maxPayload);
-  std::vector<uint8_t> ackMeta(a.metaBytes);
-  if (a.metaBytes) RecvAll(fd, ackMeta.data(), ackMeta.size());
+  Header a = RecvHeader(link, options_.maxPayload);
+  std::vector<uint8_t> ackMeta = RecvMeta(link, a);
   if (a.op == kError) {
+    if (a.metaBytes) throw NativeError(Code::Protocol, "peer ERROR frame carries an entry table");
     std::string why(a.payloadBytes, '\0');
-    if (a.payloadBytes) RecvAll(fd, why.data(), why.size());
+    if (a.payloadBytes) RecvBody(link, reinterpret_cast<uint8_t*>(why.data()), why.size(), 0, false);
+    RecvTag(link);
     throw NativeError(Code::Io, "peer failed the request: " + why);
   }
   uint16_t expect = r.op == kPut ? kPutAck : r.op == kGet ? kGetData : r.op == kHas ? kHasAck : kDeleteAck;
@@ -206,39 +209,31 @@ void Client::Execute(int fd, ClientRequest& r) {
   r.statuses.resize(n);
   r.lengths.assign(n, 0);
   r.crcs.assign(n, 0);
-  uint64_t payload = 0;
+  uint64_t payloadBytes = 0;
   for (size_t i = 0; i < n; i++) {
     if (ack[i].key != r.entries[i].key) throw NativeError(Code::Protocol, "response entries are out of order");
     r.statuses[i] = ack[i].status;
     r.lengths[i] = ack[i].length;
     r.crcs[i] = ack[i].crc32c;
-    if (r.op == kGet && ack[i].status == kOk) payload += ack[i].length;
+    if (r.op == kGet && ack[i].status == kOk) payloadBytes += ack[i].length;
   }
-  if (payload != a.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
-  if (r.op != kGet) return;
-  for (size_t i = 0; i < n; i++) {
-    if (r.statuses[i] != kOk) continue;
-    uint32_t len = r.lengths[i];
-    if (len > r.capacity[i]) {
-      // Cannot land where asked: drain it and report, the stream stays in sync.
-      std::vector<uint8_t> scratch(std::min<uint32_t>(len, 1 << 20));
-      for (uint64_t left = len; left > 0;) {
-        uint64_t k = std::min<uint64_t>(left, scratch.size());
-        RecvAll(fd, scratch.data(), k);
-        left -= k;
+  if (payloadBytes != a.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
+  if (r.op == kGet) {
+    for (size_t i = 0; i < n; i++) {
+      if (r.statuses[i] != kOk) continue;
+      uint32_t len = r.lengths[i];
+      if (len > r.capacity[i]) {
+        DrainBody(link, len, false);  // cannot land where asked: drain it and report, the stream stays in sync
+        r.statuses[i] = kFailed;
+        continue;
       }
-      r.statuses[i] = kFailed;
-      continue;
+      // Checked as each chunk lands: the stored copy's CRC32C (catches damage at rest on the serving host).
+      uint32_t crc = RecvBody(link, r.arena->host() + r.offsets[i], len, 0, true);
+      if (crc != r.crcs[i]) r.statuses[i] = kBadChecksum;
     }
-    uint8_t* dst = r.arena->host() + r.offsets[i];
-    uint32_t crc = 0;
-    for (uint64_t off = 0; off < len; off += kCrcChunk) {  // checksum while the chunk is still in cache
-      uint64_t k = std::min<uint64_t>(kCrcChunk, len - off);
-      RecvAll(fd, dst + off, k);
-      crc = Crc32c(crc, dst + off, k);
-    }
-    if (crc != r.crcs[i]) r.statuses[i] = kBadChecksum;
   }
+  // Statuses and bytes count only once the frame's tag checked; on failure the request fails whole.
+  RecvTag(link);
 }
 
 }  // namespace tiersync::peer

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -90,7 +91,7 @@ std::vector<uint8_t> EncodeEntries(const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
     Put16(p, static_cast<uint16_t>(e.key.size()));
     p[2] = e.status;
-    p[3] = 0;
+    p[3] = e.flags;
     Put32(p + 4, e.length);
     Put32(p + 8, e.crc32c);
     std::memcpy(p + 12, e.key.data(), e.key.size());
@@ -113,6 +114,7 @@ std::vector<Entry> DecodeEntries(const Header& h, const uint8_t* meta) {
     if (keyLength != 0 && !HexKey(p + 12, keyLength)) Bad("entry " + std::to_string(i) + " key is not 16..128 lower-case hex");
     Entry e;
     e.status = p[2];
+    e.flags = p[3];
     e.length = Get32(p + 4);
     e.crc32c = Get32(p + 8);
     e.key.assign(reinterpret_cast<const char*>(p + 12), keyLength);
@@ -126,14 +128,104 @@ std::vector<Entry> DecodeEntries(const Header& h, const uint8_t* meta) {
 }
 
 void HandshakeMac(const std::string& secret, const char* role, const uint8_t serverNonce[kNonce],
-                  const uint8_t clientNonce[kNonce], uint8_t out[kMac]) {
+                  const uint8_t clientNonce[kNonce], uint32_t serverFlags, uint32_t clientFlags, uint8_t out[kMac]) {
   std::string transcript = std::string("tiersync-peer-v1 ") + role;
   transcript.append(reinterpret_cast<const char*>(serverNonce), kNonce);
   transcript.append(reinterpret_cast<const char*>(clientNonce), kNonce);
+  transcript.append(reinterpret_cast<const char*>(&serverFlags), 4);
+  transcript.append(reinterpret_cast<const char*>(&clientFlags), 4);
   unsigned len = kMac;
   if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
             reinterpret_cast<const unsigned char*>(transcript.data()), transcript.size(), out, &len))
     throw NativeError(Code::Auth, "HMAC-SHA256 failed");
+}
+
+void DeriveFrameKey(const std::string& secret, const char* direction, const uint8_t serverNonce[kNonce],
+                    const uint8_t clientNonce[kNonce], uint32_t flags, uint8_t out[kKey]) {
+  // RFC 5869: PRK = HMAC(salt, IKM); OKM = T(1) = HMAC(PRK, info | 0x01) (one block: 32 bytes).
+  uint8_t salt[2 * kNonce], prk[32];
+  std::memcpy(salt, serverNonce, kNonce);
+  std::memcpy(salt + kNonce, clientNonce, kNonce);
+  unsigned len = 32;
+  if (!HMAC(EVP_sha256(), salt, sizeof salt, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), prk, &len))
+    throw NativeError(Code::Auth, "HKDF-SHA256 (extract) failed");
+  std::string info = std::string("tiersync-peer-v1 ") + direction;
+  info.append(reinterpret_cast<const char*>(&flags), 4);
+  info.push_back('\x01');
+  len = 32;
+  if (!HMAC(EVP_sha256(), prk, sizeof prk, reinterpret_cast<const unsigned char*>(info.data()), info.size(), out, &len))
+    throw NativeError(Code::Auth, "HKDF-SHA256 (expand) failed");
+  OPENSSL_cleanse(prk, sizeof prk);
+}
+
+FrameAead::~FrameAead() {
+  if (ctx_) EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(ctx_));
+}
+
+void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
+  auto* ctx = EVP_CIPHER_CTX_new();
+  if (!ctx) throw NativeError(Code::NoMemory, "EVP_CIPHER_CTX_new failed");
+  int ok = sending ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, nullptr)
+                   : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, nullptr);
+  if (ok != 1) {
+    EVP_CIPHER_CTX_free(ctx);
+    throw NativeError(Code::Auth, "AES-256-GCM is not available in this OpenSSL");
+  }
+  if (ctx_) EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(ctx_));
+  ctx_ = ctx;
+  encrypt_ = encrypt;
+  sending_ = sending;
+  counter_ = 0;
+}
+
+void FrameAead::Begin(const uint8_t header[kHeaderBytes]) {
+  if (!ctx_) return;
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  uint8_t iv[12] = {};
+  Put64(iv + 4, counter_++);
+  int len = 0;
+  int ok = sending_ ? EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) : EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, iv);
+  if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM: setting the frame nonce failed");
+  ok = sending_ ? EVP_EncryptUpdate(ctx, nullptr, &len, header, kHeaderBytes) : EVP_DecryptUpdate(ctx, nullptr, &len, header, kHeaderBytes);
+  if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM: authenticating the header failed");
+}
+
+void FrameAead::Body(const uint8_t* in, uint8_t* out, size_t n) {
+  if (!ctx_ || n == 0) return;
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  // EVP takes int lengths: feed at most 1 GiB at a time.
+  while (n > 0) {
+    int k = static_cast<int>(std::min<size_t>(n, 1u << 30));
+    int len = 0;
+    int ok;
+    if (encrypt_) {
+      ok = sending_ ? EVP_EncryptUpdate(ctx, out, &len, in, k) : EVP_DecryptUpdate(ctx, out, &len, in, k);
+      out += k;
+    } else {
+      ok = sending_ ? EVP_EncryptUpdate(ctx, nullptr, &len, in, k) : EVP_DecryptUpdate(ctx, nullptr, &len, in, k);
+    }
+    if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM update failed");
+    in += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+void FrameAead::SealTag(uint8_t tag[kTag]) {
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  int len = 0;
+  uint8_t none[16];
+  if (EVP_EncryptFinal_ex(ctx, none, &len) != 1 || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTag, tag) != 1)
+    throw NativeError(Code::Auth, "AES-256-GCM: computing the frame tag failed");
+}
+
+bool FrameAead::CheckTag(const uint8_t tag[kTag]) {
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  int len = 0;
+  uint8_t none[16];
+  uint8_t copy[kTag];
+  std::memcpy(copy, tag, kTag);
+  if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTag, copy) != 1) return false;
+  return EVP_DecryptFinal_ex(ctx, none, &len) == 1;
 }
 
 bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) { return CRYPTO_memcmp(a, b, n) == 0; }
@@ -227,25 +319,117 @@ bool IsLoopback(int fd, bool peerSide) {
   return false;
 }
 
-void SendSimple(int fd, uint16_t op, uint64_t requestId, const std::string& payload) {
-  Header h;
-  h.op = op;
-  h.requestId = requestId;
-  h.payloadBytes = payload.size();
-  h.metaCrc = Crc32c(0, nullptr, 0);
-  uint8_t head[kHeaderBytes];
-  EncodeHeader(h, head);
-  iovec iov[2] = {{head, kHeaderBytes}, {const_cast<char*>(payload.data()), payload.size()}};
-  SendVec(fd, iov, payload.empty() ? 1 : 2);
+namespace {
+constexpr size_t kBodyChunk = 256 << 10;  // authenticated/encrypted in pieces that stay in cache between passes
 }
 
-std::string RecvSimple(int fd, uint16_t expectOp, uint64_t maxPayload, Header* headerOut) {
+void SendFrame(Link& link, uint16_t op, uint64_t requestId, uint32_t count, const std::vector<uint8_t>& meta,
+               const std::vector<iovec>& payload) {
+  uint64_t payloadBytes = 0;
+  for (const iovec& v : payload) payloadBytes += v.iov_len;
   uint8_t head[kHeaderBytes];
-  RecvAll(fd, head, kHeaderBytes);
+  EncodeFrameHeader(op, requestId, count, meta, payloadBytes, head);
+  if (!link.tx.active()) {
+    std::vector<iovec> iov;
+    iov.reserve(payload.size() + 2);
+    iov.push_back({head, kHeaderBytes});
+    if (!meta.empty()) iov.push_back({const_cast<uint8_t*>(meta.data()), meta.size()});
+    iov.insert(iov.end(), payload.begin(), payload.end());
+    SendVec(link.fd, iov.data(), static_cast<int>(iov.size()));
+    return;
+  }
+  FrameAead& a = link.tx;
+  a.Begin(head);
+  std::vector<uint8_t> sealedMeta;
+  const uint8_t* metaOut = meta.data();
+  if (a.encrypts() && !meta.empty()) {
+    sealedMeta.resize(meta.size());
+    a.Body(meta.data(), sealedMeta.data(), meta.size());
+    metaOut = sealedMeta.data();
+  } else {
+    a.Body(meta.data(), nullptr, meta.size());
+  }
+  iovec first[2] = {{head, kHeaderBytes}, {const_cast<uint8_t*>(metaOut), meta.size()}};
+  SendVec(link.fd, first, meta.empty() ? 1 : 2);
+  std::vector<uint8_t> bounce;
+  if (a.encrypts() && payloadBytes) bounce.resize(std::min<uint64_t>(payloadBytes, kBodyChunk));
+  for (const iovec& v : payload) {
+    const uint8_t* p = static_cast<const uint8_t*>(v.iov_base);
+    for (size_t off = 0; off < v.iov_len; off += kBodyChunk) {
+      size_t k = std::min(kBodyChunk, v.iov_len - off);
+      if (a.encrypts()) {
+        a.Body(p + off, bounce.data(), k);
+        SendAll(link.fd, bounce.data(), k);
+      } else {
+        a.Body(p + off, nullptr, k);  // authenticate, then send while the chunk is in cache
+        SendAll(link.fd, p + off, k);
+      }
+    }
+  }
+  uint8_t tag[kTag];
+  a.SealTag(tag);
+  SendAll(link.fd, tag, kTag);
+}
+
+Header RecvHeader(Link& link, uint64_t maxPayload) {
+  uint8_t head[kHeaderBytes];
+  RecvAll(link.fd, head, kHeaderBytes);
   Header h = DecodeHeader(head, maxPayload);
-  std::string payload(h.payloadBytes, '\0');
+  link.rx.Begin(head);
+  return h;
+}
+
+std::vector<uint8_t> RecvMeta(Link& link, const Header& h) {
+  std::vector<uint8_t> meta(h.metaBytes);
+  if (h.metaBytes) {
+    RecvAll(link.fd, meta.data(), meta.size());
+    link.rx.Body(meta.data(), meta.data(), meta.size());
+  }
+  return meta;
+}
+
+uint32_t RecvBody(Link& link, uint8_t* dst, size_t n, uint32_t crc, bool computeCrc) {
+  for (size_t off = 0; off < n; off += kBodyChunk) {
+    size_t k = std::min(kBodyChunk, n - off);
+    RecvAll(link.fd, dst + off, k);
+    link.rx.Body(dst + off, dst + off, k);
+    if (computeCrc) crc = Crc32c(crc, dst + off, k);  // while the chunk is still in cache
+  }
+  return crc;
+}
+
+uint32_t DrainBody(Link& link, size_t n, bool computeCrc) {
+  std::vector<uint8_t> scratch(std::min(n, kBodyChunk));
+  uint32_t crc = 0;
+  for (size_t off = 0; off < n; off += kBodyChunk) {
+    size_t k = std::min(kBodyChunk, n - off);
+    RecvAll(link.fd, scratch.data(), k);
+    link.rx.Body(scratch.data(), scratch.data(), k);
+    if (computeCrc) crc = Crc32c(crc, scratch.data(), k);
+  }
+  return crc;
+}
+
+void RecvTag(Link& link) {
+  if (!link.rx.active()) return;
+  uint8_t tag[kTag];
+  RecvAll(link.fd, tag, kTag);
+  if (!link.rx.CheckTag(tag))
+    throw NativeError(Code::Auth, "peer frame failed authentication (tampered, replayed or reordered on the path): connection dropped");
+}
+
+void SendSimple(Link& link, uint16_t op, uint64_t requestId, const std::string& payload) {
+  std::vector<iovec> iov;
+  if (!payload.empty()) iov.push_back({const_cast<char*>(payload.data()), payload.size()});
+  SendFrame(link, op, requestId, 0, {}, iov);
+}
+
+std::string RecvSimple(Link& link, uint16_t expectOp, uint64_t maxPayload, Header* headerOut) {
+  Header h = RecvHeader(link, maxPayload);
   if (h.metaBytes) Bad("unexpected entry table in a control frame");
-  if (!payload.empty()) RecvAll(fd, payload.data(), payload.size());
+  std::string payload(h.payloadBytes, '\0');
+  if (!payload.empty()) RecvBody(link, reinterpret_cast<uint8_t*>(payload.data()), payload.size(), 0, false);
+  RecvTag(link);
   if (headerOut) *headerOut = h;
   if (h.op == kError) throw NativeError(Code::Auth, "peer refused: " + payload);
   if (h.op != expectOp) Bad("expected op " + std::to_string(expectOp) + ", got " + std::to_string(h.op));

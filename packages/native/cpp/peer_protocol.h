@@ -14,7 +14,16 @@
 //   client -> HELLO      payload: client nonce (32) | HMAC(secret, "tiersync-peer-v1 client" | sn | cn)
 //   server -> WELCOME    payload: HMAC(secret, "tiersync-peer-v1 server" | sn | cn)     (or ERROR)
 // Both sides prove the secret without sending it; fresh nonces make replays useless. Without a secret both sides
-// only talk over loopback.
+// only talk over loopback. CHALLENGE flags: bit 0 secret required, bit 1 encryption required. HELLO carries the
+// client's flags (u32, bit 1: encrypt) between its nonce and its MAC; both MACs cover both flag words, so a party
+// on the path cannot strip them (a downgrade fails the handshake).
+//
+// Authenticated frames (whenever a secret is set): every frame after WELCOME carries a 16-byte AES-256-GCM tag
+// after its payload. Keys: HKDF-SHA256(secret, salt = sn | cn, info = "tiersync-peer-v1 c2s|s2c" | flags), one per
+// direction. Nonce: 4 zero bytes | the frame's counter (u64 LE, per direction, from 0, never sent): a replayed,
+// dropped or reordered frame fails its tag. The header is always authenticated data; entry table and payload are
+// encrypted when the session encrypts, else authenticated data too (GMAC). A frame is acted on only after its tag
+// checked (PUT pages are committed, GET pages reported, only then); a failed tag drops the connection.
 #pragma once
 #include <sys/uio.h>
 
@@ -35,6 +44,12 @@ constexpr size_t kMaxKey = 128;
 constexpr size_t kNonce = 32;
 constexpr size_t kMac = 32;
 constexpr uint64_t kMaxControl = 4096;  // handshake and error frames
+constexpr size_t kTag = 16;
+constexpr size_t kKey = 32;
+constexpr uint32_t kFlagSecret = 1, kFlagEncrypt = 2;
+// Entry.flags bit 0 (PUT): the client did not compute the page's CRC32C; the server computes it on arrival and
+// returns it in the ack (each page is checksummed once).
+constexpr uint8_t kEntryComputeCrc = 1;
 
 enum Op : uint16_t {
   kChallenge = 1,
@@ -67,6 +82,7 @@ struct Header {
 struct Entry {
   std::string key;
   uint8_t status = 0;
+  uint8_t flags = 0;
   uint32_t length = 0;
   uint32_t crc32c = 0;
 };
@@ -82,9 +98,57 @@ std::vector<uint8_t> EncodeEntries(const std::vector<Entry>& entries);
 // Checks the table's CRC against the header and every key's length and alphabet.
 std::vector<Entry> DecodeEntries(const Header& h, const uint8_t* meta);
 
-// HMAC-SHA256 of the handshake transcript (OpenSSL's, as exported by Node).
+// HMAC-SHA256 of the handshake transcript (OpenSSL's, as exported by Node): role | sn | cn | server flags | client flags.
 void HandshakeMac(const std::string& secret, const char* role, const uint8_t serverNonce[kNonce],
-                  const uint8_t clientNonce[kNonce], uint8_t out[kMac]);
+                  const uint8_t clientNonce[kNonce], uint32_t serverFlags, uint32_t clientFlags, uint8_t out[kMac]);
+// HKDF-SHA256 (RFC 5869) of one direction's frame key from the secret and the handshake nonces.
+void DeriveFrameKey(const std::string& secret, const char* direction, const uint8_t serverNonce[kNonce],
+                    const uint8_t clientNonce[kNonce], uint32_t flags, uint8_t out[kKey]);
+
+// One direction of an authenticated session: AES-256-GCM, a counter nonce per frame. Inactive (no secret): every
+// call is a no-op and frames carry no tag.
+class FrameAead {
+ public:
+  FrameAead() = default;
+  ~FrameAead();
+  FrameAead(const FrameAead&) = delete;
+  FrameAead& operator=(const FrameAead&) = delete;
+  void Init(const uint8_t key[kKey], bool encrypt, bool sending);
+  bool active() const { return ctx_ != nullptr; }
+  bool encrypts() const { return encrypt_; }
+  // Starts the next frame: its nonce is the next counter; the header is authenticated data.
+  void Begin(const uint8_t header[kHeaderBytes]);
+  // Entry table and payload bytes, in frame order. Sending: `out` gets the ciphertext when encrypting (it may be
+  // `in`), nothing otherwise. Receiving: decrypts in place when encrypting.
+  void Body(const uint8_t* in, uint8_t* out, size_t n);
+  void SealTag(uint8_t tag[kTag]);
+  bool CheckTag(const uint8_t tag[kTag]);
+
+ private:
+  void* ctx_ = nullptr;  // EVP_CIPHER_CTX
+  bool encrypt_ = false, sending_ = false;
+  uint64_t counter_ = 0;
+};
+
+// A connected socket and its two frame directions.
+struct Link {
+  int fd = -1;
+  FrameAead tx, rx;
+};
+
+// Sends one frame: header for (op, requestId, count, meta, payload), the entry table, the payload ranges, then the
+// tag when the link authenticates. Encrypting sessions copy through a bounce buffer (the payload stays untouched).
+void SendFrame(Link& link, uint16_t op, uint64_t requestId, uint32_t count, const std::vector<uint8_t>& meta,
+               const std::vector<iovec>& payload);
+// Receives and decodes a header (starting the frame's tag), then its entry table.
+Header RecvHeader(Link& link, uint64_t maxPayload);
+std::vector<uint8_t> RecvMeta(Link& link, const Header& h);
+// Receives n payload bytes into dst; returns the CRC32C `crc` continued over them (computed as each chunk lands).
+uint32_t RecvBody(Link& link, uint8_t* dst, size_t n, uint32_t crc, bool computeCrc);
+// Receives and discards n payload bytes (still authenticated); returns their CRC32C when asked.
+uint32_t DrainBody(Link& link, size_t n, bool computeCrc);
+// Receives the frame's tag and checks it; throws NativeError(Auth) when it fails (tampered, replayed, reordered).
+void RecvTag(Link& link);
 bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n);
 void RandomBytes(uint8_t* out, size_t n);
 
@@ -97,8 +161,8 @@ void SetSocketOptions(int fd, uint64_t timeoutMs);
 bool IsLoopback(int fd, bool peerSide);
 
 // Sends a frame whose payload is one contiguous byte string (handshake, errors).
-void SendSimple(int fd, uint16_t op, uint64_t requestId, const std::string& payload);
+void SendSimple(Link& link, uint16_t op, uint64_t requestId, const std::string& payload);
 // Receives a frame expected to carry a small payload (<= maxPayload) with no entries.
-std::string RecvSimple(int fd, uint16_t expectOp, uint64_t maxPayload, Header* headerOut);
+std::string RecvSimple(Link& link, uint16_t expectOp, uint64_t maxPayload, Header* headerOut);
 
 }  // namespace tiersync::peer

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <openssl/crypto.h>
+
 #include "crc32c.h"
 #include "peer.h"
 
@@ -28,8 +30,6 @@ bool ServerRequest::Wait(uint64_t timeoutMs) {
 }
 
 namespace {
-
-constexpr uint64_t kCrcChunk = 128 << 10;
 
 int Listen(const std::string& host, uint16_t port, uint16_t* bound) {
   addrinfo hints{};
@@ -137,37 +137,55 @@ void Server::AcceptLoop() {
   }
 }
 
-void Server::Handshake(int fd) {
+void Server::Handshake(Link& link) {
   uint8_t sn[kNonce], cn[kNonce], mac[kMac];
   RandomBytes(sn, kNonce);
   std::string challenge(reinterpret_cast<char*>(sn), kNonce);
-  uint32_t flags = options_.secret.empty() ? 0 : 1;
+  const bool secret = !options_.secret.empty();
+  uint32_t flags = (secret ? kFlagSecret : 0) | (secret && options_.encrypt ? kFlagEncrypt : 0);
   challenge.append(reinterpret_cast<char*>(&flags), 4);
-  SendSimple(fd, kChallenge, 0, challenge);
-  std::string hello = RecvSimple(fd, kHello, kMaxControl, nullptr);
-  if (hello.size() != kNonce + kMac) throw NativeError(Code::Protocol, "HELLO has the wrong size");
+  SendSimple(link, kChallenge, 0, challenge);
+  std::string hello = RecvSimple(link, kHello, kMaxControl, nullptr);
+  if (hello.size() != kNonce + 4 + kMac) throw NativeError(Code::Protocol, "HELLO has the wrong size");
   std::memcpy(cn, hello.data(), kNonce);
-  if (options_.secret.empty()) {
-    if (!IsLoopback(fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are served");
+  uint32_t clientFlags;
+  std::memcpy(&clientFlags, hello.data() + kNonce, 4);
+  if (!secret) {
+    if (!IsLoopback(link.fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are served");
   } else {
-    HandshakeMac(options_.secret, "client", sn, cn, mac);
-    if (!ConstantTimeEqual(mac, reinterpret_cast<const uint8_t*>(hello.data()) + kNonce, kMac))
+    HandshakeMac(options_.secret, "client", sn, cn, flags, clientFlags, mac);
+    if (!ConstantTimeEqual(mac, reinterpret_cast<const uint8_t*>(hello.data()) + kNonce + 4, kMac))
       throw NativeError(Code::Auth, "client failed the HMAC challenge (wrong secret?)");
+    if ((flags & kFlagEncrypt) && !(clientFlags & kFlagEncrypt))
+      throw NativeError(Code::Auth, "this peer server requires encrypted frames and the client did not agree to encrypt");
   }
   uint8_t reply[kMac] = {};
-  if (!options_.secret.empty()) HandshakeMac(options_.secret, "server", sn, cn, reply);
-  SendSimple(fd, kWelcome, 0, std::string(reinterpret_cast<char*>(reply), kMac));
+  if (secret) HandshakeMac(options_.secret, "server", sn, cn, flags, clientFlags, reply);
+  SendSimple(link, kWelcome, 0, std::string(reinterpret_cast<char*>(reply), kMac));
+  if (secret) {
+    // Every later frame is authenticated with keys only the two ends of this handshake hold.
+    uint8_t c2s[kKey], s2c[kKey];
+    DeriveFrameKey(options_.secret, "c2s", sn, cn, clientFlags, c2s);
+    DeriveFrameKey(options_.secret, "s2c", sn, cn, clientFlags, s2c);
+    const bool encrypt = (clientFlags & kFlagEncrypt) != 0;
+    link.rx.Init(c2s, encrypt, false);
+    link.tx.Init(s2c, encrypt, true);
+    OPENSSL_cleanse(c2s, kKey);
+    OPENSSL_cleanse(s2c, kKey);
+  }
 }
 
 void Server::Serve(int fd) {
   connections_++;
   SetSocketOptions(fd, options_.timeoutMs);
+  Link link;
+  link.fd = fd;
   try {
-    Handshake(fd);
+    Handshake(link);
   } catch (const NativeError& e) {
     authFailures_++;
     try {
-      SendSimple(fd, kError, 0, e.what());
+      SendSimple(link, kError, 0, e.what());
     } catch (...) {
     }
     {
@@ -181,20 +199,19 @@ void Server::Serve(int fd) {
   // Between requests the connection may idle indefinitely; inside one, every read has the socket deadline.
   timeval none{};
   for (;;) {
-    uint8_t head[kHeaderBytes];
     try {
       setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-      ssize_t got = recv(fd, head, 1, MSG_PEEK);
+      uint8_t peek;
+      ssize_t got = recv(fd, &peek, 1, MSG_PEEK);
       if (got <= 0) break;
       SetSocketOptions(fd, options_.timeoutMs);
-      RecvAll(fd, head, kHeaderBytes);
-      Header h = DecodeHeader(head, options_.maxPayload);
-      std::vector<uint8_t> meta(h.metaBytes);
-      if (h.metaBytes) RecvAll(fd, meta.data(), meta.size());
-      HandleRequest(fd, h, DecodeEntries(h, meta.data()));
+      Header h = RecvHeader(link, options_.maxPayload);
+      std::vector<uint8_t> meta = RecvMeta(link, h);
+      HandleRequest(link, h, DecodeEntries(h, meta.data()));
     } catch (const NativeError& e) {
+      if (e.code() == Code::Auth) authFailures_++;
       try {
-        SendSimple(fd, kError, 0, e.what());
+        SendSimple(link, kError, 0, e.what());
       } catch (...) {
       }
       break;
@@ -229,7 +246,7 @@ void Server::Ask(const std::shared_ptr<ServerRequest>& r) {
     throw NativeError(Code::Timeout, "the page table did not answer within " + std::to_string(options_.timeoutMs) + " ms");
 }
 
-void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) {
+void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entries) {
   auto r = std::make_shared<ServerRequest>();
   r->id = ++nextRequest_;
   r->op = h.op;
@@ -246,6 +263,8 @@ void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) 
   uint64_t declared = 0;
   for (const Entry& e : r->entries) declared += h.op == kPut ? e.length : 0;
   if (declared != h.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
+  // A frame without pages is acted on only once its tag checked (a forged DELETE must never run).
+  if (h.op != kPut) RecvTag(link);
 
   Ask(r);
   if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
@@ -259,46 +278,34 @@ void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) 
   try {
     if (h.op == kPut) {
       r->outcome.assign(n, kOk);
-      std::vector<uint8_t> scratch;
       for (size_t i = 0; i < n; i++) {
-        const Entry& e = r->entries[i];
-        uint8_t* dst = nullptr;
+        Entry& e = r->entries[i];
+        const bool compute = (e.flags & kEntryComputeCrc) != 0;
         if (r->statuses[i] == kOk && inArena(r->offsets[i], e.length)) {
-          dst = arena_->host() + static_cast<uint64_t>(r->offsets[i]);
-        } else {
-          scratch.resize(std::min<uint64_t>(e.length, 1 << 20));
-        }
-        if (dst) {
-          // Checksum each chunk right after it lands, while it is still in cache.
-          uint32_t crc = 0;
-          for (uint64_t off = 0; off < e.length; off += kCrcChunk) {
-            uint64_t k = std::min<uint64_t>(kCrcChunk, e.length - off);
-            RecvAll(fd, dst + off, k);
-            crc = Crc32c(crc, dst + off, k);
-          }
+          // Checksummed as each chunk lands, while it is still in cache: the only pass over the page here.
+          uint32_t crc = RecvBody(link, arena_->host() + static_cast<uint64_t>(r->offsets[i]), e.length, 0, true);
+          if (compute) e.crc32c = crc;
           r->outcome[i] = crc == e.crc32c ? kOk : kBadChecksum;
         } else {
-          for (uint64_t left = e.length; left > 0;) {  // drain a page we do not keep
-            uint64_t k = std::min<uint64_t>(left, scratch.size());
-            RecvAll(fd, scratch.data(), k);
-            left -= k;
-          }
+          uint32_t crc = DrainBody(link, e.length, compute);  // a page we do not keep
+          if (compute) e.crc32c = crc;
           r->outcome[i] = r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i];
         }
       }
+      RecvTag(link);  // nothing of a frame that fails its tag is committed
       sentOrReceived = true;
       r->finishing = true;
       Ask(r);  // commit: the pages become visible before the client hears they are stored
-      for (size_t i = 0; i < n; i++) ack[i] = {r->entries[i].key, r->outcome[i], r->entries[i].length, r->entries[i].crc32c};
-      std::vector<uint8_t> meta = EncodeEntries(ack);
-      uint8_t head[kHeaderBytes];
-      EncodeFrameHeader(ackOp, h.requestId, static_cast<uint32_t>(n), meta, 0, head);
-      iovec iov[2] = {{head, kHeaderBytes}, {meta.data(), meta.size()}};
-      SendVec(fd, iov, 2);
+      for (size_t i = 0; i < n; i++) {
+        ack[i].key = r->entries[i].key;
+        ack[i].status = r->outcome[i];
+        ack[i].length = r->entries[i].length;
+        ack[i].crc32c = r->entries[i].crc32c;
+      }
+      SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
       return;
     }
-    uint64_t payload = 0;
-    std::vector<iovec> iov(2);
+    std::vector<iovec> iov;
     for (size_t i = 0; i < n; i++) {
       ack[i].key = r->entries[i].key;
       ack[i].status = r->statuses[i];
@@ -311,15 +318,9 @@ void Server::HandleRequest(int fd, const Header& h, std::vector<Entry> entries) 
         ack[i].length = len;
         ack[i].crc32c = r->crcs.at(i);
         iov.push_back({arena_->host() + static_cast<uint64_t>(r->offsets[i]), len});
-        payload += len;
       }
     }
-    std::vector<uint8_t> meta = EncodeEntries(ack);
-    uint8_t head[kHeaderBytes];
-    EncodeFrameHeader(ackOp, h.requestId, static_cast<uint32_t>(n), meta, payload, head);
-    iov[0] = {head, kHeaderBytes};
-    iov[1] = {meta.data(), meta.size()};
-    SendVec(fd, iov.data(), static_cast<int>(iov.size()));
+    SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), iov);
     sentOrReceived = true;
   } catch (...) {
     r->failed = true;

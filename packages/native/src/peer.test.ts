@@ -7,7 +7,7 @@ const PAGE = 64 * 1024;
 const key = (i: number) => i.toString(16).padStart(32, '0');
 
 /** A minimal page table over an arena: what a host tier does, reduced to what the data plane needs. */
-function serve(arena: HostArena, options: { secret?: string; slots?: number } = {}) {
+function serve(arena: HostArena, options: { secret?: string; slots?: number; encrypt?: boolean } = {}) {
   const alloc = new PageAllocator({ capacity: (options.slots ?? 32) * PAGE, pageBytes: PAGE });
   const table = new Map<string, { slot: Slot; length: number; crc: number }>();
   const reserved = new Map<string, Slot>();
@@ -59,7 +59,7 @@ function serve(arena: HostArena, options: { secret?: string; slots?: number } = 
       }
       return r.phase === 'plan' ? { offsets: new Float64Array(n).fill(-1), statuses: new Uint8Array(n) } : undefined;
     },
-    options.secret ? { secret: options.secret, timeoutMs: 5000 } : { timeoutMs: 5000 },
+    options.secret ? { secret: options.secret, timeoutMs: 5000, ...(options.encrypt ? { encrypt: true } : {}) } : { timeoutMs: 5000 },
   );
   return { server, table, log };
 }
@@ -99,6 +99,29 @@ describe('peer data plane', () => {
       expect(Buffer.compare(local.view((8 + i) * PAGE, lengths[i]!), local.view(i * PAGE, lengths[i]!))).toBe(0);
     }
     expect([...(await client.has([key(1), key(50)])).statuses]).toEqual([PeerStatus.ok, PeerStatus.miss]);
+  });
+
+  it('encrypts frames when asked, computes unknown CRC32Cs on the server once, and enforces a server that requires encryption', async () => {
+    const remote = HostArena.create({ capacity: 32 * PAGE });
+    const { server, table } = serve(remote, { secret: 'k', encrypt: true });
+    cleanups.push(() => server.close());
+    // The server requires encryption: a client that asks for it and one that does not both end up encrypting
+    // (the client adopts the server's requirement), so both work.
+    for (const encrypt of [true, false]) {
+      const client = await PeerClient.connect({ host: '127.0.0.1', port: server.port, secret: 'k', streams: 2, encrypt });
+      cleanups.push(() => client.close());
+      const local = HostArena.create({ capacity: 8 * PAGE });
+      pattern(local.view(0, 8 * PAGE), encrypt ? 5 : 6);
+      const keys = Array.from({ length: 4 }, (_, i) => key(encrypt ? 40 + i : 50 + i));
+      const put = await client.put(local, keys, Float64Array.from(keys, (_, i) => i * PAGE), new Uint32Array(4).fill(PAGE - 7));
+      expect([...put.statuses]).toEqual(keys.map(() => PeerStatus.ok));
+      expect([...put.crcs]).toEqual(keys.map((_, i) => crc32c(local.view(i * PAGE, PAGE - 7))));
+      expect(keys.map((k) => table.get(k)!.crc)).toEqual([...put.crcs]);
+      const got = await client.get(local, keys, Float64Array.from(keys, (_, i) => (4 + i) * PAGE), new Uint32Array(4).fill(PAGE));
+      expect([...got.statuses]).toEqual(keys.map(() => PeerStatus.ok));
+      for (let i = 0; i < 4; i++) expect(Buffer.compare(local.view((4 + i) * PAGE, PAGE - 7), local.view(i * PAGE, PAGE - 7))).toBe(0);
+    }
+    expect(server.stats().authFailures).toBe(0);
   });
 
   it('refuses a page whose bytes do not match the declared CRC32C, and reports a full tier', async () => {

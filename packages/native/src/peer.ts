@@ -1,6 +1,7 @@
 /**
  * The peer data plane: one host's host arena served to other hosts over TCP. Framed, versioned protocol with an
- * HMAC-SHA256 challenge-response handshake (see cpp/peer_protocol.h for the wire format); page bytes move
+ * HMAC-SHA256 challenge-response handshake and, with a secret, AES-256-GCM authenticated (optionally encrypted)
+ * frames (see cpp/peer_protocol.h for the wire format); page bytes move
  * socket <-> arena on native threads, several streams per peer.
  */
 import { native, type NativePeerClient, type NativePeerFrame, type NativePeerServer } from './addon.js';
@@ -44,8 +45,14 @@ export interface PeerServerOptions {
   host?: string;
   /** Default 0 (any free port; see `port`). */
   port?: number;
-  /** Shared secret for the HMAC handshake. Default none (loopback only). */
+  /**
+   * Shared secret for the HMAC handshake. Default none (loopback only). With a secret every frame after the
+   * handshake is authenticated (AES-256-GCM with per-connection keys and counter nonces): a frame changed, replayed
+   * or reordered on the path is refused and the connection dropped.
+   */
   secret?: string;
+  /** With a secret: refuse clients that do not encrypt frames. Default false (authenticated, not encrypted). */
+  encrypt?: boolean;
   /** Deadline of every socket read/write inside a request and of each control-plane answer, ms. Default 30000. */
   timeoutMs?: number;
   /** Largest payload one frame may declare, bytes. Default 1 GiB. */
@@ -84,8 +91,10 @@ export class PeerServer {
 export interface PeerClientOptions {
   host: string;
   port: number;
-  /** Shared secret; without one only loopback peers are contacted. */
+  /** Shared secret; without one only loopback peers are contacted. With one every frame is authenticated. */
   secret?: string;
+  /** With a secret: encrypt frames too (AES-256-GCM). Default false, unless the server requires it. */
+  encrypt?: boolean;
   /** Parallel TCP streams. Default 4. */
   streams?: number;
   /** Deadline for connecting and for every socket read/write of a request, ms. Default 30000. */
@@ -119,7 +128,7 @@ export class PeerClient {
 
   /**
    * Sends pages [offsets[i], +lengths[i]) of `arena` with their CRC32C; statuses per page. Without `crcs` the
-   * stream threads compute them (returned in `crcs` of the reply).
+   * server computes them as the pages land (returned in `crcs` of the reply): each page is checksummed once.
    */
   put(arena: HostArena, keys: string[], offsets: Float64Array, lengths: Uint32Array, crcs?: Uint32Array): Promise<PeerReply> {
     return this.#native.request('put', arena.native, keys, offsets, lengths, crcs ?? new Uint32Array(keys.length), crcs === undefined);

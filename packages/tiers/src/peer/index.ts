@@ -7,13 +7,15 @@ import { HostArena, PeerClient, PeerStatus, TierSyncError, type PeerReply } from
 import { z } from 'zod';
 import type { IoOptions, PageInfo, PageKey, PageRead, PageWrite, ReadOutcome, TierCapabilities, TierContext, TierDriver, TierStats, WriteResult } from '../driver.js';
 import { InFlight, PinTable, TierCounters } from '../stats.js';
-import { configError, int, parseOptions, size, splitUrlOf } from '../url.js';
+import { bool, configError, int, parseOptions, size, splitUrlOf } from '../url.js';
 import { checkKeys, checkReads, checkWrites } from '../validate.js';
 
 const options = z
   .object({
     /** The shared secret, literally or as env:NAME (read from the environment at open). */
     secret: z.string().min(1).optional(),
+    /** Encrypt frames (AES-256-GCM) as well as authenticate them; needs a secret. Default false. */
+    encrypt: bool.optional(),
     /** Parallel TCP streams. Default 4. */
     streams: int(1, 64).optional(),
     /** Deadline of connecting and of every socket read/write, ms. Default 30000. */
@@ -27,6 +29,7 @@ export interface PeerTierConfig {
   host: string;
   port: number;
   secret?: string;
+  encrypt: boolean;
   streams: number;
   timeoutMs: number;
   capacity: number;
@@ -45,10 +48,13 @@ export function parsePeerUrl(url: string): PeerTierConfig {
     secret = process.env[name];
     if (!secret) throw configError(u, `option 'secret' names environment variable ${name}, which is not set`);
   }
+  const encrypt = o.encrypt ?? false;
+  if (encrypt && !secret) throw configError(u, "option 'encrypt' needs a secret (the frame keys derive from it)");
   return {
     host: u.host.replace(/^\[|\]$/g, ''),
     port: u.port,
     ...(secret ? { secret } : {}),
+    encrypt,
     streams: o.streams ?? 4,
     timeoutMs: o.timeoutMs ?? 30_000,
     capacity: o.capacity ?? 0,
@@ -87,7 +93,7 @@ export class PeerTier implements TierDriver {
 
   #connect(): Promise<PeerClient> {
     const c = this.config;
-    return PeerClient.connect({ host: c.host, port: c.port, streams: c.streams, timeoutMs: c.timeoutMs, ...(c.secret ? { secret: c.secret } : {}) });
+    return PeerClient.connect({ host: c.host, port: c.port, streams: c.streams, timeoutMs: c.timeoutMs, encrypt: c.encrypt, ...(c.secret ? { secret: c.secret } : {}) });
   }
 
   async open(): Promise<void> {
@@ -121,7 +127,8 @@ export class PeerTier implements TierDriver {
     try {
       return await fn(await this.#connection());
     } catch (e) {
-      if (e instanceof TierSyncError && (e.code === 'ERR_IO' || e.code === 'ERR_TIMEOUT' || e.code === 'ERR_PROTOCOL')) this.#broken = true;
+      // ERR_AUTH after the handshake: a frame failed its tag and the stream was dropped.
+      if (e instanceof TierSyncError && (e.code === 'ERR_IO' || e.code === 'ERR_TIMEOUT' || e.code === 'ERR_PROTOCOL' || e.code === 'ERR_AUTH')) this.#broken = true;
       throw e;
     }
   }
