@@ -4,6 +4,8 @@
  *   bytes on the same number of threads;
  * - file write (O_DIRECT, durable) and read through the engine against a plain sequential O_DIRECT
  *   pwrite/pread loop of the same bytes;
+ * - CRC32C on one thread (the implementation every checksummed path uses) against a one-thread memcpy of the
+ *   same bytes, and the copy-and-checksum pass against the same memcpy;
  * - the event loop's delay while an 8 GiB transfer storm runs.
  * Engine and baseline alternate (A B A B ...) and medians are reported, since the machine is shared and noisy.
  */
@@ -11,7 +13,7 @@ import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { DeviceArena, FileHandle, HostArena, TransferBatch, TransferEngine } from '@tiersync/native';
+import { DeviceArena, FileHandle, HostArena, TransferBatch, TransferEngine, crc32cImplementations, crc32cWith, type Crc32cImplementation } from '@tiersync/native';
 import { fileLoopBaseline, memcpyBaseline } from '@tiersync/native/bench';
 import { GiB, KiB, MiB, median, round } from './stats.js';
 
@@ -43,6 +45,22 @@ export interface FileFigure {
   baselineGiBps: number;
   ratio: number;
 }
+/**
+ * CRC32C on one thread over `bytes` of host memory, beside a one-thread memcpy of the same bytes in the same run.
+ * memcpyRatio >= 1: checksumming a page costs no more than copying it once.
+ */
+export interface Crc32cFigure {
+  implementation: Crc32cImplementation;
+  bytes: number;
+  GiBps: number;
+  memcpyGiBps: number;
+  memcpyRatio: number;
+  /** Copy and checksum in one pass (what checksummed engine copies do), against the same memcpy. */
+  copyGiBps: number;
+  copyRatio: number;
+  /** Every implementation this CPU runs, checksum only, same bytes (the fallbacks, for comparison). */
+  byImplementation: Array<{ implementation: Crc32cImplementation; GiBps: number }>;
+}
 export interface TransferBenchReport {
   suite: 'transfer';
   date: string;
@@ -51,6 +69,7 @@ export interface TransferBenchReport {
   bytesPerPath: number;
   baseline: { memcpyGiBps: number };
   paths: PathFigure[];
+  crc32c: Crc32cFigure;
   file: { pageBytes: number; write: FileFigure; read: FileFigure; byPageSize: Array<{ pageBytes: number; write: FileFigure; read: FileFigure }> };
   eventLoop: { p99Ms: number; maxMs: number; idleP99Ms: number; stormBytes: number; stormGiBps: number; background: { p99Ms: number; maxMs: number; stormGiBps: number; backgroundThreads: number } };
   io: string;
@@ -114,6 +133,8 @@ export async function runTransferBench(options: TransferBenchOptions = {}): Prom
     }
   }
 
+  const crc32c = crcBench(hostA, hostB, Math.min(256 * MiB, arenaBytes), reps + 2, log);
+
   const byPageSize = [];
   for (const pageBytes of pageSizes) {
     byPageSize.push(await fileBench(engine, hostA, hostB, pageBytes, bytes, options.dir ?? os.tmpdir(), options.repetitions ?? 2, log));
@@ -132,10 +153,50 @@ export async function runTransferBench(options: TransferBenchOptions = {}): Prom
     bytesPerPath: bytes,
     baseline: { memcpyGiBps: round(median(allBaselines)) },
     paths,
+    crc32c,
     file: { pageBytes: headline.pageBytes, write: headline.write, read: headline.read, byPageSize },
     eventLoop,
     io,
   };
+}
+
+/** Medians of CRC32C alone, copy + CRC32C, and memcpy, one thread each, alternating (A B C A B C ...). */
+function crcBench(src: HostArena, dst: HostArena, bytes: number, reps: number, log: (line: string) => void): Crc32cFigure {
+  const { selected, available } = crc32cImplementations();
+  const from = src.view(0, bytes);
+  const to = dst.view(0, bytes);
+  const time = (f: () => unknown) => {
+    const t = process.hrtime.bigint();
+    f();
+    return Number(process.hrtime.bigint() - t) / 1e9;
+  };
+  const rate = (seconds: number[]) => bytes / GiB / median(seconds);
+  const crc: number[] = [];
+  const copy: number[] = [];
+  const mem: number[] = [];
+  const pieceBytes = 2 * MiB; // the memcpy baseline's calls; one 256 MiB call would be no faster
+  time(() => crc32cWith(selected, from, 0, to)); // warm-up: both ranges faulted in and in the TLB
+  for (let i = 0; i < reps; i++) {
+    crc.push(time(() => crc32cWith(selected, from)));
+    copy.push(time(() => crc32cWith(selected, from, 0, to)));
+    mem.push(memcpyBaseline(dst, src, bytes, 1, pieceBytes));
+  }
+  const byImplementation = available.map((implementation) => {
+    const runs = Array.from({ length: implementation === 'table' ? 1 : reps }, () => time(() => crc32cWith(implementation, from)));
+    return { implementation, GiBps: round(rate(runs)) };
+  });
+  const fig: Crc32cFigure = {
+    implementation: selected,
+    bytes,
+    GiBps: round(rate(crc)),
+    memcpyGiBps: round(rate(mem)),
+    memcpyRatio: round(rate(crc) / rate(mem)),
+    copyGiBps: round(rate(copy)),
+    copyRatio: round(rate(copy) / rate(mem)),
+    byImplementation,
+  };
+  log(`crc32c (${selected}, 1 thread, ${bytes / MiB} MiB): ${fig.GiBps} GiB/s, memcpy ${fig.memcpyGiBps} GiB/s, ratio ${fig.memcpyRatio}; copy+crc32c ${fig.copyGiBps} GiB/s, ratio ${fig.copyRatio}; ${byImplementation.map((x) => `${x.implementation} ${x.GiBps}`).join(', ')} GiB/s`);
+  return fig;
 }
 
 async function fileBench(
