@@ -15,7 +15,7 @@ export { GdsfPolicy } from './policies/gdsf.js';
 export { LfudaPolicy } from './policies/lfuda.js';
 export { LirsPolicy, type LirsOptions } from './policies/lirs.js';
 export { MruPolicy } from './policies/mru.js';
-export { OptPolicy } from './policies/opt.js';
+export { NEVER_AGAIN, nextAccessDistances, OptPolicy } from './policies/opt.js';
 export { OptSizePolicy } from './policies/opt-size.js';
 export { SlruPolicy, type SlruOptions } from './policies/slru.js';
 export { TwoQPolicy, type TwoQOptions } from './policies/twoq.js';

@@ -12,6 +12,14 @@ import { LfuPolicy } from './lfu.js';
 import { LruPolicy } from './lru.js';
 import { S3FifoPolicy } from './s3fifo.js';
 import { SievePolicy } from './sieve.js';
+import { GdsfPolicy } from './gdsf.js';
+import { LfudaPolicy } from './lfuda.js';
+import { LirsPolicy } from './lirs.js';
+import { MruPolicy } from './mru.js';
+import { SlruPolicy } from './slru.js';
+import { TwoQPolicy } from './twoq.js';
+import { WTinyLfuPolicy } from './wtinylfu.js';
+import { LookupCountAdmission } from '../admission.js';
 import type { CapacityUnit, EvictionPolicy } from '../types.js';
 
 interface Entry {
@@ -300,6 +308,382 @@ class NaiveS3Fifo extends Naive {
   }
 }
 
+// ---- the field's policies (issue 17): references written from libCacheSim's sources or the papers --------------
+
+class NaiveMru extends NaiveLru {
+  override evict(): number {
+    return this.list.shift()!.key;
+  }
+}
+
+/** libCacheSim SLRU.c, except that cooling never evicts from segment 0 (see slru.ts). */
+class NaiveSlru extends Naive {
+  segs: Entry[][];
+  readonly segCap: number;
+  constructor(capacity: number, unit: CapacityUnit, readonly n: number) {
+    super(capacity, unit);
+    this.segs = Array.from({ length: n }, () => []);
+    this.segCap = Math.floor(capacity / n);
+  }
+  resident(): Entry[] {
+    return this.segs.flat();
+  }
+  override canAdmit(key: number, size: number): boolean {
+    return this.cost(size) <= this.segCap && super.canAdmit(key, size);
+  }
+  access(key: number): boolean {
+    for (let i = 0; i < this.n; i++) {
+      const j = this.segs[i]!.findIndex((e) => e.key === key);
+      if (j < 0) continue;
+      const [e] = this.segs[i]!.splice(j, 1);
+      if (i === this.n - 1) this.segs[i]!.unshift(e!);
+      else {
+        this.segs[i + 1]!.unshift(e!);
+        while (this.sum(this.segs[i + 1]!) > this.segCap) this.cool(i + 1);
+      }
+      return true;
+    }
+    return false;
+  }
+  cool(id: number): void {
+    this.segs[id - 1]!.unshift(this.segs[id]!.pop()!);
+    if (id - 1 === 0) return;
+    while (this.sum(this.segs[id - 1]!) > this.segCap) this.cool(id - 1);
+  }
+  evict(): number {
+    return this.segs.find((seg) => seg.length > 0)!.pop()!.key;
+  }
+  place(key: number, size: number): void {
+    let i = this.segs.findIndex((seg) => this.sum(seg) + this.cost(size) <= this.segCap);
+    if (i < 0) i = 0;
+    this.segs[i]!.unshift(this.entry(key, size));
+  }
+  remove(key: number): void {
+    this.segs = this.segs.map((seg) => seg.filter((e) => e.key !== key));
+  }
+}
+
+interface Ranked extends Entry {
+  pri: number;
+}
+
+/** libCacheSim GDSF.cpp: H = L + freq x 1e6 / size, ties by the time of the last update. */
+class NaiveGdsf extends Naive {
+  list: Ranked[] = [];
+  clock = 0;
+  seq = 0;
+  resident(): Entry[] {
+    return this.list;
+  }
+  access(key: number): boolean {
+    const e = this.list.find((x) => x.key === key);
+    if (!e) return false;
+    e.freq++;
+    e.pri = this.clock + (e.freq * 1e6) / this.cost(e.size);
+    e.stamp = ++this.seq;
+    return true;
+  }
+  evict(): number {
+    let best = this.list[0]!;
+    for (const e of this.list) if (e.pri < best.pri || (e.pri === best.pri && e.stamp < best.stamp)) best = e;
+    this.clock = best.pri;
+    this.remove(best.key);
+    return best.key;
+  }
+  place(key: number, size: number): void {
+    this.list.push({ ...this.entry(key, size), freq: 1, pri: this.clock + 1e6 / this.cost(size), stamp: ++this.seq });
+  }
+  remove(key: number): void {
+    this.list = this.list.filter((e) => e.key !== key);
+  }
+}
+
+/** LFUDA from Arlitt et al. 2000: K = F + L, L = the last victim's K. */
+class NaiveLfuda extends NaiveGdsf {
+  override access(key: number): boolean {
+    const e = this.list.find((x) => x.key === key);
+    if (!e) return false;
+    e.freq++;
+    e.pri = e.freq + this.clock;
+    e.stamp = ++this.seq;
+    return true;
+  }
+  override place(key: number, size: number): void {
+    this.list.push({ ...this.entry(key, size), freq: 1, pri: 1 + this.clock, stamp: ++this.seq });
+  }
+}
+
+/** libCacheSim TwoQ.c (full 2Q of the VLDB'94 paper, Kin = 25%, Kout = 50%). */
+class NaiveTwoQ extends Naive {
+  ain: Entry[] = [];
+  am: Entry[] = [];
+  aout: Entry[] = [];
+  ghostHit: number | null = null;
+  readonly inCap: number;
+  readonly mainCap: number;
+  readonly outCap: number;
+  constructor(capacity: number, unit: CapacityUnit) {
+    super(capacity, unit);
+    this.inCap = Math.floor(capacity * 0.25);
+    this.mainCap = capacity - this.inCap;
+    this.outCap = Math.floor(capacity * 0.5);
+  }
+  resident(): Entry[] {
+    return [...this.ain, ...this.am];
+  }
+  override canAdmit(key: number, size: number): boolean {
+    return this.cost(size) <= this.inCap && super.canAdmit(key, size);
+  }
+  access(key: number): boolean {
+    this.ghostHit = null;
+    if (this.ain.some((e) => e.key === key)) return true;
+    const i = this.am.findIndex((e) => e.key === key);
+    if (i >= 0) {
+      this.am.unshift(...this.am.splice(i, 1));
+      return true;
+    }
+    const g = this.aout.findIndex((e) => e.key === key);
+    if (g >= 0) {
+      this.aout.splice(g, 1);
+      this.ghostHit = key;
+    }
+    return false;
+  }
+  evictIn(): number {
+    const e = this.ain.pop()!;
+    const c = this.cost(e.size);
+    if (c <= this.outCap) {
+      while (this.sum(this.aout) + c > this.outCap) this.aout.pop();
+      this.aout.unshift(e);
+    }
+    return e.key;
+  }
+  evict(): number {
+    if (this.sum(this.ain) > this.inCap) return this.evictIn();
+    if (this.am.length > 0) return this.am.pop()!.key;
+    return this.evictIn();
+  }
+  override insert(key: number, size: number): number[] {
+    if (this.ghostHit !== key) return super.insert(key, size);
+    const c = this.cost(size);
+    const victims: number[] = [];
+    while (this.used() + c > this.capacity) victims.push(this.evict());
+    while (this.sum(this.am) + c > this.mainCap && this.am.length > 0) victims.push(this.am.pop()!.key);
+    this.place(key, size);
+    return victims;
+  }
+  place(key: number, size: number): void {
+    (this.ghostHit === key ? this.am : this.ain).unshift(this.entry(key, size));
+    this.ghostHit = null;
+  }
+  remove(key: number): void {
+    for (const name of ['ain', 'am', 'aout'] as const) this[name] = this[name].filter((e) => e.key !== key);
+  }
+}
+
+/** LIRS from the SIGMETRICS'02 paper, with S's ghosts bounded to the capacity (oldest forgotten first). */
+class NaiveLirs extends Naive {
+  s: number[] = []; // top first
+  q: number[] = []; // end (newest) first, front last
+  g: number[] = []; // ghosts, newest first
+  status = new Map<number, 'lir' | 'hir' | 'ghost'>();
+  sizes = new Map<number, number>();
+  ghostHit: number | null = null;
+  readonly hirCap: number;
+  readonly lirCap: number;
+  constructor(capacity: number, unit: CapacityUnit) {
+    super(capacity, unit);
+    this.hirCap = Math.max(1, Math.floor(capacity * 0.01));
+    this.lirCap = capacity - this.hirCap;
+  }
+  resident(): Entry[] {
+    return [...this.status].filter(([, st]) => st !== 'ghost').map(([key]) => this.entry(key, this.sizes.get(key)!));
+  }
+  c(key: number): number {
+    return this.cost(this.sizes.get(key)!);
+  }
+  lirUsed(): number {
+    return [...this.status].filter(([, st]) => st === 'lir').reduce((t, [k]) => t + this.c(k), 0);
+  }
+  drop(list: number[], key: number): void {
+    const i = list.indexOf(key);
+    if (i >= 0) list.splice(i, 1);
+  }
+  forget(key: number): void {
+    this.drop(this.s, key);
+    this.drop(this.g, key);
+    this.status.delete(key);
+    this.sizes.delete(key);
+  }
+  prune(): void {
+    while (this.s.length > 0 && this.status.get(this.s[this.s.length - 1]!) !== 'lir') {
+      const key = this.s.pop()!;
+      if (this.status.get(key) === 'ghost') this.forget(key);
+    }
+  }
+  demote(): void {
+    while (this.lirUsed() > this.lirCap) {
+      this.prune();
+      const bottom = this.s.pop()!;
+      this.status.set(bottom, 'hir');
+      this.q.unshift(bottom);
+    }
+  }
+  access(key: number): boolean {
+    this.ghostHit = null;
+    const st = this.status.get(key);
+    if (st === 'lir') {
+      const wasBottom = this.s[this.s.length - 1] === key;
+      this.drop(this.s, key);
+      this.s.unshift(key);
+      if (wasBottom) this.prune();
+      return true;
+    }
+    if (st === 'hir') {
+      if (this.s.includes(key)) {
+        this.drop(this.s, key);
+        this.s.unshift(key);
+        this.drop(this.q, key);
+        this.status.set(key, 'lir');
+        this.demote();
+        this.prune();
+      } else {
+        this.s.unshift(key);
+        this.drop(this.q, key);
+        this.q.unshift(key);
+      }
+      return true;
+    }
+    if (st === 'ghost') {
+      this.forget(key);
+      this.ghostHit = key;
+    }
+    return false;
+  }
+  evict(): number {
+    if (this.q.length > 0) {
+      const key = this.q.pop()!;
+      const c = this.c(key);
+      if (!this.s.includes(key) || c > this.capacity) {
+        this.drop(this.s, key);
+        this.status.delete(key);
+        this.sizes.delete(key);
+        return key;
+      }
+      while (this.g.reduce((t, k) => t + this.c(k), 0) + c > this.capacity) this.forget(this.g[this.g.length - 1]!);
+      this.status.set(key, 'ghost');
+      this.g.unshift(key);
+      return key;
+    }
+    let i = this.s.length - 1;
+    while (this.status.get(this.s[i]!) !== 'lir') i--;
+    const key = this.s[i]!;
+    const wasBottom = i === this.s.length - 1;
+    this.s.splice(i, 1);
+    this.status.delete(key);
+    this.sizes.delete(key);
+    if (wasBottom) this.prune();
+    return key;
+  }
+  place(key: number, size: number): void {
+    this.sizes.set(key, size);
+    const fromGhost = this.ghostHit === key;
+    this.ghostHit = null;
+    this.s.unshift(key);
+    if (fromGhost || this.lirUsed() + this.cost(size) <= this.lirCap) {
+      this.status.set(key, 'lir');
+      if (fromGhost) {
+        this.demote();
+        this.prune();
+      }
+    } else {
+      this.status.set(key, 'hir');
+      this.q.unshift(key);
+    }
+  }
+  remove(key: number): void {
+    const st = this.status.get(key);
+    if (st === 'lir') {
+      const wasBottom = this.s[this.s.length - 1] === key;
+      this.drop(this.s, key);
+      this.status.delete(key);
+      this.sizes.delete(key);
+      if (wasBottom) this.prune();
+    } else if (st === 'hir') {
+      this.drop(this.q, key);
+      this.drop(this.s, key);
+      this.status.delete(key);
+      this.sizes.delete(key);
+    } else if (st === 'ghost') this.forget(key);
+  }
+}
+
+/** W-TinyLFU (TOS'17) as wtinylfu.ts describes it, with the same sketch (the package's count-min sketch). */
+class NaiveWTinyLfu extends Naive {
+  win: Entry[] = [];
+  prob: Entry[] = [];
+  prot: Entry[] = [];
+  readonly wCap: number;
+  readonly mCap: number;
+  readonly pCap: number;
+  readonly sketch: LookupCountAdmission<number>;
+  constructor(capacity: number, unit: CapacityUnit) {
+    super(capacity, unit);
+    this.wCap = Math.max(1, Math.floor(capacity * 0.01));
+    this.mCap = capacity - this.wCap;
+    this.pCap = Math.floor(this.mCap * 0.8);
+    this.sketch = new LookupCountAdmission({ lookups: 1, width: unit === 'objects' ? Math.max(capacity, 16) : 1 << 16 });
+  }
+  resident(): Entry[] {
+    return [...this.win, ...this.prob, ...this.prot];
+  }
+  access(key: number): boolean {
+    const hit = this.touch(key);
+    this.sketch.recordLookup(key);
+    return hit;
+  }
+  touch(key: number): boolean {
+    for (const list of [this.win, this.prot]) {
+      const i = list.findIndex((e) => e.key === key);
+      if (i >= 0) {
+        list.unshift(...list.splice(i, 1));
+        return true;
+      }
+    }
+    const i = this.prob.findIndex((e) => e.key === key);
+    if (i < 0) return false;
+    this.prot.unshift(...this.prob.splice(i, 1));
+    while (this.sum(this.prot) > this.pCap) this.prob.unshift(this.prot.pop()!);
+    return true;
+  }
+  evict(incoming: number): number {
+    for (;;) {
+      if (this.sum(this.win) + incoming > this.wCap && this.win.length > 0) {
+        const cand = this.win.pop()!;
+        if (this.sum(this.prob) + this.sum(this.prot) + this.cost(cand.size) <= this.mCap) {
+          this.prob.unshift(cand);
+          continue;
+        }
+        const from = this.prob.length > 0 ? this.prob : this.prot.length > 0 ? this.prot : null;
+        if (from && this.sketch.estimate(cand.key) > this.sketch.estimate(from[from.length - 1]!.key)) {
+          const victim = from.pop()!;
+          this.prob.unshift(cand);
+          return victim.key;
+        }
+        return cand.key;
+      }
+      const from = this.prob.length > 0 ? this.prob : this.prot.length > 0 ? this.prot : this.win;
+      return from.pop()!.key;
+    }
+  }
+  place(key: number, size: number): void {
+    this.win.unshift(this.entry(key, size));
+  }
+  remove(key: number): void {
+    for (const name of ['win', 'prob', 'prot'] as const) this[name] = this[name].filter((e) => e.key !== key);
+  }
+}
+
 interface Setup {
   name: string;
   capacity: number;
@@ -323,6 +707,20 @@ function build(setup: Setup): [EvictionPolicy<number>, Naive] {
       return [new LfuPolicy({ capacity, unit }), new NaiveLfu(capacity, unit)];
     case 'arc':
       return [new ArcPolicy({ capacity, unit }), new NaiveArc(capacity, unit)];
+    case 'mru':
+      return [new MruPolicy({ capacity, unit }), new NaiveMru(capacity, unit)];
+    case 'slru':
+      return [new SlruPolicy({ capacity, unit, segments: 4 }), new NaiveSlru(capacity, unit, 4)];
+    case 'gdsf':
+      return [new GdsfPolicy({ capacity, unit }), new NaiveGdsf(capacity, unit)];
+    case 'lfuda':
+      return [new LfudaPolicy({ capacity, unit }), new NaiveLfuda(capacity, unit)];
+    case '2q':
+      return [new TwoQPolicy({ capacity, unit }), new NaiveTwoQ(capacity, unit)];
+    case 'lirs':
+      return [new LirsPolicy({ capacity, unit }), new NaiveLirs(capacity, unit)];
+    case 'wtinylfu':
+      return [new WTinyLfuPolicy({ capacity, unit }), new NaiveWTinyLfu(capacity, unit)];
     default: {
       const options = { capacity, unit, smallRatio: setup.smallRatio, moveToMainThreshold: setup.threshold };
       return [new S3FifoPolicy(options), new NaiveS3Fifo(capacity, unit, setup.smallRatio, setup.threshold)];
@@ -361,7 +759,10 @@ function drive(policy: EvictionPolicy<number>, naive: Naive, ops: Op[]): void {
   expect(policy.used).toBe(naive.used());
 }
 
-const NAMES = ['lru', 'fifo', 'clock', 'sieve', 'lfu', 'arc', 's3fifo'] as const;
+const NAMES = ['lru', 'fifo', 'clock', 'sieve', 'lfu', 'arc', 's3fifo', 'mru', 'slru', 'gdsf', 'lfuda', '2q', 'lirs', 'wtinylfu'] as const;
+
+/** The smallest capacity (in units, before the bytes-mode x4) each policy accepts with the options used here. */
+const MIN_CAPACITY: Record<string, number> = { slru: 4, '2q': 4, lirs: 2, wtinylfu: 2 };
 
 const setups = (name: string): fc.Arbitrary<Setup> =>
   fc
@@ -371,7 +772,7 @@ const setups = (name: string): fc.Arbitrary<Setup> =>
       smallRatio: fc.constantFrom(0.1, 0.25, 0.5),
       threshold: fc.integer({ min: 1, max: 3 }),
     })
-    .map((s) => ({ ...s, name, capacity: name === 's3fifo' ? Math.max(s.capacity, Math.ceil(2 / s.smallRatio)) : s.capacity }))
+    .map((s) => ({ ...s, name, capacity: name === 's3fifo' ? Math.max(s.capacity, Math.ceil(2 / s.smallRatio)) : Math.max(s.capacity, MIN_CAPACITY[name] ?? 1) }))
     .map((s) => (s.unit === 'bytes' ? { ...s, capacity: s.capacity * 4 } : s));
 
 const opsFor = (keys: number): fc.Arbitrary<Op[]> =>
