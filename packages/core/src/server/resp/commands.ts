@@ -13,7 +13,7 @@
 import { TierSyncError } from '@tiersync/native';
 import type { RespConnection } from './connection.js';
 import type { ReadValue } from './door-api.js';
-import { EMPTY_ARRAY, OK, PONG, bulkParts, encodeArrayHeader, encodeBulk, encodeError, encodeInteger, encodeSimple, replyMapHeader, replyNull, replySetHeader, replyVerbatim } from './encoder.js';
+import { EMPTY_ARRAY, OK, PONG, RESP_CRLF as CRLF, bulkHeader, bulkParts, encodeArrayHeader, encodeBulk, encodeError, encodeInteger, encodeSimple, replyMapHeader, replyNull, replySetHeader, replyVerbatim } from './encoder.js';
 import { globMatch } from './keyspace.js';
 import { latin1 } from './parser.js';
 
@@ -60,17 +60,29 @@ function bulkArray(items: ReadonlyArray<string | Uint8Array>): Buffer {
 async function sendValues(c: RespConnection, values: ReadonlyArray<ReadValue | null>, asArray: boolean): Promise<void> {
   let parts: Uint8Array[] = asArray ? [encodeArrayHeader(values.length)] : [];
   let sent: ReadValue[] = [];
+  let pinned = false;
   const flush = () => {
     if (!parts.length) return;
     const done = sent;
-    c.send(parts, () => done.forEach((v) => v.release()));
+    // Values sent from pinned slots hold them until the kernel has the bytes: a client that does not read them
+    // within the deadline is closed (its pins go with it), as a streamed value's would be.
+    const timer = pinned ? setTimeout(() => c.cut(`the client did not read a reply within ${c.door.config.requestTimeoutMs} ms`), c.door.config.requestTimeoutMs) : undefined;
+    c.send(parts, () => {
+      clearTimeout(timer);
+      done.forEach((v) => v.release());
+    });
     parts = [];
     sent = [];
+    pinned = false;
   };
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (!v) parts.push(replyNull(c.protocol));
-    else if (v.bytes) {
+    else if (v.parts) {
+      parts.push(bulkHeader(v.length), ...v.parts, CRLF);
+      sent.push(v);
+      pinned = true;
+    } else if (v.bytes) {
       parts.push(...bulkParts(v.bytes));
       sent.push(v);
     } else {
@@ -393,21 +405,21 @@ const COMMANDS = new Map<string, CommandSpec>([
   ['SET', spec(-3, ['write', 'denyoom'], [1, 1, 1], set)],
   ['MSET', spec(-3, ['write', 'denyoom'], [1, -1, 2], mset)],
   ['EXISTS', spec(-2, ['readonly', 'fast'], [1, -1, 1], (c, a) => c.send([encodeInteger(c.door.exists(tenantOf(c), a.slice(1).map((k) => c.key(k))))]))],
-  ['DEL', spec(-2, ['write'], [1, -1, 1], (c, a) => c.send([encodeInteger(c.door.deleteKeys(tenantOf(c), a.slice(1).map((k) => c.key(k))))]))],
-  ['UNLINK', spec(-2, ['write', 'fast'], [1, -1, 1], (c, a) => c.send([encodeInteger(c.door.deleteKeys(tenantOf(c), a.slice(1).map((k) => c.key(k))))]))],
+  ['DEL', spec(-2, ['write'], [1, -1, 1], async (c, a) => c.send([encodeInteger(await c.door.deleteKeys(tenantOf(c), a.slice(1).map((k) => c.key(k))))]))],
+  ['UNLINK', spec(-2, ['write', 'fast'], [1, -1, 1], async (c, a) => c.send([encodeInteger(await c.door.deleteKeys(tenantOf(c), a.slice(1).map((k) => c.key(k))))]))],
   ['STRLEN', spec(2, ['readonly', 'fast'], [1, 1, 1], (c, a) => c.send([encodeInteger(c.door.entry(tenantOf(c), c.key(a[1]!))?.length ?? 0)]))],
   ['TYPE', spec(2, ['readonly', 'fast'], [1, 1, 1], (c, a) => c.send([encodeSimple(c.door.entry(tenantOf(c), c.key(a[1]!)) ? 'string' : 'none')]))],
   ['PTTL', spec(2, ['readonly', 'fast'], [1, 1, 1], (c, a) => c.send([encodeInteger(ttl(c, a[1]!, 1))]))],
   ['TTL', spec(2, ['readonly', 'fast'], [1, 1, 1], (c, a) => c.send([encodeInteger(ttl(c, a[1]!, 1000))]))],
   ['SCAN', spec(-2, ['readonly'], NO_KEYS, scan)],
   ['DBSIZE', spec(1, ['readonly', 'fast'], NO_KEYS, (c) => c.send([encodeInteger(c.door.keyspace(tenantOf(c)).size)]))],
-  ['FLUSHDB', spec(-1, ['write'], NO_KEYS, (c) => {
-    c.door.flush(tenantOf(c));
+  ['FLUSHDB', spec(-1, ['write'], NO_KEYS, async (c) => {
+    await c.door.flush(tenantOf(c));
     c.send([OK]);
   })],
-  ['FLUSHALL', spec(-1, ['write'], NO_KEYS, (c) => {
+  ['FLUSHALL', spec(-1, ['write'], NO_KEYS, async (c) => {
     // Only the caller's tenant: one tenant can never clear another's keys.
-    c.door.flush(tenantOf(c));
+    await c.door.flush(tenantOf(c));
     c.send([OK]);
   })],
   ['INFO', spec(-1, ['loading', 'stale'], NO_KEYS, info)],

@@ -48,6 +48,16 @@ export const respConfigSchema = z
     valueWindowBytes: z.number().int().min(64 * 1024).max(512 * MiB).default(16 * MiB),
     /** Deadline for a command to arrive once begun, for room in staging, and for a client to read its replies, ms. Default 30000. */
     requestTimeoutMs: z.number().int().min(10).max(3_600_000).default(30_000),
+    /**
+     * Where the catalog of keys lives. `durable`: each value's page list is also written as a small manifest page
+     * through the hierarchy, after the value's pages; a restarted daemon rebuilds its keys from the manifests the
+     * persistent tiers hold. A SET is acknowledged once its pages and its manifest are committed on the first tier:
+     * when that tier is persistent (a host tier with shm=, fs), an acknowledged SET survives a kill -9 of the
+     * daemon; with a volatile first tier, once write-through has copied both down. `memory`: keys live in the
+     * daemon's memory only and its pages are deleted at shutdown (like redis-server without persistence).
+     * `auto` (default): `durable` when some tier is persistent, `memory` otherwise.
+     */
+    catalog: z.enum(['auto', 'durable', 'memory']).default('auto'),
     /** Close a client idle this long, ms; 0: never. Default 0. */
     idleTimeoutMs: z.number().int().min(0).max(86_400_000).default(0),
   })

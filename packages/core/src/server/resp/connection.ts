@@ -13,7 +13,7 @@ import { TierSyncError } from '@tiersync/native';
 import type { DoorApi } from './door-api.js';
 import { encodeError, type RespProtocol } from './encoder.js';
 import { RESP_WAIT, RespParser, latin1, type BulkSink, type RespLimits } from './parser.js';
-import { StagingLane, type ReplyOut, type ValueWriter } from './value-stream.js';
+import { StagingLane, type ReplyOut, type ValueSink } from './value-stream.js';
 
 /** What an unauthenticated client may send (as Redis 7 bounds it): small, few arguments. */
 const UNAUTHENTICATED_LIMITS = { maxBulkBytes: 16 * 1024, maxArrayLength: 10 };
@@ -39,9 +39,9 @@ export class RespConnection implements ReplyOut {
   lastActive = Date.now();
   readonly #limits: Partial<RespLimits>;
   /** Values of the command being parsed or run, by the handle the parser puts in its arguments. */
-  readonly #writers = new Map<Uint8Array, ValueWriter>();
+  readonly #writers = new Map<Uint8Array, ValueSink>();
   /** The writer the parser is filling (the one to wait for when it says RESP_WAIT). */
-  #filling: ValueWriter | undefined;
+  #filling: ValueSink | undefined;
   readonly #lane: StagingLane;
   #running = false;
   #closing = false;
@@ -107,7 +107,7 @@ export class RespConnection implements ReplyOut {
   }
 
   /** The writer that received argument `bytes`, if the parser streamed it into one. */
-  writerOf(bytes: Uint8Array): ValueWriter | undefined {
+  writerOf(bytes: Uint8Array): ValueSink | undefined {
     return this.#writers.get(bytes);
   }
 

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { ResolvedRespConfig } from './config.js';
 import type { TenantKeyspace, ValueEntry } from './keyspace.js';
 import type { StagingArea } from './staging.js';
-import type { ReplyOut, StagingLane, ValueWriter } from './value-stream.js';
+import type { ReplyOut, StagingLane, ValueSink } from './value-stream.js';
 
 /**
  * A value read for a reply. A value up to one window is loaded whole: `bytes` (in staging memory unless empty).
@@ -15,6 +15,8 @@ import type { ReplyOut, StagingLane, ValueWriter } from './value-stream.js';
 export interface ReadValue {
   readonly length: number;
   readonly bytes: Uint8Array | undefined;
+  /** The value as views of the first tier's pinned slots, in order (sent as they are; no staging copy). */
+  readonly parts?: readonly Uint8Array[];
   /** Sends the value as a bulk string window by window; throws when the reply was cut short (close the client). */
   stream?: (out: ReplyOut) => Promise<void>;
   release: () => void;
@@ -55,16 +57,16 @@ export interface DoorApi {
   readonly requiresAuth: boolean;
   /** When the door started (ms since the epoch). */
   readonly startedAt: number;
-  readonly counters: { connectionsTotal: number; rejectedConnections: number; commandsTotal: number; authFailures: number; protocolErrors: number; orphanedPages: number };
+  readonly counters: { connectionsTotal: number; rejectedConnections: number; commandsTotal: number; authFailures: number; protocolErrors: number; orphanedPages: number; recoveredKeys: number };
   readonly port: number;
   authenticate(user: string, password: string): string | undefined;
   hasPassword(user: string): boolean;
   keyspace(tenant: string): TenantKeyspace;
   setValue(tenant: string, key: string, value: Uint8Array, options?: WriteOptions): Promise<boolean>;
-  beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueWriter;
-  commitValue(tenant: string, key: string, writer: ValueWriter, options?: WriteOptions): Promise<boolean>;
-  deleteKeys(tenant: string, keys: readonly string[]): number;
-  flush(tenant: string): number;
+  beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueSink;
+  commitValue(tenant: string, key: string, writer: ValueSink, options?: WriteOptions): Promise<boolean>;
+  deleteKeys(tenant: string, keys: readonly string[]): Promise<number>;
+  flush(tenant: string): Promise<number>;
   entry(tenant: string, key: string): ValueEntry | undefined;
   exists(tenant: string, keys: readonly string[]): number;
   scan(tenant: string, cursor: number, count: number, match: string | undefined): { cursor: number; keys: string[] };

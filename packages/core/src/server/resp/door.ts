@@ -8,10 +8,16 @@
  * mistaken for this one's. Every SET writes a new generation; the catalog (keyspace.ts) then points at it and the
  * old generation's pages are deleted once no GET is reading them, so a reader always sees one whole value.
  *
- * Copies: a SET's payload is copied by the parser from the socket's buffers into staging windows (1), then by
- * the native engine into the first tier (2), window by window as it arrives (value-stream.ts). A GET is loaded by
- * the engine from its tier into staging (1) and written to the socket from there (the kernel copies it; no
- * JavaScript copy): whole for a value up to one window, window by window beyond.
+ * Copies: when the first tier is a host tier, a SET's payload is copied by the parser from the socket's buffers
+ * straight into slots of that tier reserved as soon as the bulk length is known, and committed there in place
+ * (slot-writer.ts); a GET of a value in that tier is written to the socket from its pinned slots (the kernel copies
+ * it; no JavaScript copy). Otherwise (another first tier, a value only on lower tiers) values pass through staging
+ * windows: the parser copies into them and the engine moves them into the hierarchy (value-stream.ts), and a GET is
+ * loaded into staging and written from there.
+ *
+ * Catalog: in memory, and with resp.catalog `durable` also as one manifest page per value written through the
+ * hierarchy after the value's pages (manifest.ts); listen() rebuilds the keys from the manifests the persistent
+ * tiers hold, so keys whose pages are on a persistent tier survive a restart or a kill -9 of the daemon.
  *
  * Bounds: staging memory is global (clients wait for room, with a deadline); a value in flight holds at most two
  * windows of it (resp.valueWindowBytes each), whatever its length; each client's unparsed input and small
@@ -20,7 +26,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { TierSyncError } from '@tiersync/native';
+import { crc32cRanges, TierSyncError } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -33,9 +39,11 @@ import type { ResolvedRespConfig } from './config.js';
 import { RespConnection } from './connection.js';
 import type { DoorApi, ReadValue, RespDoorStats } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
+import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, VALUE_PAGE_TAG, type Manifest } from './manifest.js';
 import type { RespPageStore } from './page-store.js';
+import { SlotWriter } from './slot-writer.js';
 import { StagingArea, type StagingSlice } from './staging.js';
-import { streamValue, ValueWriter, type ReplyOut, type StagingLane, type StreamHost } from './value-stream.js';
+import { streamValue, ValueWriter, type ReplyOut, type StagingLane, type StreamHost, type ValueSink } from './value-stream.js';
 
 export interface RespDoorOptions {
   config: ResolvedRespConfig;
@@ -81,7 +89,9 @@ export class RespDoor implements StreamHost, DoorApi {
   #pinSeq = 0;
   #sweep: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
-  readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0 };
+  /** Whether the catalog is also written as manifest pages (resp.catalog). */
+  readonly durable: boolean;
+  readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0, recoveredKeys: 0 };
   readonly #metrics: { commands: Counter<'command'>; errors: Counter<'command'>; seconds: Histogram<'command'> } | undefined;
 
   private constructor(options: RespDoorOptions, server: net.Server) {
@@ -98,6 +108,10 @@ export class RespDoor implements StreamHost, DoorApi {
     if (this.config.password) this.#passwords.set('default', digest(this.config.password));
     for (const [user, pw] of Object.entries(this.config.tenants ?? {})) this.#passwords.set(user, digest(pw));
     this.requiresAuth = this.#passwords.size > 0;
+    this.durable = this.config.catalog === 'durable' || (this.config.catalog === 'auto' && this.store.anyTierPersistent);
+    if (this.config.catalog === 'durable' && !this.store.anyTierPersistent) {
+      throw new TierSyncError('config resp.catalog: durable needs a persistent tier (a host tier with shm=, fs, object) for the manifests to live on', 'ERR_CONFIG');
+    }
     this.staging = new StagingArea(this.config.stagingBytes);
     if (options.metrics) this.#metrics = this.#registerMetrics(options.metrics);
   }
@@ -123,7 +137,10 @@ export class RespDoor implements StreamHost, DoorApi {
         );
         server.listen(c.port, c.host, () => resolve());
       });
+      // Keys are rebuilt before the first client is served.
+      if (door.durable) await door.#recover();
     } catch (e) {
+      server.close();
       door.staging.close();
       throw e;
     }
@@ -191,7 +208,9 @@ export class RespDoor implements StreamHost, DoorApi {
   /** Keeps the catalog's size counters right as entries come and go. */
   readonly #onDead = (e: ValueEntry): void => {
     e.dead = true;
-    if (e.readers === 0) this.#discard(e.pages);
+    // The manifest goes at once (no reader needs it); a later generation, if any, is already committed.
+    if (e.manifest) void this.#discard(e.manifest);
+    if (e.readers === 0) void this.#discard(e.pages);
   };
 
   /** Keys and key-name bytes over all tenants (tenants are few: the configured users). */
@@ -207,12 +226,12 @@ export class RespDoor implements StreamHost, DoorApi {
 
   /** Deletes pages in the background (StreamHost: pages of a value that was not kept). */
   discard(pages: readonly PageKey[]): void {
-    this.#discard(pages);
+    void this.#discard(pages);
   }
 
   /** Deletes pages in the background; pinned ones are retried a few times, then left to eviction (and counted). */
-  #discard(pages: readonly PageKey[], attempt = 0): void {
-    if (!pages.length) return;
+  #discard(pages: readonly PageKey[], attempt = 0): Promise<void> {
+    if (!pages.length) return Promise.resolve();
     const p = this.store
       .remove(pages)
       .then((kept) => {
@@ -230,6 +249,7 @@ export class RespDoor implements StreamHost, DoorApi {
       })
       .finally(() => this.#discards.delete(p));
     this.#discards.add(p);
+    return p;
   }
 
   #pageKeys(tenant: string, key: string, generation: number, count: number): PageKey[] {
@@ -245,7 +265,7 @@ export class RespDoor implements StreamHost, DoorApi {
     const index = Buffer.alloc(4);
     for (let i = 0; i < count; i++) {
       index.writeUInt32BE(i, 0);
-      out.push(base.copy().update(index).digest('hex') as PageKey);
+      out.push(`${VALUE_PAGE_TAG}${base.copy().update(index).digest('hex')}`);
     }
     return out;
   }
@@ -276,9 +296,11 @@ export class RespDoor implements StreamHost, DoorApi {
     w.pending++;
     this.#writes.set(id, w);
     let pages: PageKey[] = [];
+    const generation = ++this.#generation;
+    let manifest: PageKey[] | undefined;
     try {
       const count = Math.ceil(value.length / this.store.pageBytes);
-      pages = this.#pageKeys(tenant, key, ++this.#generation, count);
+      pages = this.#pageKeys(tenant, key, generation, count);
       if (count) {
         const arena = this.staging.arena;
         const base = this.staging.offsetOf(value);
@@ -289,6 +311,11 @@ export class RespDoor implements StreamHost, DoorApi {
           throw new TierSyncError('the tier hierarchy has no room for this value (its first tier is full of pinned pages, or its admission filter refused it)', 'ERR_TIER_FULL');
         }
       }
+      const expires = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
+      if (this.durable) manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: value.length, expiresAt: expires, pages }).catch((e: unknown) => {
+        this.#discard(pages);
+        throw e;
+      });
     } catch (e) {
       this.#endWrite(id, w);
       throw e;
@@ -297,11 +324,11 @@ export class RespDoor implements StreamHost, DoorApi {
     this.#endWrite(id, w);
     if (!latest) {
       // A later SET or DEL of this key began meanwhile: it wins, this value was overwritten at once.
-      this.#discard(pages);
+      void this.#discard(manifest ? [...manifest, ...pages] : pages);
       return true;
     }
     const expiresAt = options.keepTtl ? (ks.get(key, Date.now(), this.#onDead)?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    ks.set(key, { length: value.length, pages, expiresAt }, this.#onDead);
+    ks.set(key, { length: value.length, pages, expiresAt, manifest }, this.#onDead);
     return true;
   }
 
@@ -310,10 +337,12 @@ export class RespDoor implements StreamHost, DoorApi {
    * of pages as the bytes arrive, and commitValue() makes it the key's value. `key` undefined: the command will
    * be refused (e.g. a key over maxKeyBytes); the writer drains the bytes and stores nothing.
    */
-  beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueWriter {
+  beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueSink {
     const count = Math.ceil(length / this.store.pageBytes);
-    const pages = key === undefined ? [] : this.#pageKeys(tenant, key, ++this.#generation, count);
-    return new ValueWriter(this, lane, length, pages);
+    const generation = ++this.#generation;
+    const pages = key === undefined ? [] : this.#pageKeys(tenant, key, generation, count);
+    const slots = this.store.slots;
+    return slots ? new SlotWriter(this, slots, length, pages) : new ValueWriter(this, lane, length, pages);
   }
 
   /**
@@ -322,10 +351,10 @@ export class RespDoor implements StreamHost, DoorApi {
    * false when a condition kept it from being set (its pages are then deleted).
    * @throws TierSyncError ERR_TIER_FULL when the hierarchy refused pages, ERR_OUT_OF_RANGE past the key limits
    */
-  async commitValue(tenant: string, key: string, writer: ValueWriter, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
+  async commitValue(tenant: string, key: string, writer: ValueSink, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
     await writer.finish();
     const ks = this.keyspace(tenant);
-    const current = ks.get(key, Date.now(), this.#onDead);
+    let current = ks.get(key, Date.now(), this.#onDead);
     if ((options.nx && current) || (options.xx && !current)) {
       writer.abort();
       return false;
@@ -335,12 +364,150 @@ export class RespDoor implements StreamHost, DoorApi {
       writer.abort();
       throw new TierSyncError(`key limit reached (${this.config.maxKeys} keys or ${this.config.maxKeyBytesTotal} bytes of key names)`, 'ERR_OUT_OF_RANGE');
     }
+    let manifest: PageKey[] | undefined;
+    if (this.durable) {
+      // Written after every page of the value is committed, and before the key is visible or acknowledged. Its
+      // generation is taken now, so manifests are numbered in the order their SETs commit.
+      const id = `${tenant}\0${key}`;
+      const op = ++this.#op;
+      const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
+      w.latest = op;
+      w.pending++;
+      this.#writes.set(id, w);
+      try {
+        const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
+        manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: writer.length, expiresAt, pages: [...writer.pages] });
+      } catch (e) {
+        writer.abort();
+        throw e;
+      } finally {
+        this.#endWrite(id, w);
+      }
+      if (w.latest !== op) {
+        // A later SET or DEL of this key committed meanwhile: it wins, this value was overwritten at once.
+        void this.#discard(manifest);
+        writer.abort();
+        return true;
+      }
+      current = ks.get(key, Date.now(), this.#onDead);
+    }
     // A SET of this key begun earlier and still writing loses to this one.
     this.#supersede(tenant, key);
     writer.commit();
     const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt }, this.#onDead);
+    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest }, this.#onDead);
     return true;
+  }
+
+  /**
+   * Writes a value's manifest (durable catalog) into the first tier and resolves with its pages once they are
+   * committed there: one page, or more for a value of very many pages.
+   * @throws TierSyncError ERR_TIER_FULL without room
+   */
+  async #writeManifest(m: Manifest): Promise<PageKey[]> {
+    const pageBytes = this.store.pageBytes;
+    const size = manifestBytes(m.tenant, m.key, m.pages.length);
+    const keys = manifestPageKeys(manifestKey(m.tenant, m.key, m.generation), size, pageBytes);
+    const lengths = Uint32Array.from(keys, (_, i) => Math.min(pageBytes, size - i * pageBytes));
+    const slots = this.store.slots;
+    if (slots) {
+      const bytes = Buffer.allocUnsafe(size);
+      encodeManifest(m, bytes);
+      const offsets = slots.tryReserve(keys) ?? (await slots.reserve(keys));
+      keys.forEach((_, i) => slots.arena.view(offsets[i]!, lengths[i]!).set(bytes.subarray(i * pageBytes, i * pageBytes + lengths[i]!)));
+      await slots.commit(keys, offsets, lengths);
+      return keys;
+    }
+    const slice = await this.staging.allocate(size, this.config.requestTimeoutMs);
+    try {
+      encodeManifest(m, slice.bytes);
+      const ok = await this.store.write(keys.map((key, i) => ({ key, source: { arena: this.staging.arena, offset: slice.offset + i * pageBytes, length: lengths[i]! } })));
+      if (!ok.every(Boolean)) {
+        void this.#discard(keys.filter((_, i) => ok[i]));
+        throw new TierSyncError('the tier hierarchy has no room for a catalog manifest', 'ERR_TIER_FULL');
+      }
+    } finally {
+      this.staging.release(slice);
+    }
+    return keys;
+  }
+
+  /** The rest of a manifest longer than one page (`first` holds its first page): its parts read after it; undefined when one is missing. */
+  async #readManifestParts(head: PageKey, size: number, first: Uint8Array): Promise<Uint8Array | undefined> {
+    const pageBytes = this.store.pageBytes;
+    const keys = manifestPageKeys(head, size, pageBytes).slice(1);
+    const slice = await this.staging.allocate(keys.length * pageBytes, this.config.requestTimeoutMs);
+    try {
+      const found = await this.store.read(keys.map((key, i) => ({ key, into: { arena: this.staging.arena, offset: slice.offset + i * pageBytes, length: pageBytes } })));
+      if (!found.every(Boolean)) return undefined;
+      const whole = Buffer.allocUnsafe(size);
+      whole.set(first.subarray(0, pageBytes));
+      whole.set(slice.bytes.subarray(0, size - pageBytes), pageBytes);
+      return whole;
+    } finally {
+      this.staging.release(slice);
+    }
+  }
+
+  /**
+   * Rebuilds the catalog from the manifests the persistent tiers hold: per key, the newest generation whose
+   * manifest checks out and whose pages are all present (an older one is what a kill left behind before its
+   * deletion). Stale manifests and value pages no manifest names (a SET killed before its manifest) are deleted.
+   */
+  async #recover(): Promise<void> {
+    const all = await this.store.persistentKeys();
+    const heads = all.filter(isManifestKey);
+    const pageBytes = this.store.pageBytes;
+    const perBatch = Math.max(1, Math.min(256, Math.floor(this.staging.capacity / 2 / pageBytes)));
+    const best = new Map<string, { pages: PageKey[]; m: Manifest }>();
+    const stale: PageKey[] = [];
+    let maxGeneration = 0;
+    for (let at = 0; at < heads.length; at += perBatch) {
+      const batch = heads.slice(at, at + perBatch);
+      const slice = await this.staging.allocate(batch.length * pageBytes, this.config.requestTimeoutMs);
+      try {
+        const found = await this.store.read(batch.map((key, i) => ({ key, into: { arena: this.staging.arena, offset: slice.offset + i * pageBytes, length: pageBytes } })));
+        for (let i = 0; i < batch.length; i++) {
+          const key = batch[i]!;
+          const first = slice.bytes.subarray(i * pageBytes, (i + 1) * pageBytes);
+          const size = found[i] ? manifestSize(first) : 0;
+          const whole = !size ? undefined : size <= pageBytes ? first.subarray(0, size) : await this.#readManifestParts(key, size, first);
+          const m = whole ? decodeManifest(key, whole) : undefined;
+          if (!m || m.pages.length !== Math.ceil(m.length / pageBytes)) {
+            stale.push(key);
+            continue;
+          }
+          maxGeneration = Math.max(maxGeneration, m.generation);
+          const group = parseManifestKey(key).group;
+          const prev = best.get(group);
+          const pages = manifestPageKeys(key, size, pageBytes);
+          if (prev && prev.m.generation > m.generation) stale.push(...pages);
+          else {
+            if (prev) stale.push(...prev.pages);
+            best.set(group, { pages, m });
+          }
+        }
+      } finally {
+        this.staging.release(slice);
+      }
+    }
+    this.#generation = Math.max(this.#generation, maxGeneration);
+    const now = Date.now();
+    const kept = new Set<PageKey>();
+    for (const { pages, m } of best.values()) {
+      if ((m.expiresAt && m.expiresAt <= now) || !this.store.has(m.pages).every(Boolean)) {
+        stale.push(...pages);
+        continue;
+      }
+      for (const p of [...m.pages, ...pages]) kept.add(p);
+      this.keyspace(m.tenant).set(m.key, { length: m.length, pages: m.pages, expiresAt: m.expiresAt, manifest: pages }, () => undefined);
+      this.counters.recoveredKeys++;
+    }
+    // Value pages and manifest parts nothing live names: a SET killed before its manifest, an old generation.
+    const orphans = all.filter((k) => (isValuePageKey(k) || isManifestPartKey(k)) && !kept.has(k));
+    const drop = [...new Set([...stale, ...orphans])].filter((k) => !kept.has(k));
+    void this.#discard(drop);
+    if (heads.length || orphans.length) this.log?.info({ keys: this.counters.recoveredKeys, dropped: drop.length }, 'RESP door catalog recovered from manifests');
   }
 
   #endWrite(id: string, w: { latest: number; pending: number }): void {
@@ -353,22 +520,32 @@ export class RespDoor implements StreamHost, DoorApi {
     if (w) w.latest = ++this.#op;
   }
 
-  /** Removes keys; returns how many existed. */
-  deleteKeys(tenant: string, keys: readonly string[]): number {
+  /**
+   * Removes keys; resolves with how many existed. With a durable catalog it resolves once their manifests are
+   * deleted, so an acknowledged DEL does not come back after a restart.
+   */
+  async deleteKeys(tenant: string, keys: readonly string[]): Promise<number> {
     const ks = this.keyspace(tenant);
     let n = 0;
     const now = Date.now();
+    const manifests: PageKey[] = [];
+    const onDead = (e: ValueEntry): void => {
+      e.dead = true;
+      if (e.manifest) manifests.push(...e.manifest);
+      if (e.readers === 0) void this.#discard(e.pages);
+    };
     for (const key of keys) {
       this.#supersede(tenant, key);
-      if (!ks.get(key, now, this.#onDead)) continue;
-      ks.delete(key, this.#onDead);
+      if (!ks.get(key, now, onDead)) continue;
+      ks.delete(key, onDead);
       n++;
     }
+    if (manifests.length) await this.#discard(manifests);
     return n;
   }
 
   /** Removes every key of a tenant. */
-  flush(tenant: string): number {
+  flush(tenant: string): Promise<number> {
     const ks = this.keyspace(tenant);
     const keys = [...ks.entries()].map(([k]) => k);
     return this.deleteKeys(tenant, keys);
@@ -417,6 +594,22 @@ export class RespDoor implements StreamHost, DoorApi {
     const ks = this.keyspace(tenant);
     const now = Date.now();
     const entries = keys.map((k) => ks.get(k, now, this.#onDead) ?? null);
+    // Values whose pages are all in the first tier are sent from their pinned slots; the rest go through staging.
+    const pinned = this.store.slots ? await Promise.all(entries.map((e) => (e && e.length ? this.#pinEntry(e) : undefined))) : [];
+    if (!pinned.some(Boolean)) return this.#stagedValues(tenant, keys, entries);
+    const rest = entries.map((e, i) => (pinned[i] ? null : e));
+    let others: Array<ReadValue | null>;
+    try {
+      others = rest.some(Boolean) ? await this.#stagedValues(tenant, keys, rest) : [];
+    } catch (err) {
+      for (const v of pinned) v?.release();
+      throw err;
+    }
+    return entries.map((_, i) => pinned[i] ?? others[i] ?? null);
+  }
+
+  /** Reads `entries` (of `keys`; null: absent) through staging: whole up to one window, held for streaming beyond. */
+  async #stagedValues(tenant: string, keys: readonly string[], entries: ReadonlyArray<ValueEntry | null>): Promise<Array<ReadValue | null>> {
     let total = 0;
     for (const e of entries) if (e && e.length <= this.windowBytes) total += e.length;
     if (total > this.staging.capacity / 2) throw new TierSyncError(`ERR the values asked for total ${total} bytes, more than half the ${this.staging.capacity}-byte staging area`, 'ERR_OUT_OF_RANGE');
@@ -436,6 +629,39 @@ export class RespDoor implements StreamHost, DoorApi {
         if (e.dead && e.readers === 0) this.#discard(e.pages);
       }
     }
+  }
+
+  /**
+   * A value whose pages are all in the first tier, pinned there (its slots are not freed or reused) until release();
+   * undefined when a page is not there. A tier that checks reads (shm) gets the same check here, on native threads:
+   * a mismatch falls back to the hierarchy's read, which reports the damage.
+   */
+  async #pinEntry(e: ValueEntry): Promise<ReadValue | undefined> {
+    const slots = this.store.slots!;
+    const where = slots.pin(e.pages);
+    const held = e.pages.filter((_, i) => where[i]);
+    if (held.length < e.pages.length) {
+      slots.unpin(held);
+      return undefined;
+    }
+    const at = where as Array<{ offset: number; length: number; crc32c: number }>;
+    e.readers++;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      slots.unpin(e.pages);
+      e.readers--;
+      if (e.dead && e.readers === 0) this.#discard(e.pages);
+    };
+    if (slots.verifiesOnRead) {
+      const sums = await crc32cRanges(slots.arena, Float64Array.from(at, (w) => w.offset), Uint32Array.from(at, (w) => w.length)).catch(() => undefined);
+      if (!sums || at.some((w, i) => sums[i] !== w.crc32c)) {
+        release();
+        return undefined;
+      }
+    }
+    return { length: e.length, bytes: undefined, parts: at.map((w) => slots.arena.view(w.offset, w.length)), release };
   }
 
   /** A long value, held for streaming: pinned on every tier, and kept (one more reader) until release(). */
@@ -598,8 +824,9 @@ export class RespDoor implements StreamHost, DoorApi {
   }
 
   /**
-   * Stops accepting; lets each client finish the command it is running (closing the rest after `graceMs`);
-   * deletes the door's pages from the hierarchy (the catalog that names them dies with the process).
+   * Stops accepting; lets each client finish the command it is running (closing the rest after `graceMs`); with a
+   * catalog in memory, deletes the door's pages from the hierarchy (the catalog that names them dies with the
+   * process); a durable catalog's pages and manifests stay for the next start.
    */
   close(graceMs = 5000): Promise<void> {
     this.#closing ??= (async () => {
@@ -611,10 +838,13 @@ export class RespDoor implements StreamHost, DoorApi {
       }, graceMs);
       await listening;
       clearTimeout(deadline);
-      for (const ks of this.#tenants.values()) {
-        for (const [key, e] of [...ks.entries()]) {
-          ks.delete(key, () => undefined);
-          if (e.pages.length) this.#discard(e.pages);
+      // A catalog in memory dies with the process: its pages go. A durable one is kept, with its pages, for the next start.
+      if (!this.durable) {
+        for (const ks of this.#tenants.values()) {
+          for (const [key, e] of [...ks.entries()]) {
+            ks.delete(key, () => undefined);
+            if (e.pages.length) void this.#discard(e.pages);
+          }
         }
       }
       while (this.#discards.size) await Promise.allSettled([...this.#discards]);

@@ -105,6 +105,14 @@ export function encodeArrayHeader(n: number): Buffer {
   return Buffer.from(`*${n}\r\n`, 'latin1');
 }
 
+/** The line ending of RESP (shared, never written to). */
+export const RESP_CRLF: Buffer = CRLF;
+
+/** The header of a bulk string of `length` bytes (`$length\r\n`), for a payload sent in parts. */
+export function bulkHeader(length: number): Buffer {
+  return Buffer.from(`$${length}\r\n`, 'latin1');
+}
+
 /** The pieces of a bulk string reply: header, the payload itself (not copied), CRLF. */
 export function bulkParts(payload: Uint8Array): [Buffer, Uint8Array, Buffer] {
   return [Buffer.from(`$${payload.length}\r\n`, 'latin1'), payload, CRLF];

@@ -3,7 +3,8 @@
  * hierarchy, its length, its expiry). Tenants never share a catalog, so a key is only ever resolved inside the
  * tenant that the connection authenticated as: another tenant's key is simply absent.
  *
- * The catalog is memory only (like a redis-server without persistence); the pages it names are in the hierarchy.
+ * The catalog is held here in memory; with a durable catalog (resp.catalog) each entry is also written as a
+ * manifest page through the hierarchy (manifest.ts), from which a restarted door rebuilds it.
  * SCAN walks keys in insertion order by a per-key sequence number, so a key present for a whole scan is returned
  * at least once, as Redis guarantees, however keys come and go meanwhile.
  */
@@ -14,6 +15,8 @@ export interface ValueEntry {
   readonly length: number;
   /** The value's pages in order; every page but the last is full (the hierarchy's page size). */
   readonly pages: readonly PageKey[];
+  /** The pages of the value's manifest (durable catalog, manifest.ts); undefined with a catalog in memory. */
+  readonly manifest?: readonly PageKey[] | undefined;
   /** Unix ms after which the key is gone; 0: never. */
   expiresAt: number;
   /** Loads reading this entry's pages right now; its pages are deleted only once this is 0. */

@@ -4,9 +4,14 @@
  *
  * Calls from concurrent clients are coalesced: while one batch runs, later calls queue and go as one batch next
  * (group commit), so 50 clients' SETs cost one index transaction per batch rather than one each.
+ *
+ * When the hierarchy's first tier is a host tier, the store also lends its slots (`slots`, slot-access.ts): values
+ * are parsed straight into reserved slots and GETs are written from pinned ones, with no staging copy.
  */
 import type { PageKey, PageLocation } from '@tiersync/tiers';
+import { HostTier } from '@tiersync/tiers';
 import type { TierSync } from '../../hierarchy/index.js';
+import { HostSlots, type SlotAccess } from './slot-access.js';
 
 export interface RespPageStore {
   /** Largest page, bytes; a value is cut into pages of this size (the last one shorter). */
@@ -23,6 +28,14 @@ export interface RespPageStore {
   pin(keys: readonly PageKey[], owner: string, ttlMs: number): number;
   /** Removes `owner`'s pins on `keys`. */
   unpin(keys: readonly PageKey[], owner: string): void;
+  /** The first tier's slots, when it is a host tier (values are received into and sent from them directly). */
+  readonly slots?: SlotAccess | undefined;
+  /** Whether the first tier keeps its pages across a restart of the process (a shm host tier, fs, ...). */
+  readonly firstTierPersistent: boolean;
+  /** Whether any tier keeps its pages across a restart. */
+  readonly anyTierPersistent: boolean;
+  /** Keys of every page the persistent tiers hold (for the door's catalog recovery at start). */
+  persistentKeys(): Promise<PageKey[]>;
 }
 
 interface Pending<I, O> {
@@ -90,12 +103,20 @@ export class TierSyncPageStore implements RespPageStore {
   readonly #writes: Coalescer<{ key: PageKey; source: PageLocation }, boolean>;
   readonly #reads: Coalescer<{ key: PageKey; into: PageLocation }, boolean>;
   readonly #removes: Coalescer<{ key: PageKey }, boolean>;
+  readonly slots: HostSlots | undefined;
+  readonly firstTierPersistent: boolean;
+  readonly anyTierPersistent: boolean;
 
   constructor(
     private readonly ts: TierSync,
     options: { maxBatchPages?: number } = {},
   ) {
     this.pageBytes = ts.pageBytes;
+    const first = ts.stats().tiers[0]!.name;
+    const driver = ts.tierDriver(first);
+    this.firstTierPersistent = driver.capabilities.persistent;
+    this.anyTierPersistent = ts.stats().tiers.some((t) => ts.tierDriver(t.name).capabilities.persistent);
+    this.slots = driver instanceof HostTier ? new HostSlots(ts, driver, first) : undefined;
     const max = options.maxBatchPages ?? 1024;
     this.#writes = new Coalescer(async (items) => {
       const r = await this.ts.storeKeys(
@@ -134,7 +155,20 @@ export class TierSyncPageStore implements RespPageStore {
 
   has(keys: readonly PageKey[]): boolean[] {
     if (!keys.length) return [];
-    return this.ts.lookupKeys(keys).present;
+    const present = this.ts.lookupKeys(keys).present;
+    // Pages committed into the first tier's slots that the index has yet to record are there all the same.
+    if (this.slots?.unrecordedCount) keys.forEach((k, i) => (present[i] ||= this.slots!.isUnrecorded(k)));
+    return present;
+  }
+
+  async persistentKeys(): Promise<PageKey[]> {
+    const out = new Set<PageKey>();
+    for (const t of this.ts.stats().tiers) {
+      const d = this.ts.tierDriver(t.name);
+      if (!d.capabilities.persistent) continue;
+      for await (const p of d.list()) out.add(p.key);
+    }
+    return [...out];
   }
 
   pin(keys: readonly PageKey[], owner: string, ttlMs: number): number {
@@ -147,7 +181,17 @@ export class TierSyncPageStore implements RespPageStore {
   }
 
   async remove(keys: readonly PageKey[]): Promise<PageKey[]> {
+    let direct: PageKey[] = [];
+    if (this.slots?.unrecordedCount) {
+      // Pages the index has yet to record are freed in the tier directly; those in the batch being recorded now
+      // would read as missing in the index and keep their slots: wait for that batch.
+      const r = this.slots.dropUnrecorded(keys);
+      direct = r.pinned;
+      keys = r.rest;
+      if (keys.length) await this.slots.recorded(keys);
+    }
+    if (!keys.length) return direct;
     const pinned = await this.#removes.submit(keys.map((key) => ({ key })));
-    return keys.filter((_, i) => pinned[i]);
+    return [...direct, ...keys.filter((_, i) => pinned[i])];
   }
 }

@@ -81,11 +81,36 @@ export class StagingLane {
 }
 
 /**
+ * A value being received for a SET or MSET: a ValueWriter (through staging windows) or a SlotWriter (slot-writer.ts:
+ * straight into the first tier's slots). The parser fills it (BulkSink); the command commits or aborts it.
+ */
+export interface ValueSink extends BulkSink {
+  /** The token the command receives in place of the value (compared by identity). */
+  readonly handle: Uint8Array;
+  readonly length: number;
+  /** The value's page keys; empty for a sink that only drains the bytes (the command will be refused). */
+  readonly pages: readonly PageKey[];
+  /** Called each time a window is full (the command is making progress). */
+  onProgress: (() => void) | undefined;
+  /** True once every byte arrived. */
+  readonly complete: boolean;
+  readonly state: 'open' | 'committed' | 'aborted';
+  /** Waits until window() may succeed, or rejects with ERR_TIMEOUT after `timeoutMs`. */
+  wait(timeoutMs: number): Promise<void>;
+  /** Waits for every page to be stored; on failure aborts and throws (ERR_TIER_FULL when the hierarchy refused pages). */
+  finish(): Promise<void>;
+  /** The pages now belong to the catalog (after finish()). */
+  commit(): void;
+  /** Drops the value: frees what it holds and deletes the pages it stored. Idempotent. */
+  abort(): void;
+}
+
+/**
  * Receives one value from the parser window by window and writes its pages to the hierarchy as windows fill.
  * The value becomes visible only when the SET that carries it commits it (door.commitValue); a writer that is
  * aborted (command refused, client gone) deletes whatever it wrote.
  */
-export class ValueWriter implements BulkSink {
+export class ValueWriter implements ValueSink {
   /** The token the command receives in place of the value (compared by identity). */
   readonly handle = new Uint8Array(0);
   readonly length: number;

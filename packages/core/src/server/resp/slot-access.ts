@@ -1,0 +1,178 @@
+/**
+ * The RESP door's direct access to the first tier's slots, when that tier is a host tier: the mechanism the
+ * daemon's same-host clients use (client-api.ts), reused as is:
+ * - room: `TierSync.makeRoomOn` (the planner evicts or demotes), then `HostTier.reserveRemote` (all-or-nothing);
+ * - the bytes are written into the reserved slots by the caller (the RESP parser copies socket chunks there);
+ * - commit: each page's CRC32C on native threads, `HostTier.commitRemote` (the page is in the tier now: a shm tier
+ *   writes its slot record last, so a process killed before that leaves the slot free, never a torn page), and
+ *   `TierSync.adoptPages` records the pages in the block index, batched over every commit of an event-loop turn;
+ * - reads: `HostTier.pinRemote` says where a page is and holds its slot until `unpin`.
+ *
+ * Threading: everything here runs on the event loop except the CRC32C pass (native threads).
+ */
+import { crc32cRanges, HostArena, TierSyncError } from '@tiersync/native';
+import type { HostTier, PageKey } from '@tiersync/tiers';
+import type { TierSync } from '../../hierarchy/index.js';
+
+/** Native threads that checksum committed pages (the machine's cores are shared with the event loop). */
+const CRC_THREADS = 2;
+
+/** Where a pinned page is in the first tier's arena. */
+export interface PinnedSlot {
+  readonly offset: number;
+  readonly length: number;
+  readonly crc32c: number;
+}
+
+/** What the door uses of the first tier's slots (implemented by HostSlots). */
+export interface SlotAccess {
+  readonly arena: HostArena;
+  /** True when the tier checks each page against its CRC32C on read (a GET from a slot must check it too). */
+  readonly verifiesOnRead: boolean;
+  /** Reserves one slot per key now, without waiting (arena offsets), or undefined when the tier has no free slot for them all. */
+  tryReserve(keys: readonly PageKey[]): Float64Array | undefined;
+  /**
+   * Reserves after making room (the planner evicts or demotes pages first).
+   * @throws TierSyncError ERR_TIER_FULL when pinned pages leave no room
+   */
+  reserve(keys: readonly PageKey[]): Promise<Float64Array>;
+  /** Makes filled slots pages of the tier (CRC32C computed on native threads) and queues them for the index. */
+  commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array): Promise<void>;
+  /** Frees reserved slots that will not be committed. */
+  cancel(keys: readonly PageKey[], offsets: Float64Array): void;
+  /** Pins pages in the tier and says where they are (undefined: not in this tier). */
+  pin(keys: readonly PageKey[]): Array<PinnedSlot | undefined>;
+  unpin(keys: readonly PageKey[]): void;
+}
+
+export class HostSlots implements SlotAccess {
+  /** Committed pages the block index has yet to record (the recorder's next batch). */
+  readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
+  #recording: Promise<void> | undefined;
+  /** Keys of the batch the recorder is writing to the block index now. */
+  readonly #recordingNow = new Set<PageKey>();
+  readonly #waiters: Array<() => void> = [];
+
+  constructor(
+    private readonly ts: TierSync,
+    private readonly tier: HostTier,
+    private readonly tierName: string,
+  ) {}
+
+  get arena(): HostArena {
+    const a = this.tier.arena;
+    if (!(a instanceof HostArena)) throw new TierSyncError('the first tier is closed', 'ERR_CLOSED');
+    return a;
+  }
+
+  get verifiesOnRead(): boolean {
+    return this.tier.capabilities.verifiesOnRead;
+  }
+
+  get unrecordedCount(): number {
+    return this.#unrecorded.size;
+  }
+
+  isUnrecorded(key: PageKey): boolean {
+    return this.#unrecorded.has(key);
+  }
+
+  tryReserve(keys: readonly PageKey[]): Float64Array | undefined {
+    const got = this.tier.reserveRemote(keys);
+    if (!got) return undefined;
+    // A key already stored (never the case for the door's fresh keys) would get no slot: refuse rather than alias.
+    if (got.existing.some(Boolean)) {
+      this.cancel(keys, got.offsets);
+      throw new TierSyncError('internal: a fresh RESP page key is already stored', 'ERR_INVALID_ARGUMENT');
+    }
+    return got.offsets;
+  }
+
+  async reserve(keys: readonly PageKey[]): Promise<Float64Array> {
+    await this.ts.makeRoomOn(this.tierName, keys.length);
+    let got = this.tryReserve(keys);
+    // Committed pages the index has yet to record hold slots the planner cannot count or evict yet: record them, retry.
+    if (!got && this.#unrecorded.size) {
+      await this.recorded();
+      await this.ts.makeRoomOn(this.tierName, keys.length);
+      got = this.tryReserve(keys);
+    }
+    if (!got) throw new TierSyncError(`the first tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL');
+    return got;
+  }
+
+  async commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array): Promise<void> {
+    let crcs: Uint32Array;
+    try {
+      crcs = await crc32cRanges(this.arena, offsets, lengths, { threads: CRC_THREADS });
+    } catch (e) {
+      this.cancel(keys, offsets);
+      throw e;
+    }
+    this.tier.commitRemote(keys, offsets, lengths, crcs, () => true);
+    this.#record(keys.map((key, i) => ({ key, length: lengths[i]!, crc32c: crcs[i]! })));
+  }
+
+  cancel(keys: readonly PageKey[], offsets: Float64Array): void {
+    try {
+      this.tier.commitRemote(keys, offsets, new Uint32Array(keys.length), new Uint32Array(keys.length), () => false);
+    } catch {
+      // The tier is closing: its slots go with it.
+    }
+  }
+
+  pin(keys: readonly PageKey[]): Array<PinnedSlot | undefined> {
+    return this.tier.pinRemote(keys);
+  }
+
+  unpin(keys: readonly PageKey[]): void {
+    if (keys.length) this.tier.unpin(keys);
+  }
+
+  /** Queues committed pages for the block index: one adoptPages (one index transaction) per batch, off the reply's path. */
+  #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>): void {
+    for (const p of pages) this.#unrecorded.set(p.key, p);
+    this.#recording ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+      try {
+        while (this.#unrecorded.size) {
+          const batch = [...this.#unrecorded.values()];
+          for (const p of batch) this.#recordingNow.add(p.key);
+          try {
+            await this.ts.adoptPages(this.tierName, batch);
+          } catch {
+            // The bytes stay in the tier (a shm tier's slot records name them): the index adopts them at its next open.
+          }
+          for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
+          this.#recordingNow.clear();
+          for (const w of this.#waiters.splice(0)) w();
+        }
+      } finally {
+        this.#recording = undefined;
+        this.#recordingNow.clear();
+        for (const w of this.#waiters.splice(0)) w();
+      }
+    });
+  }
+
+  /**
+   * Deletes pages committed here that the index has yet to record (and whose batch is not being recorded now)
+   * straight from the tier: nothing else knows them, so no index transaction is needed. A value overwritten
+   * within the same few turns (a hot key) costs no index work at all. Returns the keys it did not handle.
+   */
+  dropUnrecorded(keys: readonly PageKey[]): { rest: PageKey[]; pinned: PageKey[] } {
+    const early = keys.filter((k) => this.#unrecorded.has(k) && !this.#recordingNow.has(k));
+    if (!early.length) return { rest: [...keys], pinned: [] };
+    const r = this.tier.deleteNow(early);
+    for (const k of r.deleted) this.#unrecorded.delete(k);
+    const gone = new Set(early);
+    return { rest: keys.filter((k) => !gone.has(k)), pinned: r.pinned };
+  }
+
+  /** Resolves once `keys` (default: every page committed so far) are recorded in the block index (or failed to be). */
+  async recorded(keys: Iterable<PageKey> = [...this.#unrecorded.keys()]): Promise<void> {
+    const pending = [...keys].filter((k) => this.#unrecorded.has(k));
+    while (pending.some((k) => this.#unrecorded.has(k)) && this.#recording) {
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+  }
+}
