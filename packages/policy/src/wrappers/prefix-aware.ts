@@ -5,15 +5,18 @@
  * prefix: evicting a page strands every later page of its chain (they take room and can never hit again). SGLang's
  * radix cache evicts leaves first and vLLM frees a chain from its tail; this wrapper gives any policy the same
  * structure:
- * - descendants leave before their ancestors: a page with resident children is held in the inner policy (pinned
- *   there, out of its victim order) until its last child leaves, so the inner policy's order picks among leaves;
- * - pages stranded by a lost ancestor (an explicit removal, or a page stored whose parent is not resident) are
- *   dropped first, oldest stranding first.
+ * - pages stranded by a lost ancestor (an explicit removal, a page stored whose parent is not resident, a victim the
+ *   inner policy took from inside a chain) are dropped first, oldest stranding first;
+ * - descendants leave before their ancestors: the inner policy still chooses where to cut (its next victim), and
+ *   when that page has resident descendants they leave first, leaves first (post-order, older branches first),
+ *   then the page itself through the inner policy's own eviction;
+ * - the ancestors of a page the caller pins are never victims (held in the inner policy while it is pinned).
  * Pages learn their parent through {@link PageHint.parent} on insert (the planner feeds it from a store's chain).
  * Without parents every page is a root and the wrapper decides exactly as its inner policy.
  *
- * Pins taken through the wrapper are the caller's; the structural holds are not counted in `pinnedCount`. The
- * ancestors of a pinned page are never victims either (that would strand the pinned page).
+ * The inner policy's choice is kept rather than overridden (only its order within a chain is), so its own
+ * dynamics (a CLOCK or SIEVE hand, S3-FIFO's queues) are not disturbed: a wrapper that instead hid every interior
+ * page from the inner policy left SIEVE's hand behind released ancestors and lost hits on the Mooncake trace.
  */
 import { checkInteger, checkKey, describe } from '../internal/validate.js';
 import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types.js';
@@ -21,16 +24,16 @@ import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types
 /** Chain-aware victims over an inner policy. */
 export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements EvictionPolicy<K> {
   readonly name: string;
-  /** The policy that orders victims among leaves. */
+  /** The policy that chooses where chains are cut. */
   readonly inner: EvictionPolicy<K>;
-  /** Parent of each resident page that named one. */
+  /** Parent of each resident page that named one (kept for a stranded page whose parent is gone). */
   readonly #parentOf = new Map<K, K>();
-  /** Resident children by parent key (the parent may be absent: its children are then stranded). */
+  /** Resident children by parent key, in insertion order (the parent may be absent: its children are stranded). */
   readonly #children = new Map<K, Set<K>>();
   /** Resident pages whose chain is broken, in the order they were stranded. */
   readonly #stranded = new Set<K>();
-  /** Pages this wrapper pinned in the inner policy because they have resident children. */
-  readonly #held = new Set<K>();
+  /** Per resident page, how many pinned pages below it hold it (it is pinned in the inner policy while > 0). */
+  readonly #pinnedBelow = new Map<K, number>();
   /** The caller's pin counts. */
   readonly #pins = new Map<K, number>();
   #pinnedUsed = 0;
@@ -103,41 +106,28 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
       throw new RangeError(`size: an object of ${size} bytes cannot be admitted now (check canAdmit first)`);
     }
     const parent = hint?.parent;
-    let broken = false;
-    if (parent !== undefined && parent !== null) {
-      checkKey(parent, 'hint.parent');
-      if (parent !== key) {
-        this.#link(key, parent);
-        // Hold the parent before room is made, so making room for its child never takes it.
-        if (this.inner.has(parent)) {
-          this.#hold(parent);
-          // A cache holding nothing but this chain: its tail must go after all (the child then starts stranded).
-          if (!this.inner.canAdmit(key, size)) this.#release(parent);
-        }
-      }
-    }
-    const evicted: K[] = [];
+    if (parent !== undefined && parent !== null) checkKey(parent, 'hint.parent');
     const cost = this.inner.unit === 'objects' ? 1 : size;
-    for (const s of this.#stranded) {
-      if (this.inner.used + cost <= this.inner.capacity) break;
-      if (this.#pins.has(s)) continue;
-      this.#drop(s);
-      evicted.push(s);
-    }
-    for (const v of this.inner.insert(key, size, hint)) {
-      this.#gone(v);
+    const evicted: K[] = [];
+    // Room: stranded pages first, then the inner policy's choices trimmed from their tails. Once its next victim
+    // is a leaf, its own insert evicts (so an incoming-aware policy like ARC keeps its rule).
+    while (this.inner.used + cost > this.inner.capacity) {
+      const v = this.#dropStranded() ?? this.#trim(parent ?? undefined);
+      if (v === undefined) break;
       evicted.push(v);
     }
+    // The parent may have gone just now (the cache holds little more than this chain): the page starts stranded.
+    const victims = this.inner.insert(key, size, hint);
+    for (const v of victims) this.#left(v);
+    evicted.push(...victims);
+    let broken = false;
     if (parent !== undefined && parent !== null && parent !== key) {
+      this.#link(key, parent);
       broken = !this.inner.has(parent) || this.#stranded.has(parent);
       if (broken) this.#stranded.add(key);
     }
-    const kids = this.#children.get(key);
-    if (kids !== undefined && kids.size > 0) {
-      this.#hold(key);
-      // Orphans waiting for this page are reachable again (unless this page is itself stranded).
-      if (!broken) this.#mark(key, false);
-    }
+    // Orphans waiting for this page are reachable again (unless this page is itself stranded).
+    if (!broken && this.#children.has(key)) this.#mark(key, false);
     return evicted;
   }
 
@@ -147,7 +137,6 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     if (parent !== undefined && parent !== null && parent !== key && !this.#parentOf.has(key)) {
       checkKey(parent, 'hint.parent');
       this.#link(key, parent);
-      if (this.inner.has(parent)) this.#hold(parent);
       if (!this.inner.has(parent) || this.#stranded.has(parent)) {
         this.#stranded.add(key);
         this.#mark(key, true);
@@ -158,61 +147,50 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
   }
 
   evict(): K | undefined {
-    for (const s of this.#stranded) {
-      if (this.#pins.has(s)) continue;
-      this.#drop(s);
-      return s;
-    }
-    const v = this.inner.evict();
-    if (v !== undefined) this.#gone(v);
-    return v;
+    return this.#dropStranded() ?? this.#trim(undefined) ?? this.#evictInner();
   }
 
   peekVictims(count: number): K[] {
     checkInteger(count, 'count', 0);
     const out: K[] = [];
+    const taken = new Set<K>();
     for (const s of this.#stranded) {
       if (out.length >= count) return out;
-      if (!this.#pins.has(s)) out.push(s);
-    }
-    if (out.length >= count) return out;
-    // The inner order among today's leaves; a parent whose last child would leave is released (briefly unpinned
-    // in the inner policy, pinned back before returning) and the inner order asked again, so it takes its own place.
-    const leaving = new Set<K>(out);
-    const released: K[] = [];
-    try {
-      let candidates = this.inner.peekVictims(count);
-      let i = 0;
-      while (out.length < count) {
-        const v = candidates[i++];
-        if (v === undefined) break;
-        if (leaving.has(v)) continue;
-        out.push(v);
-        leaving.add(v);
-        const p = this.#parentOf.get(v);
-        if (p === undefined || !this.#held.has(p) || this.#pins.has(p) || this.#stranded.has(v)) continue;
-        let free = true;
-        for (const c of this.#children.get(p)!) if (!leaving.has(c)) free = false;
-        if (!free) continue;
-        this.inner.unpin(p);
-        released.push(p);
-        candidates = this.inner.peekVictims(out.length + count);
-        i = 0;
+      if (!this.#pins.has(s)) {
+        out.push(s);
+        taken.add(s);
       }
-    } finally {
-      for (const p of released) this.inner.pin(p);
+    }
+    // Each inner victim's resident subtree in post-order (what trimming takes), then the victim.
+    const emit = (k: K): void => {
+      if (out.length >= count || taken.has(k) || this.inner.pinCount(k) > 0) return;
+      for (const c of this.#children.get(k) ?? []) if (!this.#stranded.has(c)) emit(c);
+      if (out.length < count && !taken.has(k)) {
+        out.push(k);
+        taken.add(k);
+      }
+    };
+    for (const v of this.inner.peekVictims(count)) {
+      if (out.length >= count) break;
+      emit(v);
     }
     return out;
   }
 
   remove(key: K): boolean {
     if (!this.inner.has(key)) return this.inner.remove(key);
-    const kids = this.#children.get(key);
-    if (this.#pins.delete(key)) this.#pinnedUsed -= this.#cost(key);
+    const n = this.#pins.get(key);
+    if (n !== undefined) {
+      this.#pins.delete(key);
+      this.#pinnedUsed -= this.#cost(key);
+      this.#holdAncestors(key, -1);
+    }
+    // Pinned pages below lose their hold on the ancestors above this one (the chain is cut here).
+    const below = this.#pinnedBelow.get(key);
+    if (below !== undefined) this.#holdAncestors(key, -below);
+    this.#pinnedBelow.delete(key);
     this.inner.remove(key);
-    this.#gone(key);
-    // Its descendants can never be reached again: they go first from now on.
-    if (kids !== undefined && kids.size > 0) this.#mark(key, true);
+    this.#left(key);
     return true;
   }
 
@@ -220,7 +198,10 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     if (this.inner.pin(key) === 0) return 0;
     const n = (this.#pins.get(key) ?? 0) + 1;
     this.#pins.set(key, n);
-    if (n === 1) this.#pinnedUsed += this.#cost(key);
+    if (n === 1) {
+      this.#pinnedUsed += this.#cost(key);
+      this.#holdAncestors(key, 1);
+    }
     return n;
   }
 
@@ -235,6 +216,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     else {
       this.#pins.delete(key);
       this.#pinnedUsed -= this.#cost(key);
+      this.#holdAncestors(key, -1);
     }
     return n - 1;
   }
@@ -249,7 +231,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     this.#parentOf.clear();
     this.#children.clear();
     this.#stranded.clear();
-    this.#held.clear();
+    this.#pinnedBelow.clear();
     this.#pins.clear();
     this.#pinnedUsed = 0;
   }
@@ -267,39 +249,85 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     kids.add(child);
   }
 
-  #hold(key: K): void {
-    if (this.#held.has(key)) return;
-    this.#held.add(key);
-    this.inner.pin(key);
+  /** Adds `delta` pinned descendants to every resident ancestor of `key`, up to a cut in its chain. */
+  #holdAncestors(key: K, delta: number): void {
+    for (let a = this.#parentOf.get(key); a !== undefined && this.inner.has(a); a = this.#parentOf.get(a)) {
+      const before = this.#pinnedBelow.get(a) ?? 0;
+      const after = before + delta;
+      if (after > 0) this.#pinnedBelow.set(a, after);
+      else this.#pinnedBelow.delete(a);
+      if (before === 0 && after > 0) this.inner.pin(a);
+      else if (before > 0 && after <= 0) this.inner.unpin(a);
+    }
   }
 
-  #release(key: K): void {
-    if (!this.#held.delete(key)) return;
-    this.inner.unpin(key);
-  }
-
-  /** A stranded page leaves (whether or not held: its own children are stranded too). */
-  #drop(key: K): void {
-    this.inner.remove(key);
-    this.#gone(key);
+  /** Drops the oldest unpinned stranded page, if any. */
+  #dropStranded(): K | undefined {
+    for (const s of this.#stranded) {
+      if (this.#pins.has(s)) continue;
+      this.#settleHolds(s);
+      this.inner.remove(s);
+      this.#left(s);
+      return s;
+    }
+    return undefined;
   }
 
   /**
-   * Bookkeeping of a page that left the inner policy (never one the caller pins: those are not victims, and
-   * remove() settles their pins first). Its own children (if any) stay linked to it, stranded.
+   * When the inner policy's next victim has resident descendants, removes the first leaf below it (post-order:
+   * its oldest branch, deepest first) and answers it; `undefined` when that victim is a leaf (or there is none).
+   * `keep` (the parent of a page being inserted) is never trimmed here.
    */
-  #gone(key: K): void {
-    this.#held.delete(key);
+  #trim(keep: K | undefined): K | undefined {
+    const v = this.inner.peekVictims(1)[0];
+    if (v === undefined || !this.#children.has(v)) return undefined;
+    let node = v;
+    for (;;) {
+      let next: K | undefined;
+      for (const c of this.#children.get(node) ?? []) {
+        if (this.inner.pinCount(c) === 0 && c !== keep) {
+          next = c;
+          break;
+        }
+      }
+      if (next === undefined) break;
+      node = next;
+    }
+    if (node === v) return undefined;
+    this.inner.remove(node);
+    this.#left(node);
+    return node;
+  }
+
+  /** The inner policy's own eviction; a victim taken from inside a chain strands what is below it. */
+  #evictInner(): K | undefined {
+    const v = this.inner.evict();
+    if (v !== undefined) this.#left(v);
+    return v;
+  }
+
+  /** A stranded page may be held for pinned pages below it: those holds end with it. */
+  #settleHolds(key: K): void {
+    const below = this.#pinnedBelow.get(key);
+    if (below === undefined) return;
+    this.#holdAncestors(key, -below);
+    this.#pinnedBelow.delete(key);
+  }
+
+  /**
+   * Bookkeeping of a page that left the inner policy (pins already settled). Its resident descendants, if any,
+   * are stranded from now on and stay linked to it (so they are reachable again if it comes back).
+   */
+  #left(key: K): void {
     this.#stranded.delete(key);
+    this.#pinnedBelow.delete(key);
+    if (this.#children.has(key)) this.#mark(key, true);
     const parent = this.#parentOf.get(key);
     if (parent === undefined) return;
     this.#parentOf.delete(key);
     const siblings = this.#children.get(parent)!;
     siblings.delete(key);
-    if (siblings.size === 0) {
-      this.#children.delete(parent);
-      this.#release(parent);
-    }
+    if (siblings.size === 0) this.#children.delete(parent);
   }
 
   /** Marks (or clears) the stranding of every resident descendant of `key`. */
