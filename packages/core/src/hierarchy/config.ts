@@ -3,7 +3,7 @@
  * and a wrong config names the field and why.
  */
 import { TierSyncError } from '@tiersync/native/errors';
-import { policyNames } from '@tiersync/policy';
+import { hasPolicy, policyNames, policyWrapperNames } from '@tiersync/policy';
 import { z } from 'zod';
 import { KV_PRESETS } from '../keys/index.js';
 
@@ -142,8 +142,8 @@ export function parseConfig(config: unknown): ResolvedConfig {
   const r = tierSyncConfigSchema.safeParse(config);
   if (!r.success) throw configIssuesError(r.error.issues);
   for (const [i, t] of r.data.tiers.entries()) {
-    if (!policyNames().includes(t.policy)) {
-      throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')})`, 'ERR_CONFIG');
+    if (!hasPolicy(t.policy)) {
+      throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')}; wrappers, as 'wrapper:policy': ${policyWrapperNames().join(', ')})`, 'ERR_CONFIG');
     }
   }
   return r.data;

@@ -24,5 +24,6 @@ export { makePolicy, checkPolicies, UNBOUNDED, type MakePolicyOptions } from './
 export { bundledTrace } from './trace/bundled.js';
 export { emptyCounters, countersLine, counterDifferences, type ReplayCounters, type TierCounters } from './counters.js';
 export { simHierarchy, configLayout, UNLIMITED_PAGES, type SimHierarchy, type SimTier } from './hierarchy.js';
-export { CountingHierarchy, replayPlanned, runPlanned, type PlannedReplayOptions, type PlannedReplayResult, type PlannedJob, type PlannedResult, type PageId } from './planned.js';
+export { retentionHints, checkRetentionModel, type RetentionModel, type RequestRetention } from './retention.js';
+export { CountingHierarchy, chainParents, replayPlanned, runPlanned, type PlannedReplayOptions, type PlannedReplayResult, type PlannedJob, type PlannedResult, type PageId } from './planned.js';
 export { workloadPages, requestTokens, pagesPerBlock, type Workload } from './workload.js';

@@ -12,7 +12,7 @@
  * {@link replayPlanned} replays a workload as `tiersync demo` replays it live (bench/live-replay.ts): per request
  * lookup, load of the found prefix, flush, store of the prompt, flush.
  */
-import { Planner, type Move, type PlannerLookup } from '@tiersync/policy';
+import { Planner, parsePolicySpec, type Move, type PlannerLookup, type PlannerStoreOptions, type RetentionHint } from '@tiersync/policy';
 import type { ResolvedConfig } from '../hierarchy/index.js';
 import { emptyCounters, type ReplayCounters } from './counters.js';
 import { simHierarchy, type SimHierarchy } from './hierarchy.js';
@@ -33,11 +33,17 @@ export class CountingHierarchy {
   #queued = 0;
   /** Pages the last store() placed, and the ones it turned away (no room, not admitted). */
   lastStore = { placed: 0, dropped: 0 };
+  /**
+   * Some tier's policy is `prefix-aware`: stores then hand the planner each page's parent (the page before it in
+   * the request: workload ids are chained, sim/workload.ts). Others skip that bookkeeping.
+   */
+  readonly chainAware: boolean;
 
   constructor(hierarchy: SimHierarchy) {
     this.planner = new Planner<PageId>(hierarchy.planner);
     this.counters = emptyCounters(hierarchy.tiers.map((t) => t.name));
     this.#maxQueued = hierarchy.maxQueuedPages;
+    this.chainAware = this.planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.includes('prefix-aware'));
   }
 
   /** Looks `keys` up (the admission filter counts the lookups) and counts the request, its pages and prefix hits. */
@@ -60,10 +66,19 @@ export class CountingHierarchy {
     this.#run(moves);
   }
 
-  /** Stores `keys` on the first tier (pages some tier holds are skipped). */
-  store(keys: readonly PageId[]): void {
+  /**
+   * Stores `keys` (one request's pages, in order) on the first tier (pages some tier holds are skipped); with
+   * {@link chainAware}, each page's parent is the one before it.
+   */
+  store(keys: readonly PageId[], options: PlannerStoreOptions<PageId> = {}): void {
     this.lastStore = { placed: 0, dropped: 0 };
-    this.#run(this.planner.store(keys));
+    const parents = this.chainAware && options.parents === undefined ? chainParents(keys) : options.parents;
+    this.#run(this.planner.store(keys, parents === undefined ? options : { ...options, parents }));
+  }
+
+  /** A soft retention hint for held pages (Planner.retain): session-aware tiers order victims by it. */
+  retain(keys: readonly PageId[], retention: RetentionHint, now: number): void {
+    if (keys.length) this.planner.retain(keys, { retention, now });
   }
 
   /** Runs every queued background copy (and the copies they queue) to completion. */
@@ -113,6 +128,13 @@ export class CountingHierarchy {
       }
     }
   }
+}
+
+/** The parent of each page of one request's chain: the page before it (`null` for the first). */
+export function chainParents(keys: readonly PageId[]): (PageId | null)[] {
+  const parents: (PageId | null)[] = new Array(keys.length);
+  for (let i = 0; i < keys.length; i++) parents[i] = i === 0 ? null : keys[i - 1]!;
+  return parents;
 }
 
 /** Options of {@link replayPlanned}. */

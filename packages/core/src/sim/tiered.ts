@@ -22,6 +22,7 @@ import type { SimHierarchy } from './hierarchy.js';
 import { accelerator, model, kvBytesPerToken } from './model/presets.js';
 import { combine, computeSpec, loadSeconds, noCacheSeconds, prefillSeconds, type ComputeSpec } from './model/ttft.js';
 import { CountingHierarchy } from './planned.js';
+import { retentionHints, type RetentionModel } from './retention.js';
 import { distribution, type Distribution } from './stats.js';
 import type { LlmTrace } from './trace/types.js';
 import { workloadPages } from './workload.js';
@@ -73,6 +74,11 @@ export interface TieredJob {
    * pages are the config's (its tokensPerPage must divide the trace's blocks).
    */
   hierarchy?: SimHierarchy;
+  /**
+   * Soft retention hints derived from the trace's sessions (sim/retention.ts), given after each store as an agent
+   * server would give them; `session-aware` policies order victims by them, others ignore them. Default none.
+   */
+  retention?: RetentionModel;
 }
 
 /** Per-tier outcome. */
@@ -165,6 +171,7 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
   };
   const sim = new CountingHierarchy({ tokensPerPage: B, pageBytes, tiers: live.map((i) => ({ name: specs[i]!.name, scheme: '', capacityBytes: specs[i]!.capacityBytes, capacityPages: 0 })), planner, maxQueuedPages: job.hierarchy?.maxQueuedPages ?? Number.MAX_SAFE_INTEGER });
   const workload = workloadPages(trace, B);
+  const hints = job.retention ? retentionHints(workload.pages, trace.requests.map((q) => q.timeMs), job.retention) : undefined;
   const T = specs.length;
   const hitPages = new Float64Array(T);
   const readBytes = new Float64Array(T);
@@ -235,6 +242,8 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
       sim.flush();
     }
     sim.store(keys);
+    const h = hints?.[r];
+    if (h?.hint !== undefined) sim.retain(h.pages.map((j) => keys[j]!), h.hint, req.timeMs);
     sim.flush();
     // stats
     pagesTotal += keys.length;

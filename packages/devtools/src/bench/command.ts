@@ -18,6 +18,10 @@ Suites:
   tiers      fs, peer and object drivers against O_DIRECT loops, raw TCP, Redis and the bare S3 client
   index      block index with 1,000,000 pages: 2,048-page prefix lookup, 2,048-page store, durable commits, RSS
   sim        simulator replay speed (LRU, S3-FIFO) on the bundled Mooncake conversation trace
+  prefix     eviction lab: prefix-page hit ratio of each base policy with and without prefix-aware: on the bundled
+             Mooncake and Azure traces at 1%, 4% and 16% of their distinct pages (--requests N: first N of each)
+  session    eviction lab: hit ratio and modeled TTFT of LRU and S3-FIFO with and without session-aware: hints,
+             on a multi-round QA workload with think times and the Mooncake conversation trace's timestamps
   weights    2 GiB of model weights to 1, 2 and 3 receiver processes (pipelined chain) and a 10% delta step, against
              one raw TCP transfer of the same bytes in the same run
   restore    store then restore a 32,768-token Llama-3-8B context (4 GiB) host->device and fs->device through
@@ -69,6 +73,7 @@ export const benchCommand: CliCommand = {
     // Its own options (and fast-check, a development dependency): loaded only when asked for.
     if (args[0] === 'resp') return (await import('./resp.js')).respBenchCommand(args.slice(1));
     if (args[0] === 'reliability') return (await import('./reliability.js')).reliabilityCommand(args.slice(1));
+    if (args[0] === 'prefix' || args[0] === 'session') return (await import('./eviction-lab.js')).evictionLabCommand(args);
     const { values, positionals } = parseArgs({
       args,
       allowPositionals: true,
