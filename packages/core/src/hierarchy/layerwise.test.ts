@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type HostArena, crc32c } from '@tiersync/native';
 import type { FsTier } from '@tiersync/tiers';
 import { type LayerEvent, TierSync } from './tier-sync.js';
+import { readPlan } from './layerwise.js';
 import { hierarchyFixture } from './test-fixtures.js';
 
 // A hybrid layout: 4 sliding-window layers and 2 full-attention layers, 2 KV heads of 64, bf16, 16 tokens per page.
@@ -63,6 +64,28 @@ describe('layerwise load', () => {
       ['full', [2, 5], 4 * LAYER, 2 * LAYER],
     ]);
     expect(() => ts.layerRanges({ layersPerEvent: 0 })).toThrow(/layersPerEvent must be an integer >= 1/);
+  });
+
+  it('plans reads: the first range alone, then runs of adjacent ranges doubling up to a byte cap', () => {
+    const KB = 1024;
+    const layers = (n: number, length: number) => Array.from({ length: n }, (_, i) => ({ group: 'g', layers: [i], offset: i * length, length }));
+    // 32 layers of 64 KiB (Llama-3-8B, 2 MiB pages): 1, 1, 2, then 4 a read (256 KiB cap): 10 reads, not 32.
+    const plan = readPlan(layers(32, 64 * KB));
+    expect(plan.map((p) => p.to - p.from)).toEqual([1, 1, 2, 4, 4, 4, 4, 4, 4, 4]);
+    expect(plan.every((p, i) => p.offset === p.from * 64 * KB && p.length === (p.to - p.from) * 64 * KB && (i === 0 || p.from === plan[i - 1]!.to))).toBe(true);
+    // From disks and networks (1 MiB cap): 6 reads.
+    expect(readPlan(layers(32, 64 * KB), 1024 * KB).map((p) => p.to - p.from)).toEqual([1, 1, 2, 4, 8, 16]);
+    expect(readPlan(layers(6, 8 * KB), 16 * KB).map((p) => [p.from, p.to])).toEqual([[0, 1], [1, 2], [2, 4], [4, 6]]);
+    // Ranges larger than the cap, or not adjacent, are read alone.
+    expect(readPlan(layers(3, 512 * KB)).map((p) => p.to - p.from)).toEqual([1, 1, 1]);
+    const gap = [
+      { group: 'a', layers: [0], offset: 0, length: KB },
+      { group: 'a', layers: [1], offset: KB, length: KB },
+      { group: 'a', layers: [2], offset: 2 * KB, length: KB },
+      { group: 'b', layers: [3], offset: 8 * KB, length: KB },
+    ];
+    expect(readPlan(gap).map((p) => [p.from, p.to])).toEqual([[0, 1], [1, 2], [2, 3], [3, 4]]);
+    expect(readPlan([])).toEqual([]);
   });
 
   it('delivers every range of every page in layer order, each exact when its event fires', async () => {
@@ -233,14 +256,18 @@ describe('layerwise load', () => {
       );
       const ranges = ts.layerRanges({ layersPerEvent: 1 });
       expect(ranges.length).toBe(6);
+      const plan = readPlan(ranges);
+      // Range 0 alone, range 1 alone, then runs of adjacent ranges that double: [2, 3], [4, 5].
+      expect(plan.map((p) => [p.from, p.to])).toEqual([[0, 1], [1, 2], [2, 4], [4, 6]]);
       expect(r).toMatchObject({ loaded: n, missing: [], bytes: n * PAGE });
-      // Every read was a range read: range r of every page, then range r+1.
-      expect(reads).toEqual(ranges.flatMap((g) => Array(n).fill({ offset: g.offset, length: g.length })));
-      // The first event fired once range 0 of the n pages was in (range 1 being asked for meanwhile), well before
-      // the last range.
+      // Every read was a range read of every page, in page order of the ranges.
+      expect(reads).toEqual(plan.flatMap((p) => Array(n).fill({ offset: p.offset, length: p.length })));
+      // The first event fired once range 0 of the n pages was in (the next read being asked for meanwhile), well
+      // before the last range.
       expect(seen.map((e) => e.index)).toEqual([0, 1, 2, 3, 4, 5]);
       expect(seen[0]!.readsSoFar).toBe(2 * n);
-      expect(seen.map((e) => e.readsSoFar)).toEqual(ranges.map((_, k) => Math.min(k + 2, ranges.length) * n));
+      const readOf = (k: number) => plan.findIndex((p) => k >= p.from && k < p.to);
+      expect(seen.map((e) => e.readsSoFar)).toEqual(ranges.map((_, k) => Math.min(readOf(k) + 2, plan.length) * n));
       expect(seen.every((e) => e.exact && e.pages === n)).toBe(true);
       expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
     });
@@ -267,8 +294,10 @@ describe('layerwise load', () => {
       expect(codes).toEqual(['ERR_CHECKSUM', 'ERR_CHECKSUM']);
       expect(r.missing).toEqual([1, 2]);
       expect(r.loaded).toBe(n - 2);
-      // Page 1 is never counted; page 2 only for the ranges before its damaged one (those bytes were verified).
-      expect(events.map((e) => e.pages)).toEqual([3, 3, 3, 2, 2, 2]);
+      // Page 1 is never counted; page 2 only for the ranges read before the read that holds its damaged range 3
+      // (reads: [0], [1], [2, 3], [4, 5]), whose bytes were verified.
+      expect(readPlan(ts.layerRanges({ layersPerEvent: 1 }))[2]).toMatchObject({ from: 2, to: 4 });
+      expect(events.map((e) => e.pages)).toEqual([3, 3, 2, 2, 2, 2]);
       expect(failures.sort()).toEqual([hit.pages[1]!.key, hit.pages[2]!.key].sort());
       for (const i of [0, 3]) expect(crc32c(dst.view(i * PAGE, PAGE))).toBe(crc32c(src.view(i * PAGE, PAGE)));
     });
@@ -326,11 +355,13 @@ describe('layerwise load', () => {
       expect(r).toMatchObject({ loaded: n, missing: [], bytes: n * PAGE, byTier: { fs: n } });
       expect(seen.map((e) => e.index)).toEqual(ranges.map((_, k) => k));
       expect(seen.every((e) => e.exact)).toBe(true);
-      // One call per range (one source tier), never more than 3 at once, and the window is used: once range k is
-      // in, its slot goes to range k + 3 before event k fires.
-      expect(gate.calls).toBe(ranges.length);
+      // One call per read (one source tier): [0], [1], [2, 3], [4, 5]; never more than 3 at once, and the window is
+      // used: once read j is in, its slot goes to read j + 3 before its events fire.
+      const plan = readPlan(ranges);
+      expect(gate.calls).toBe(plan.length);
       expect(gate.most).toBe(3);
-      expect(seen.map((e) => e.calls)).toEqual(ranges.map((_, k) => Math.min(k + 4, ranges.length)));
+      const readOf = (k: number) => plan.findIndex((p) => k >= p.from && k < p.to);
+      expect(seen.map((e) => e.calls)).toEqual(ranges.map((_, k) => Math.min(readOf(k) + 4, plan.length)));
       expect(crc32c(dst.view(0, n * PAGE))).toBe(crc32c(src.view(0, n * PAGE)));
     });
 
