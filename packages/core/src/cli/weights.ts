@@ -28,6 +28,7 @@ pull      fetch a version, switch to it, report
   --accept-push        with --serve-port: wait for versions pushed by 'publish --push' (until SIGINT/SIGTERM)
   --serve-port P       serve held chunks downstream (chain fan-out; 0 = any port)   --serve-host H (default 127.0.0.1)
   --prefault           fault the chunk store in at start        --reserve BYTES   allocate the first device slot at start
+  --reserve-slots 1|2  with --reserve: 2 allocates the second slot too (used from the second version on)
   --capacity BYTES     host memory for chunks (default 8GiB, reserved lazily)   --memory sim|cuda|host (default sim)
   --wait-ms MS         keep asking for a version the source does not hold yet (default 0)
   --streams N          TCP streams (default 4)
@@ -95,6 +96,7 @@ const options = {
   push: { type: 'string' },
   prefault: { type: 'boolean' },
   reserve: { type: 'string' },
+  'reserve-slots': { type: 'string' },
   capacity: { type: 'string' },
   memory: { type: 'string' },
   'wait-ms': { type: 'string' },
@@ -182,7 +184,7 @@ async function pull(v: Values): Promise<number> {
     prefault: v.prefault ?? false,
     engine,
   });
-  if (v.reserve) receiver.reserve(parseBytes(v.reserve, '--reserve'));
+  if (v.reserve) receiver.reserve(parseBytes(v.reserve, '--reserve'), int(v['reserve-slots'], '--reserve-slots', 1) as 1 | 2);
   const tier = v.stage ? await openStage(v.stage, engine, chunkBytes) : undefined;
   const from: PeerAddress | ChunkSource | undefined = tier ? new TierSource(tier, chunkBytes) : v.from ? parseAddress(v.from, v.secret, v.streams ? int(v.streams, '--streams', 4) : undefined) : undefined;
   const waitMs = int(v['wait-ms'], '--wait-ms', 0);

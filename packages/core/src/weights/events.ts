@@ -30,8 +30,12 @@ export interface WeightMetrics {
   missesRetried: number;
   /** Bytes copied from the chunk store into device slots. */
   bytesPlaced: number;
+  /** Bytes a publish found equal to the previous version's chunk at the same place: neither copied nor hashed. */
+  bytesUnchanged: number;
+  /** Bytes a pull found already in place in the slot it assembled into (left there by an older version): not copied. */
+  bytesInPlace: number;
 }
 
 export function emptyMetrics(): WeightMetrics {
-  return { versionsPublished: 0, pulls: 0, switches: 0, bytesFetched: 0, chunksFetched: 0, bytesReused: 0, chunksReused: 0, chunksCorrupted: 0, missesRetried: 0, bytesPlaced: 0 };
+  return { versionsPublished: 0, pulls: 0, switches: 0, bytesFetched: 0, chunksFetched: 0, bytesReused: 0, chunksReused: 0, chunksCorrupted: 0, missesRetried: 0, bytesPlaced: 0, bytesUnchanged: 0, bytesInPlace: 0 };
 }

@@ -63,6 +63,8 @@ export interface PullResult {
   bytesFetched: number;
   chunksReused: number;
   bytesReused: number;
+  /** Bytes the assembly slot already held at the right offsets (from an older version): neither fetched nor copied. */
+  bytesInPlace: number;
   corrupted: number;
   /** Chunk requests answered 'miss' (the upstream did not hold them yet) and asked again. */
   missesRetried: number;
@@ -100,10 +102,11 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
 
   /**
    * Allocates the slot the next version will be assembled into now (device memory of `slotBytes`), so the first
-   * pull does not pay for the allocation.
+   * pull does not pay for the allocation; with `slots: 2` (before the first pull) the second slot too, which the
+   * first delta pull would otherwise allocate.
    */
-  reserve(slotBytes: number): void {
-    this.#slots.reserve(slotBytes);
+  reserve(slotBytes: number, slots: 1 | 2 = 1): void {
+    this.#slots.reserve(slotBytes, slots);
   }
 
   /** Leases the active version (see {@link WeightLease}); undefined before the first switch. */
@@ -244,7 +247,13 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       byChunk[p.chunk]!.push(p);
       placeIndex[p.chunk]!.push(i);
     });
-    const slot = await this.#slots.beginWrite(m.version, m.slotBytes, places.length, o.leaseWaitMs ?? 30_000);
+    const slot = await this.#slots.beginWrite(
+      m.version,
+      m.slotBytes,
+      places.map((p) => ({ slotOffset: p.slotOffset, length: p.length, hash: m.chunks[p.chunk]!.hash })),
+      o.leaseWaitMs ?? 30_000,
+    );
+    this.#metrics.bytesInPlace += slot.inPlaceBytes;
     const placed = slot.placed;
     const copies: Promise<void>[] = [];
     let copyError: unknown;
@@ -294,8 +303,10 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
     const missing: number[] = [];
     const present: number[] = [];
     let bytesReused = 0;
+    const inSlot = (c: number) => placeIndex[c]!.every((i) => placed[i]);
     m.chunks.forEach((c, i) => {
-      if (this.store.has(c.hash)) {
+      // A chunk that sits in every place it needs in the slot is not needed from anywhere, held or not.
+      if (this.store.has(c.hash) || inSlot(i)) {
         present.push(i);
         bytesReused += c.length;
       } else missing.push(i);
@@ -439,6 +450,7 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       bytesFetched,
       chunksReused: present.length,
       bytesReused,
+      bytesInPlace: slot.inPlaceBytes,
       corrupted,
       missesRetried: misses,
       seconds: (performance.now() - started) / 1000,

@@ -4,18 +4,37 @@
  * the old version or the new one, never a mix. A slot is never written while a lease on it is held: the writer
  * waits (with a deadline) until its readers release.
  */
-import { DeviceArena, HostArena, TierSyncError } from '@tiersync/native';
-import type { ManifestTensor, WeightManifest } from './manifest.js';
+import { DeviceArena, HostArena, TierSyncError, describeValue } from '@tiersync/native';
+import { placements, type ManifestTensor, type WeightManifest } from './manifest.js';
 
 /** Where a receiver assembles versions: emulated or CUDA device memory, or host memory (CPU inference). */
 export type SlotMemory = { kind: 'device'; backend?: 'sim' | 'cuda'; device?: number } | { kind: 'host' };
+
+/** A chunk known to sit at a slot offset (its bytes were copied there and checked against the chunk's CRC32C). */
+interface Held {
+  hash: string;
+  length: number;
+}
+
+/** Where one placement of a version goes and which chunk it needs (by hash, so slot contents can be compared). */
+export interface SlotPlacement {
+  slotOffset: number;
+  length: number;
+  hash: string;
+}
 
 interface Slot {
   arena: HostArena | DeviceArena | undefined;
   manifest: WeightManifest | undefined;
   readers: number;
-  /** Assembly in progress: the version and which placements are already done (resume after an interruption). */
-  pending: { version: string; placed: Uint8Array } | undefined;
+  /**
+   * Chunks the slot's memory holds outside the pending assembly, by slot offset: what an older version left
+   * there. A placement that finds its chunk already at its offset skips the copy, so a delta step rewrites only
+   * what changed since the version the slot held (with double buffering, two versions back).
+   */
+  contents: Map<number, Held>;
+  /** Assembly in progress: the version, its placements and which are done (resume after an interruption). */
+  pending: { version: string; places: SlotPlacement[]; placed: Uint8Array } | undefined;
 }
 
 /** A reader's hold on one complete version. Release it when done; the slot is not overwritten before. */
@@ -29,8 +48,8 @@ export interface WeightLease {
 export class VersionSlots {
   readonly #memory: SlotMemory;
   readonly #slots: [Slot, Slot] = [
-    { arena: undefined, manifest: undefined, readers: 0, pending: undefined },
-    { arena: undefined, manifest: undefined, readers: 0, pending: undefined },
+    { arena: undefined, manifest: undefined, readers: 0, contents: new Map(), pending: undefined },
+    { arena: undefined, manifest: undefined, readers: 0, contents: new Map(), pending: undefined },
   ];
   #active = -1;
   #releaseWaiters: Array<() => void> = [];
@@ -69,11 +88,12 @@ export class VersionSlots {
   }
 
   /**
-   * The slot to assemble `version` into, with its record of placements already done (kept from an interrupted
-   * attempt at the same version). Waits up to `waitMs` for readers of that slot to release.
+   * The slot to assemble `version` into, with its record of placements already done: kept from an interrupted
+   * attempt at the same version, or found in place (the chunk a placement needs already sits at its offset, left
+   * by the version the slot held before). Waits up to `waitMs` for readers of that slot to release.
    * @throws TierSyncError ERR_TIMEOUT when readers hold the slot past the deadline
    */
-  async beginWrite(version: string, slotBytes: number, placements: number, waitMs: number): Promise<{ arena: HostArena | DeviceArena; placed: Uint8Array }> {
+  async beginWrite(version: string, slotBytes: number, places: SlotPlacement[], waitMs: number): Promise<{ arena: HostArena | DeviceArena; placed: Uint8Array; inPlaceBytes: number }> {
     const index = this.#active === 0 ? 1 : 0;
     const slot = this.#slots[index]!;
     const deadline = Date.now() + waitMs;
@@ -89,18 +109,47 @@ export class VersionSlots {
       });
     }
     this.#ensureArena(slot, slotBytes);
-    // The slot's previous version is being overwritten: it is no longer a complete version.
-    slot.manifest = undefined;
-    if (!slot.pending || slot.pending.version !== version || slot.pending.placed.length !== placements) {
-      slot.pending = { version, placed: new Uint8Array(placements) };
+    const old = slot.manifest;
+    if (old) {
+      // The slot's complete version becomes the record of what its memory holds; it is no longer a version.
+      for (const p of placements(old)) slot.contents.set(p.slotOffset, { hash: old.chunks[p.chunk]!.hash, length: p.length });
+      slot.manifest = undefined;
     }
-    return { arena: slot.arena!, placed: slot.pending.placed };
+    let inPlaceBytes = 0;
+    const pending = slot.pending;
+    if (!pending || pending.version !== version || !samePlaces(pending.places, places)) {
+      // What an interrupted assembly of another version copied is held too.
+      if (pending) pending.places.forEach((x, i) => pending.placed[i] && slot.contents.set(x.slotOffset, { hash: x.hash, length: x.length }));
+      const placed = new Uint8Array(places.length);
+      const kept = new Map<number, Held>();
+      places.forEach((x, i) => {
+        const held = slot.contents.get(x.slotOffset);
+        if (held && held.hash === x.hash && held.length === x.length) {
+          placed[i] = 1;
+          kept.set(x.slotOffset, held);
+          inPlaceBytes += x.length;
+        }
+      });
+      // The rest is about to be overwritten. Placements of one version never overlap, so this assembly never
+      // writes over a kept chunk.
+      slot.contents = kept;
+      slot.pending = { version, places, placed };
+    }
+    return { arena: slot.arena!, placed: slot.pending!.placed, inPlaceBytes };
   }
 
-  /** Allocates the next slot's memory ahead of the pull that needs it (no-op when readers hold it). */
-  reserve(slotBytes: number): void {
-    const slot = this.#slots[this.#active === 0 ? 1 : 0]!;
-    if (slot.readers === 0) this.#ensureArena(slot, slotBytes);
+  /**
+   * Allocates slot memory ahead of the pulls that need it: the slot the next version is assembled into, and with
+   * `slots: 2` (before the first version) the other one too. A receiver uses both from its second version on;
+   * without this the second slot's allocation is paid inside the first delta pull. No-op for a slot readers hold.
+   */
+  reserve(slotBytes: number, slots: 1 | 2 = 1): void {
+    if (slots !== 1 && slots !== 2) throw new TierSyncError(`slots must be 1 or 2, got ${describeValue(slots)}`, 'ERR_INVALID_ARGUMENT');
+    const next = this.#active === 0 ? 1 : 0;
+    for (const i of slots === 2 && this.#active < 0 ? [next, 1 - next] : [next]) {
+      const slot = this.#slots[i]!;
+      if (slot.readers === 0) this.#ensureArena(slot, slotBytes);
+    }
   }
 
   #ensureArena(slot: Slot, slotBytes: number): void {
@@ -108,6 +157,7 @@ export class VersionSlots {
     slot.arena?.close();
     slot.arena = undefined;
     slot.manifest = undefined;
+    slot.contents = new Map();
     slot.pending = undefined;
     const capacity = Math.max(slotBytes, 4096);
     slot.arena =
@@ -126,6 +176,7 @@ export class VersionSlots {
       throw new TierSyncError(`no assembly of version '${manifest.version}' to commit`, 'ERR_INVALID_ARGUMENT');
     }
     slot.pending = undefined;
+    slot.contents = new Map();
     slot.manifest = manifest;
     this.#active = index;
   }
@@ -136,4 +187,8 @@ export class VersionSlots {
       s.arena = undefined;
     }
   }
+}
+
+function samePlaces(a: SlotPlacement[], b: SlotPlacement[]): boolean {
+  return a.length === b.length && a.every((x, i) => x.slotOffset === b[i]!.slotOffset && x.length === b[i]!.length && x.hash === b[i]!.hash);
 }

@@ -112,6 +112,41 @@ describe('weights: publish and pull', () => {
     await expectVersionBytes(r, fill2);
   });
 
+  it('copies into a reused slot only what changed since the version it held; the publisher compares instead of hashing', async () => {
+    const pub = publisher();
+    const port = pub.serve();
+    await pub.publishWeights('v1', model(base).tensors);
+    const r = receiver();
+    r.reserve(MODEL_BYTES + 3 * 4096, 2);
+    await r.pullWeights('v1', { from: at(port) });
+    // v2 changes chunk 2; v3 changes chunk 20 on top of v2.
+    const fill2 = (i: number) => (i >= 2 * CHUNK && i < 3 * CHUNK ? base(i) ^ 0x5a : base(i));
+    const fill3 = (i: number) => (i >= 20 * CHUNK && i < 21 * CHUNK ? fill2(i) ^ 0xa5 : fill2(i));
+    const published2 = await pub.publishWeights('v2', model(fill2).tensors);
+    expect(published2.newChunks).toBe(1);
+    expect(pub.metrics().bytesUnchanged).toBe(MODEL_BYTES - CHUNK); // 28 chunks compared equal: not copied, not hashed
+    const d2 = await r.pullWeights('v2', { from: at(port) });
+    expect(d2.bytesInPlace).toBe(0); // the second slot was empty
+    await pub.publishWeights('v3', model(fill3).tensors);
+    const placedBefore = r.metrics().bytesPlaced;
+    const d3 = await r.pullWeights('v3', { from: at(port) });
+    // The slot holds v1: chunk 2 (changed in v2) and chunk 20 (changed in v3) are all it needs.
+    expect(d3.bytesFetched).toBe(CHUNK);
+    expect(d3.bytesInPlace).toBe(MODEL_BYTES - 2 * CHUNK);
+    expect(r.metrics().bytesPlaced - placedBefore).toBe(2 * CHUNK);
+    await expectVersionBytes(r, fill3);
+    // Back to v1's bytes: the slot now holding v2 differs from it in chunk 2 only.
+    await pub.publishWeights('v4', model(base).tensors);
+    const d4 = await r.pullWeights('v4', { from: at(port) });
+    expect(d4.bytesInPlace).toBe(MODEL_BYTES - CHUNK);
+    await expectVersionBytes(r, base);
+    // A fresh publisher cutting the same bytes (no previous version to compare with) writes the same chunks.
+    const fresh = publisher();
+    await fresh.publishWeights('v3', model(fill3).tensors);
+    expect(fresh.manifest('v3')!.chunks).toEqual(pub.manifest('v3')!.chunks);
+    expect(fresh.manifest('v3')!.tensors).toEqual(pub.manifest('v3')!.tensors);
+  });
+
   it('switches atomically: a lease keeps its version whole, and its slot is not reused until released', async () => {
     const pub = publisher();
     const port = pub.serve();

@@ -5,8 +5,10 @@
  * consecutive nodes are joined by a veth pair shaped to `linkGbit` per direction (a host with one NIC); the raw
  * baseline is one TCP connection across the first link. Otherwise everything runs on loopback and the baseline
  * is the native two-thread `tcpBaseline`. Each fan-out time is set beside raw transfers of the same bytes measured
- * right before and after it. Then a training step that rewrites 10% of the bytes (whole tensors) is pulled and
- * the bytes that moved are counted.
+ * right before and after it. Then two training steps that each rewrite 10% of the bytes (whole tensors) are
+ * pulled and the bytes that moved are counted: the first fills the receiver's second device slot (90% copied from
+ * its chunk store), the second finds 80% already in place in the slot it reuses (the steady state of a training
+ * loop: a slot holds the version two steps back).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -45,7 +47,14 @@ export interface WeightsBenchReport {
   topology: 'chain';
   rawTransferSeconds: number;
   fanout: Array<{ receivers: number; seconds: number; ratioToSingleRawTransfer: number; rawSeconds: number; bytesFetchedPerReceiver: number[]; missesRetriedPerReceiver: number[]; cpuBusyFraction: number }>;
-  delta: { changedFraction: number; bytesMovedFraction: number; seconds: number; ratioToSingleRawTransfer: number };
+  delta: {
+    changedFraction: number;
+    bytesMovedFraction: number;
+    seconds: number;
+    ratioToSingleRawTransfer: number;
+    /** The next step (same fraction rewritten), pulled into the slot that holds the version two steps back. */
+    next: { seconds: number; ratioToSingleRawTransfer: number; bytesMovedFraction: number; bytesInPlaceFraction: number; rawSeconds: number };
+  };
 }
 
 /** Where the processes run and how they reach each other. */
@@ -289,7 +298,8 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
   const set = generateTensors(bytes, 40);
   const total = set.tensors.reduce((s, t) => s + t.length, 0);
   const pieces = set.tensors.reduce((s, t) => s + Math.ceil(t.length / chunkBytes), 0);
-  const pub = new WeightPublisher({ capacity: (Math.ceil(pieces * (1 + changedFraction) * 1.05) + 24) * chunkBytes, chunkBytes });
+  // Room for three versions at once while the third is cut (the oldest is dropped after): two delta steps.
+  const pub = new WeightPublisher({ capacity: (Math.ceil(pieces * (1 + 2 * changedFraction) * 1.05) + 24) * chunkBytes, chunkBytes });
   // A receiver holds one version (plus the delta step's new chunks in the first run): one slot per chunk.
   const storeBytes = (withDelta: boolean) => (Math.ceil(pieces * (withDelta ? 1 + changedFraction : 1)) + 24) * chunkBytes;
   const rawDst = HostArena.create({ capacity: 256 * MiB, prefault: true });
@@ -309,7 +319,9 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
       let upstream = `${lab.publisherAddress}:${port}`;
       for (let i = 0; i < n; i++) {
         // Two streams: a link is full with them, and each hop of the chain lags its upstream by the requests in flight.
-        const args = ['--from', upstream, '--streams', '2', '--commands', '--json', '--serve-host', lab.serveHost(), '--serve-port', '0', '--prefault', '--reserve', String(total + 40 * 4096), '--wait-ms', String(timeoutMs), '--capacity', String(storeBytes(!delta))];
+        // The receivers that pull the delta steps hold two versions: both device slots are allocated up front,
+        // as a receiver in a training loop would (allocating 2 GiB of device memory is no part of a delta step).
+        const args = ['--from', upstream, '--streams', '2', '--commands', '--json', '--serve-host', lab.serveHost(), '--serve-port', '0', '--prefault', '--reserve', String(total + 40 * 4096), '--reserve-slots', delta ? '1' : '2', '--wait-ms', String(timeoutMs), '--capacity', String(storeBytes(!delta))];
         const r = new ReceiverProcess(args, lab.prefixFor(i), lab.secret);
         children.push(r);
         const serving = await r.next('serving', 30_000);
@@ -338,8 +350,25 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
         const dres = await Promise.all(children.map((r) => r.next('switched', timeoutMs)));
         const dSeconds = (performance.now() - d0) / 1000;
         const moved = Math.max(...dres.map((x) => Number(x.bytesFetched)));
-        delta = { changedFraction: round(changed / total, 4), bytesMovedFraction: round(moved / total, 4), seconds: round(dSeconds), ratioToSingleRawTransfer: round(dSeconds / rawBefore) };
-        log(`  delta step (${round(changed / total, 3)} of bytes rewritten): moved ${round(moved / total, 4)} of the bytes in ${round(dSeconds)} s`);
+        // The next step: the slot it is assembled into holds v1, so only what changed since v1 is copied there.
+        changeTensors(set, changedFraction, 1);
+        await pub.publishWeights('v3', set.tensors);
+        const rawNext = await raw();
+        const n0 = performance.now();
+        for (const r of children) r.send('pull v3');
+        const nres = await Promise.all(children.map((r) => r.next('switched', timeoutMs)));
+        const nSeconds = (performance.now() - n0) / 1000;
+        const nMoved = Math.max(...nres.map((x) => Number(x.bytesFetched)));
+        const inPlace = Math.min(...nres.map((x) => Number(x.bytesInPlace)));
+        delta = {
+          changedFraction: round(changed / total, 4),
+          bytesMovedFraction: round(moved / total, 4),
+          seconds: round(dSeconds),
+          ratioToSingleRawTransfer: round(dSeconds / rawBefore),
+          next: { seconds: round(nSeconds), ratioToSingleRawTransfer: round(nSeconds / rawNext), bytesMovedFraction: round(nMoved / total, 4), bytesInPlaceFraction: round(inPlace / total, 4), rawSeconds: round(rawNext) },
+        };
+        log(`  delta step (${round(changed / total, 3)} of bytes rewritten): moved ${round(moved / total, 4)} of the bytes in ${round(dSeconds)} s, ratio ${delta.ratioToSingleRawTransfer} (raw ${round(rawBefore)} s)`);
+        log(`  next delta step: moved ${delta.next.bytesMovedFraction}, ${delta.next.bytesInPlaceFraction} already in place, ${delta.next.seconds} s, ratio ${delta.next.ratioToSingleRawTransfer} (raw ${delta.next.rawSeconds} s)`);
         // The source copy is no longer needed: free it before the larger fan-outs.
         set.arena.close();
       }
