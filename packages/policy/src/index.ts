@@ -26,6 +26,7 @@ export { PrefixAwarePolicy, SessionAwarePolicy, type SessionAwareOptions } from 
 export {
   createPolicy,
   hasPolicy,
+  ORACLE_POLICIES,
   parsePolicySpec,
   policyNames,
   policyWrapperNames,

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { TierSyncError } from '@tiersync/native/errors';
 import {
-  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
+  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
   type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
 } from '../sim/index.js';
@@ -148,7 +148,8 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
     if (caps.length === 0) throw invalid(`--${unit === 'bytes' ? 'capacity' : 'objects'} needs at least one value`);
     for (const c of caps) if (c < 1) throw invalid(`capacities must be at least 1, got ${c}`);
     const pageBytes = values['page-bytes'] !== undefined ? parseSize(values['page-bytes'], '--page-bytes') : (blockTokens ?? 512) * kvBytesPerToken(modelPreset('llama-3-8b'));
-    for (const policy of policies) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
+    // The offline bound (opt / opt-size) runs beside the chosen policies, so every table and report shows it.
+    for (const policy of withBound(policies, unit)) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
     return { plan: { source, jobs, mode: 'exact' }, values };
   }
   modelPreset(values.model);

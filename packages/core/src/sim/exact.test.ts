@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { SeededRandom, replay, type TraceRequest } from '@tiersync/policy';
+import { SeededRandom, policyNames, replay, type TraceRequest } from '@tiersync/policy';
 import { TierSyncError } from '@tiersync/native/errors';
-import { denseKeyBound, replayObjects, replayPages, runExact } from './exact.js';
-import { makePolicy } from './policies.js';
+import { denseKeyBound, nextAccesses, replayObjects, replayObjectsOracle, replayPages, runExact } from './exact.js';
+import { boundPolicy, checkPolicies, isOracle, makePolicy, withBound } from './policies.js';
 import type { LlmTrace, ObjectTrace } from './trace/types.js';
 
 function objects(ids: number[], sizes?: number[]): ObjectTrace {
@@ -143,4 +143,58 @@ describe('the dense-key fast path', () => {
       }
     });
   }
+});
+
+describe('oracle policies (opt, opt-size) in exact mode', () => {
+  it('feeds Belady the trace\'s next accesses: A B A C B A at 2 objects misses 4 (C evicts A, needed last)', () => {
+    const t = objects([0, 1, 0, 2, 1, 0]);
+    expect(runExact(t, { policy: 'opt', unit: 'objects', capacity: 2 }).misses).toBe(4);
+    // opt-size bypasses C (never requested again): A and B stay, so only the 3 first accesses miss
+    expect(runExact(t, { policy: 'opt-size', unit: 'objects', capacity: 2 }).misses).toBe(3);
+    expect([...nextAccesses(t)]).toEqual([2, 3, 3, 0, 0, 0]);
+  });
+
+  it('next accesses of a page trace count page references in replay order', () => {
+    const trace = llm([[1, 2, 3], [1, 2, 4], [5, 2, 3]]);
+    expect([...nextAccesses(trace)]).toEqual([3, 3, 6, 0, 3, 0, 0, 0, 0]);
+    expect(runExact(trace, { policy: 'opt', unit: 'objects', capacity: Infinity })).toMatchObject({ misses: 5, prefixPageHitRatio: 2 / 9 });
+  });
+
+  const rng = new SeededRandom(5);
+  const ids: number[] = [];
+  const sizes: number[] = [];
+  const sizeOf = new Map<number, number>();
+  for (let i = 0; i < 20_000; i++) {
+    const id = rng.next() < 0.7 ? rng.nextInt(300) : rng.nextInt(5000);
+    if (!sizeOf.has(id)) sizeOf.set(id, 1 + rng.nextInt(1000));
+    ids.push(id);
+    sizes.push(sizeOf.get(id)!);
+  }
+  const trace = objects(ids, sizes);
+
+  it('Belady is a lower bound of every online policy (objects), and dense and Map paths agree', () => {
+    const online = policyNames().filter((n) => !isOracle(n));
+    for (const capacity of [200, 1000]) {
+      const bound = runExact(trace, { policy: 'opt', unit: 'objects', capacity }).misses;
+      expect(replayObjectsOracle(makePolicy('opt', capacity, 'objects'), trace, nextAccesses(trace)).misses).toBe(bound);
+      for (const policy of online) expect(runExact(trace, { policy, unit: 'objects', capacity }).misses, policy).toBeGreaterThanOrEqual(bound);
+    }
+  });
+
+  it('opt-size misses fewer bytes than every online policy in bytes mode on a size-varied trace', () => {
+    for (const capacity of [100_000, 400_000]) {
+      const bound = runExact(trace, { policy: 'opt-size', unit: 'bytes', capacity }).bytesMissed;
+      for (const policy of policyNames().filter((n) => !isOracle(n))) {
+        expect(runExact(trace, { policy, unit: 'bytes', capacity }).bytesMissed, policy).toBeGreaterThan(bound);
+      }
+    }
+  });
+
+  it('a sweep runs the bound beside the chosen policies (opt by objects, opt-size by bytes); oracles cannot be wrapped', () => {
+    expect(withBound(['lru', 's3fifo'], 'objects')).toEqual(['lru', 's3fifo', 'opt']);
+    expect(withBound(['lru'], 'bytes')).toEqual(['lru', 'opt-size']);
+    expect(withBound(['opt', 'lru'], 'bytes')).toEqual(['opt', 'lru']);
+    expect(boundPolicy('bytes')).toBe('opt-size');
+    expect(() => checkPolicies(['prefix-aware:opt'])).toThrow(/cannot be wrapped/);
+  });
 });

@@ -11,9 +11,13 @@
  *
  * An {@link LlmTrace} is replayed page by page (each page reference is one request of `pageBytes` bytes); an
  * {@link ObjectTrace} record by record with its own sizes.
+ *
+ * The oracle policies (`opt`, `opt-size`: the offline bounds) are fed each request's next access
+ * (`access(key, nextAccess)`), computed from the trace in one backward pass ({@link nextAccesses}, once per
+ * trace and thread) and replayed by twin loops, so the loops of the online policies stay as they were.
  */
-import type { CapacityUnit, EvictionPolicy } from '@tiersync/policy';
-import { makePolicy } from './policies.js';
+import { NEVER_AGAIN, nextAccessDistances, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
+import { isOracle, makePolicy } from './policies.js';
 import type { LlmTrace, ObjectTrace, SimTrace } from './trace/types.js';
 import { invalid } from './errors.js';
 
@@ -82,6 +86,84 @@ export function denseKeyBound(trace: SimTrace): number | undefined {
   return bound <= DENSE_LIMIT && bound <= 4 * distinct + (1 << 16) ? Math.max(bound, 1) : undefined;
 }
 
+/** Per-trace next-access distances: a sweep's oracle jobs on one thread share one backward pass. */
+const futures = new WeakMap<SimTrace, Uint32Array>();
+
+/**
+ * For each request of `trace` (each page reference of an LLM trace, in replay order), in how many requests its
+ * key comes back, or `NEVER_AGAIN` (0): what the oracle policies need. 4 bytes per request, computed once per
+ * trace (cached) with the dense-key map when the ids allow it.
+ */
+export function nextAccesses(trace: SimTrace): Uint32Array {
+  let out = futures.get(trace);
+  if (out !== undefined) return out;
+  const bound = denseKeyBound(trace);
+  if (trace.kind === 'object') out = nextAccessDistances(trace.keys.subarray(0, trace.length), bound);
+  else {
+    const flat = new Uint32Array(trace.pageRefs);
+    let n = 0;
+    for (const r of trace.requests) {
+      flat.set(r.pages, n);
+      n += r.pages.length;
+    }
+    out = nextAccessDistances(n === flat.length ? flat : flat.subarray(0, n), bound);
+  }
+  futures.set(trace, out);
+  return out;
+}
+
+/** Replays an object trace through an oracle policy, feeding `next` (from {@link nextAccesses}). */
+export function replayObjectsOracle(
+  policy: EvictionPolicy<number>,
+  trace: ObjectTrace,
+  next: Uint32Array,
+): { misses: number; bytesRequested: number; bytesMissed: number } {
+  const { keys, sizes, length } = trace;
+  let misses = 0;
+  let bytesRequested = 0;
+  let bytesMissed = 0;
+  for (let i = 0; i < length; i++) {
+    const key = keys[i]!;
+    const size = sizes[i]!;
+    const d = next[i]!;
+    bytesRequested += size;
+    if (policy.access(key, d === NEVER_AGAIN ? Infinity : d)) continue;
+    misses++;
+    bytesMissed += size;
+    if (policy.canAdmit(key, size)) policy.insert(key, size);
+  }
+  return { misses, bytesRequested, bytesMissed };
+}
+
+/** Replays an LLM trace page by page through an oracle policy, feeding `next`; also counts prefix hits. */
+export function replayPagesOracle(
+  policy: EvictionPolicy<number>,
+  trace: LlmTrace,
+  pageBytes: number,
+  next: Uint32Array,
+): { requests: number; misses: number; prefixHits: number } {
+  let requests = 0;
+  let misses = 0;
+  let prefixHits = 0;
+  for (const r of trace.requests) {
+    const pages = r.pages;
+    let inPrefix = true;
+    for (let j = 0; j < pages.length; j++) {
+      const key = pages[j]!;
+      const d = next[requests + j]!;
+      if (policy.access(key, d === NEVER_AGAIN ? Infinity : d)) {
+        if (inPrefix) prefixHits++;
+        continue;
+      }
+      inPrefix = false;
+      misses++;
+      if (policy.canAdmit(key, pageBytes)) policy.insert(key, pageBytes);
+    }
+    requests += pages.length;
+  }
+  return { requests, misses, prefixHits };
+}
+
 /** Replays an object trace. */
 export function replayObjects(policy: EvictionPolicy<number>, trace: ObjectTrace): { misses: number; bytesRequested: number; bytesMissed: number } {
   const { keys, sizes, length } = trace;
@@ -133,13 +215,14 @@ export function replayPages(
  */
 export function runExact(trace: SimTrace, job: ExactJob): ExactResult {
   const policy = makePolicy(job.policy, job.capacity, job.unit, { denseKeyBound: denseKeyBound(trace) });
+  const next = isOracle(job.policy) ? nextAccesses(trace) : undefined;
   if (trace.kind === 'object') {
-    const r = replayObjects(policy, trace);
+    const r = next !== undefined ? replayObjectsOracle(policy, trace, next) : replayObjects(policy, trace);
     return { ...row(job), requests: trace.length, ...r };
   }
   const pageBytes = job.pageBytes ?? 1;
   if (!Number.isSafeInteger(pageBytes) || pageBytes < 1) throw invalid(`page bytes must be a positive integer, got ${pageBytes}`);
-  const r = replayPages(policy, trace, pageBytes);
+  const r = next !== undefined ? replayPagesOracle(policy, trace, pageBytes, next) : replayPages(policy, trace, pageBytes);
   return {
     ...row(job),
     requests: r.requests,

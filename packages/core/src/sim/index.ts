@@ -10,7 +10,7 @@ export { readMooncake, parseMooncake, type MooncakeOptions } from './trace/moonc
 export { readAzure, parseAzure, type AzurePrefixOptions } from './trace/azure.js';
 export { readOracleGeneral, parseOracleGeneral, readOracleCsv, parseOracleCsv, encodeOracleGeneral } from './trace/oracle-general.js';
 export { generateMultiRoundQa, type MultiRoundQaOptions } from './trace/multi-round-qa.js';
-export { runExact, replayObjects, replayPages, denseKeyBound, type ExactJob, type ExactResult } from './exact.js';
+export { runExact, replayObjects, replayPages, replayObjectsOracle, replayPagesOracle, nextAccesses, denseKeyBound, type ExactJob, type ExactResult } from './exact.js';
 export { runTiered, type TierConfig, type TieredJob, type TieredResult, type TierResult } from './tiered.js';
 export { ACCELERATORS, STORAGE, MODELS, kvBytesPerToken, accelerator, storage, model, type AcceleratorSpec, type StorageSpec, type ModelShape } from './model/presets.js';
 export { computeSpec, prefillSeconds, loadSeconds, combine, noCacheSeconds, defaultHbmKvBytes, type ComputeSpec } from './model/ttft.js';
@@ -20,7 +20,7 @@ export { progressBar, silentProgress, type Progress } from './progress.js';
 export { renderHtml, type ReportInput } from './report/html.js';
 export { exactCsv, tieredCsv } from './report/csv.js';
 export { parseSize, parseBytes, parseCount, parseList, formatSize, round } from './units.js';
-export { makePolicy, checkPolicies, UNBOUNDED, type MakePolicyOptions } from './policies.js';
+export { makePolicy, checkPolicies, boundPolicy, isOracle, withBound, UNBOUNDED, type MakePolicyOptions } from './policies.js';
 export { bundledTrace } from './trace/bundled.js';
 export { emptyCounters, countersLine, counterDifferences, type ReplayCounters, type TierCounters } from './counters.js';
 export { simHierarchy, configLayout, UNLIMITED_PAGES, type SimHierarchy, type SimTier } from './hierarchy.js';

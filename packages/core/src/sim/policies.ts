@@ -2,7 +2,7 @@
  * Creating policies for the simulator: always through `@tiersync/policy`'s registry, so a replay runs the very
  * objects the live hierarchy runs (custom policies registered with `registerPolicy` work too).
  */
-import { createPolicy, policyNames, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
+import { createPolicy, hasPolicy, ORACLE_POLICIES, policyNames, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
 import { invalid } from './errors.js';
 
 /** Capacity used for "unbounded" (`--capacity inf`): the largest safe integer, which nothing fills. */
@@ -23,7 +23,7 @@ export interface MakePolicyOptions {
  * below 20 objects)
  */
 export function makePolicy(name: string, capacity: number, unit: CapacityUnit, options: MakePolicyOptions = {}): EvictionPolicy<number> {
-  if (!policyNames().includes(name)) throw invalid(`unknown policy '${name}'; known: ${policyNames().join(', ')}`);
+  if (!hasPolicy(name)) throw invalid(`unknown policy '${name}'; known: ${policyNames().join(', ')}`);
   const cap = Number.isFinite(capacity) ? capacity : UNBOUNDED;
   try {
     const dense = options.denseKeyBound;
@@ -36,6 +36,30 @@ export function makePolicy(name: string, capacity: number, unit: CapacityUnit, o
 /** Checks a list of policy names. @throws TierSyncError ERR_INVALID_ARGUMENT naming the first unknown one */
 export function checkPolicies(names: readonly string[]): string[] {
   if (names.length === 0) throw invalid('--policy needs at least one policy name');
-  for (const n of names) if (!policyNames().includes(n)) throw invalid(`unknown policy '${n}'; known: ${policyNames().join(', ')}`);
+  for (const n of names) {
+    if (!hasPolicy(n)) throw invalid(`unknown policy '${n}'; known: ${policyNames().join(', ')}`);
+    if (n.includes(':') && isOracle(n.slice(n.lastIndexOf(':') + 1))) throw invalid(`policy '${n}': an oracle policy cannot be wrapped (wrappers do not pass the next access on)`);
+  }
   return [...names];
+}
+
+/**
+ * Whether `name` is an oracle policy (`opt`, `opt-size`): the simulator must feed it each request's next access.
+ * A wrapped oracle (`prefix-aware:opt`) is refused by {@link checkPolicies}: wrappers do not pass the future on.
+ */
+export function isOracle(name: string): boolean {
+  return ORACLE_POLICIES.includes(name);
+}
+
+/** The offline bound shown beside the policies of a sweep: Belady (`opt`) by objects, `opt-size` by bytes. */
+export function boundPolicy(unit: CapacityUnit): 'opt' | 'opt-size' {
+  return unit === 'objects' ? 'opt' : 'opt-size';
+}
+
+/**
+ * The policies an exact-mode sweep runs: `policies` plus the unit's bound ({@link boundPolicy}) at the end, unless
+ * an oracle policy is already among them. Every sweep and report thus shows how far each policy is from the best.
+ */
+export function withBound(policies: readonly string[], unit: CapacityUnit): string[] {
+  return policies.some(isOracle) ? [...policies] : [...policies, boundPolicy(unit)];
 }

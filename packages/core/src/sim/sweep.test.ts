@@ -58,6 +58,9 @@ describe('tiersync sim command', () => {
         { policy: 'lru', capacityBytes: null, capacityObjects: null, requests: 6, misses: 3, bytesRequested: 6, bytesMissed: 3 },
         { policy: 'fifo', capacityBytes: null, capacityObjects: 2, requests: 6, misses: 4, bytesRequested: 6, bytesMissed: 4 },
         { policy: 'fifo', capacityBytes: null, capacityObjects: null, requests: 6, misses: 3, bytesRequested: 6, bytesMissed: 3 },
+        // the bound every exact sweep runs beside the chosen policies: Belady misses 4 (C evicts A, needed last)
+        { policy: 'opt', capacityBytes: null, capacityObjects: 2, requests: 6, misses: 4, bytesRequested: 6, bytesMissed: 4 },
+        { policy: 'opt', capacityBytes: null, capacityObjects: null, requests: 6, misses: 3, bytesRequested: 6, bytesMissed: 3 },
       ],
     });
   });
@@ -86,7 +89,7 @@ describe('tiersync sim command', () => {
     expect(() => planSim(['--objects', '10'])).toThrow(/--trace FILE/);
     expect(() => planSim(['--trace', conversation, '--objects', '10', '--capacity', '1MiB'])).toThrow(/exactly one of/);
     expect(() => planSim(['--trace', conversation, '--capacity', '12 parsecs'])).toThrow(/--capacity: expected a size/);
-    expect(() => planSim(['--trace', conversation, '--objects', '10', '--policy', 'mru'])).toThrow(/unknown policy 'mru'/);
+    expect(() => planSim(['--trace', conversation, '--objects', '10', '--policy', 'nope'])).toThrow(/unknown policy 'nope'/);
     expect(() => planSim(['--trace', conversation, '--format', 'parquet', '--objects', '1'])).toThrow(/--format must be one of/);
     expect(() => planSim(['--trace', conversation, '--model', 'gpt-9'])).toThrow(/unknown model/);
     expect(() => planSim(['--trace', conversation, '--model', 'llama-3-8b', '--storage', 'tape:1TiB'])).toThrow(/unknown storage preset/);
