@@ -5,7 +5,7 @@
  * never promise the same ones.
  */
 import type { TierSyncError } from '@tiersync/native';
-import type { Move } from '@tiersync/policy';
+import { parsePolicySpec, type Move, type PlannerStoreOptions, type RetentionHint } from '@tiersync/policy';
 import type { PageKey, PageLocation, PageWrite } from '@tiersync/tiers';
 import type { StorePage } from '../index/index.js';
 import { runMoves } from './background.js';
@@ -19,9 +19,13 @@ const MAX_ROOM_WAITS = 8;
  * Stores `entries` (`pages[i]` holds the bytes of `entries[i]`) on the first tier. Pages another store is writing
  * are `existing` here (their pending copy is in the index); if that store fails, they vanish as if never stored.
  */
-export function storePages(s: HierarchyState, entries: StorePage[], pages: readonly PageLocation[], options: { priority: number; tenant: string }): Promise<StoreResult> {
+export function storePages(s: HierarchyState, entries: StorePage[], pages: readonly PageLocation[], options: { priority: number; tenant: string; retention?: RetentionHint }): Promise<StoreResult> {
   const { index, planner } = ready(s);
   const keys = entries.map((e) => e.key);
+  const { retention, ...levels } = options;
+  // Parents only when a tier orders victims by chain (prefix-aware): other policies never read them.
+  const chainAware = planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.includes('prefix-aware'));
+  const parentOf = chainAware ? new Map(entries.map((e) => [e.key, e.parent])) : undefined;
   const top = s.tiers[0]!;
   const run = (async (): Promise<StoreResult> => {
     const begin = await exclusive(s, async () => index.beginStore(s.namespace.id, top.name, entries));
@@ -30,8 +34,17 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
     let place: Extract<Move, { kind: 'place' }> | undefined;
     for (let waits = 0; ; waits++) {
       const planned = await exclusive(s, async (): Promise<{ place: typeof place } | false> => {
-        await runMoves(s, planner.expire(Date.now()));
-        const moves = planner.store(begin.fresh, { ...options, waitForRoom: waits < MAX_ROOM_WAITS });
+        const now = Date.now();
+        await runMoves(s, planner.expire(now));
+        const hints: PlannerStoreOptions<PageKey> = {};
+        if (parentOf) hints.parents = begin.fresh.map((k) => parentOf.get(k) ?? null);
+        if (retention) {
+          hints.retention = retention;
+          hints.now = now;
+          // Pages of this context stored before (a session's earlier turns) take the new hint too.
+          if (begin.existing.length) planner.retain(begin.existing, { retention, now });
+        }
+        const moves = planner.store(begin.fresh, { ...levels, ...hints, waitForRoom: waits < MAX_ROOM_WAITS });
         // Slots reserved by stores still writing cannot be freed yet: wait for those to land (their pages then
         // become evictable) rather than drop pages that a store run alone would have kept. Bounded, so a stream
         // of other stores cannot hold this one back for ever: after that, what does not fit is dropped.

@@ -2,6 +2,7 @@
  * The public shapes of the hierarchy: events, options and results of TierSync's methods.
  */
 import type { TierSyncError } from '@tiersync/native';
+import type { RetentionHint } from '@tiersync/policy';
 import type { PageKey } from '@tiersync/tiers';
 
 export interface TierSyncEvents {
@@ -55,6 +56,14 @@ export interface StoreOptions {
   priority?: number;
   /** Tenant the new pages count against (config.tenantQuotas). Default: config.tenant, or 'default'. */
   tenant?: string;
+  /**
+   * A soft retention hint for the stored pages and for those of them already stored (a session's whole context,
+   * re-hinted each turn): `{ expectedReturnMs }` when the session is expected back (waiting on a tool call),
+   * `{ finished: true }` when it will not come back. Tiers whose policy is `session-aware:...` order victims by it
+   * (finished first, expected back soon last); it never refuses a store or holds a page the way pin() does, and
+   * other policies ignore it. Default none.
+   */
+  retention?: RetentionHint;
 }
 
 /** Options of load(). */

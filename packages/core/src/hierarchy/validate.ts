@@ -3,6 +3,7 @@
  * argument; the modules behind it trust their input.
  */
 import { TierSyncError } from '@tiersync/native';
+import type { RetentionHint } from '@tiersync/policy';
 import { PAGE_KEY_PATTERN, type PageKey, type PageLocation } from '@tiersync/tiers';
 import type { LoadOptions, LookupResult, StoreOptions } from './types.js';
 
@@ -60,14 +61,26 @@ export function checkInto(into: readonly PageLocation[], hit: LookupResult, page
 }
 
 /** store() / storeKeys() options, with defaults applied. */
-export function checkStoreOptions(options: StoreOptions, priorities: boolean, defaultTenant: string): { priority: number; tenant: string } {
-  if (options === null || typeof options !== 'object') throw new TierSyncError('options must be { priority?, tenant? }', 'ERR_INVALID_ARGUMENT');
+export function checkStoreOptions(options: StoreOptions, priorities: boolean, defaultTenant: string): { priority: number; tenant: string; retention?: RetentionHint } {
+  if (options === null || typeof options !== 'object') throw new TierSyncError('options must be { priority?, tenant?, retention? }', 'ERR_INVALID_ARGUMENT');
   const priority = options.priority ?? 0;
   if (!Number.isSafeInteger(priority)) throw new TierSyncError(`options.priority must be a safe integer, got ${String(priority)}`, 'ERR_INVALID_ARGUMENT');
   if (priority !== 0 && !priorities) throw new TierSyncError('options.priority needs config.priorities: true', 'ERR_INVALID_ARGUMENT');
   const tenant = options.tenant ?? defaultTenant;
   if (typeof tenant !== 'string' || tenant.length < 1 || tenant.length > 256) throw new TierSyncError('options.tenant must be a string of 1..256 characters', 'ERR_INVALID_ARGUMENT');
-  return { priority, tenant };
+  const retention = options.retention;
+  if (retention === undefined) return { priority, tenant };
+  return { priority, tenant, retention: checkRetentionHint(retention, 'options.retention') };
+}
+
+/** A soft retention hint: `{ expectedReturnMs }` (a finite number >= 0) or `{ finished: true }`. */
+export function checkRetentionHint(retention: unknown, name: string): RetentionHint {
+  const r = retention as { expectedReturnMs?: unknown; finished?: unknown } | null;
+  if (r !== null && typeof r === 'object' && r.finished === true && r.expectedReturnMs === undefined) return { finished: true };
+  if (r !== null && typeof r === 'object' && r.finished === undefined && typeof r.expectedReturnMs === 'number' && Number.isFinite(r.expectedReturnMs) && r.expectedReturnMs >= 0) {
+    return { expectedReturnMs: r.expectedReturnMs };
+  }
+  throw new TierSyncError(`${name} must be { expectedReturnMs: ms >= 0 } or { finished: true }, got ${JSON.stringify(retention)}`, 'ERR_INVALID_ARGUMENT');
 }
 
 /** load() options. */
