@@ -678,6 +678,9 @@ class NaiveWTinyLfu extends Naive {
   }
   place(key: number, size: number): void {
     this.win.unshift(this.entry(key, size));
+    while (this.sum(this.win) > this.wCap && this.sum(this.prob) + this.sum(this.prot) + this.cost(this.win[this.win.length - 1]!.size) <= this.mCap) {
+      this.prob.unshift(this.win.pop()!);
+    }
   }
   remove(key: number): void {
     for (const name of ['win', 'prob', 'prot'] as const) this[name] = this[name].filter((e) => e.key !== key);

@@ -11,6 +11,8 @@
  * - every request is counted in a frequency sketch: a count-min sketch of 8-bit counters (the package's
  *   {@link LookupCountAdmission}, 4 rows, conservative update) whose counters halve every 10 x width requests
  *   (the paper's reset with sample size W = 10 x the cache size);
+ * - after an insert, the window's LRU objects move to probation's head while the window is over its share and main
+ *   has room for them (Caffeine's maintenance; nothing is evicted);
  * - making room for an incoming object: while the window (with the incoming object) is over its share, its LRU
  *   object is the candidate: it moves to probation's head if main has room for it; otherwise it duels main's victim
  *   (probation's LRU, else protected's LRU) and the one with the lower estimated frequency is evicted (ties evict
@@ -123,8 +125,16 @@ export class WTinyLfuPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<
     }
   }
 
+  // As Caffeine's maintenance after a write: the window's overflow moves to probation while main has room for it
+  // (no eviction: the total is unchanged). What cannot move duels main's victim at the next eviction.
   protected override place(slot: SlotId): void {
     this.#attach(slot, WINDOW);
+    while (this.#windowUsed > this.windowCapacity) {
+      const tail = this.#lruUnpinned(this.#window);
+      if (tail === NIL || this.#probationUsed + this.#protectedUsed + this.costOf(tail) > this.mainCapacity) break;
+      this.#detach(tail);
+      this.#attach(tail, PROBATION);
+    }
   }
 
   protected override evictOne(incomingCost: number): K {
