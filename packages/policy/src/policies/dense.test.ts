@@ -10,7 +10,7 @@ import { replay, type TraceRequest } from '../replay.js';
 import { SeededRandom } from '../random.js';
 import type { CapacityUnit, EvictionPolicy, PolicyOptions } from '../types.js';
 
-const POLICIES = ['lru', 'fifo', 'clock', 'sieve', 'lfu', 'arc', 's3fifo'] as const;
+const POLICIES = ['lru', 'fifo', 'clock', 'sieve', 'lfu', 'arc', 's3fifo', 'mru', 'slru', 'lirs', '2q', 'wtinylfu', 'lfuda', 'gdsf', 'opt', 'opt-size'] as const;
 
 function make(name: string, unit: CapacityUnit, capacity: number, bound?: number): EvictionPolicy<number> {
   const options: PolicyOptions & { smallRatio?: number } = { unit, capacity };
