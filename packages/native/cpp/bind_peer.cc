@@ -35,9 +35,11 @@ class ServerWrap;
 void CallPlan(Napi::Env env, Napi::Function, ServerWrap* self, std::shared_ptr<ServerRequest>* data);
 using PlanCalls = Napi::TypedThreadSafeFunction<ServerWrap, std::shared_ptr<ServerRequest>, CallPlan>;
 
-// new PeerServer(options, arena, plan): `plan(request)` runs on the JS thread for every request batch, twice
-// (phase 'plan' then 'finish'); for 'plan' it returns { offsets: Float64Array, statuses: Uint8Array,
-// lengths?: Uint32Array, crcs?: Uint32Array } or throws to refuse the batch.
+// new PeerServer(options, arena, plan, commit?): `plan(request)` runs on the JS thread for every request batch,
+// twice (phase 'plan' then 'finish'); for 'plan' it returns { offsets: Float64Array, statuses: Uint8Array,
+// lengths?: Uint32Array, crcs?: Uint32Array } or throws to refuse the batch. With `commit`, PUTs land in slots
+// granted in advance (grant()) without a plan; `commit({ keys, offsets, lengths, crcs })` then runs on the JS
+// thread, batched, after their acks, before any later plan, and may return a Float64Array of slots to grant.
 class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
  public:
   explicit ServerWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ServerWrap>(info) {
@@ -57,7 +59,11 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     if (!arena.memory || arena.memory->kind() != MemoryKind::Host) Throw(env, Code::InvalidArgument, "a peer server serves a HostArena");
     if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "plan must be a function");
     plan_ = Napi::Persistent(info[2].As<Napi::Function>());
+    if (info.Length() > 3 && info[3].IsFunction()) commit_ = Napi::Persistent(info[3].As<Napi::Function>());
     calls_ = PlanCalls::New(env, "tiersync-peer-plan", 0, 1, this);
+    peer::NotifyFn notify;
+    // A null item on the same queue as the plans: committed pages reach JS in order with every later request.
+    if (!commit_.IsEmpty()) notify = [this] { calls_.NonBlockingCall(nullptr); };
     server_ = Guard(env, [&] {
       return std::make_unique<peer::Server>(opts, arena.memory, [this](std::shared_ptr<ServerRequest> r) {
         auto* data = new std::shared_ptr<ServerRequest>(r);
@@ -65,8 +71,60 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
           delete data;
           r->Answer("peer server is closing");
         }
-      });
+      }, notify);
     });
+  }
+
+  // Hands pages the data plane stored to the control plane (one call for every PUT waiting), answers each PUT
+  // with what the control plane said per page, and grants the slots it returns to the pool.
+  void DrainCommitted(Napi::Env env) {
+    if (!server_ || commit_.IsEmpty()) return;
+    std::vector<std::shared_ptr<peer::Committed>> batch = server_->DrainCommitted();
+    size_t n = 0;
+    for (const auto& c : batch) n += c->entries.size();
+    if (batch.empty()) return;
+    Napi::Array keys = Napi::Array::New(env, n);
+    auto offsets = Napi::Float64Array::New(env, n);
+    auto lengths = Napi::Uint32Array::New(env, n);
+    auto crcs = Napi::Uint32Array::New(env, n);
+    size_t k = 0;
+    for (const auto& c : batch) {
+      for (size_t i = 0; i < c->entries.size(); i++, k++) {
+        keys.Set(static_cast<uint32_t>(k), c->entries[i].key);
+        offsets[k] = c->offsets[i];
+        lengths[k] = c->entries[i].length;
+        crcs[k] = c->entries[i].crc32c;
+      }
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("keys", keys);
+    o.Set("offsets", offsets);
+    o.Set("lengths", lengths);
+    o.Set("crcs", crcs);
+    Napi::Value answer;
+    bool failed = false;
+    try {
+      answer = commit_.Call({o});
+    } catch (const Napi::Error&) {
+      failed = true;  // the TS side catches its own failures; a throw here fails the PUTs (status failed)
+    }
+    const uint8_t* statuses = nullptr;
+    if (!failed && answer.IsObject()) {
+      Napi::Object a = answer.As<Napi::Object>();
+      Napi::Value st = a.Get("statuses"), grant = a.Get("grant");
+      if (st.IsTypedArray() && st.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array && st.As<Napi::TypedArray>().ElementLength() == n)
+        statuses = st.As<Napi::Uint8Array>().Data();
+      if (grant.IsTypedArray() && grant.As<Napi::TypedArray>().TypedArrayType() == napi_float64_array) {
+        auto f = grant.As<Napi::Float64Array>();
+        server_->pool().Grant(std::vector<double>(f.Data(), f.Data() + f.ElementLength()), server_->pool().slotBytes());
+      }
+    }
+    k = 0;
+    for (const auto& c : batch) {
+      c->statuses.resize(c->entries.size());
+      for (size_t i = 0; i < c->entries.size(); i++, k++) c->statuses[i] = statuses ? statuses[k] : static_cast<uint8_t>(peer::kFailed);
+      c->Answer(false);
+    }
   }
 
   // Not Shutdown(): at environment teardown Node closes the thread-safe function before finalizing this object.
@@ -77,6 +135,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
 
   void Plan(Napi::Env env, const std::shared_ptr<ServerRequest>& r) {
     if (closed_) return r->Answer("peer server is closing");
+    DrainCommitted(env);  // a request after a PUT's ack sees its pages
     const size_t n = r->entries.size();
     Napi::Object req = Napi::Object::New(env);
     req.Set("id", Napi::Number::New(env, static_cast<double>(r->id)));
@@ -160,21 +219,54 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("authFailures", Napi::Number::New(info.Env(), static_cast<double>(server_->authFailures())));
     o.Set("refused", Napi::Number::New(info.Env(), static_cast<double>(server_->refused())));
     o.Set("active", Napi::Number::New(info.Env(), static_cast<double>(server_->active())));
+    o.Set("pooledPuts", Napi::Number::New(info.Env(), static_cast<double>(server_->pooledPuts())));
+    o.Set("pooledSlots", Napi::Number::New(info.Env(), static_cast<double>(server_->pool().size())));
     return o;
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {
     Shutdown();
+    DrainCommitted(info.Env());  // acknowledged pages are committed even when the server closes right after
     return info.Env().Undefined();
+  }
+
+  // grant(offsets: Float64Array, slotBytes): free slots of the arena the data plane may fill without asking.
+  Napi::Value Grant(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+      Throw(env, Code::InvalidArgument, "grant(offsets: Float64Array, slotBytes)");
+    uint64_t slotBytes = UintArg(info, 1, "slotBytes");
+    if (slotBytes == 0) Throw(env, Code::InvalidArgument, "slotBytes must be positive");
+    auto f = info[0].As<Napi::Float64Array>();
+    std::vector<double> offsets(f.Data(), f.Data() + f.ElementLength());
+    for (size_t i = 0; i < offsets.size(); i++)
+      if (!(offsets[i] >= 0 && offsets[i] == static_cast<double>(static_cast<uint64_t>(offsets[i]))))
+        Throw(env, Code::InvalidArgument, "offsets[" + std::to_string(i) + "] must be a non-negative integer");
+    if (closed_) Throw(env, Code::Closed, "peer server is closed");
+    server_->pool().Grant(offsets, slotBytes);
+    return env.Undefined();
+  }
+
+  // takePool() -> Float64Array: the granted slots still free (the caller frees them), emptying the pool.
+  Napi::Value TakePool(const Napi::CallbackInfo& info) {
+    std::vector<double> left = server_ ? server_->pool().TakeAll() : std::vector<double>{};
+    auto out = Napi::Float64Array::New(info.Env(), left.size());
+    std::copy(left.begin(), left.end(), out.Data());
+    return out;
   }
 
  private:
   std::unique_ptr<peer::Server> server_;
   Napi::FunctionReference plan_;
+  Napi::FunctionReference commit_;
   PlanCalls calls_;
   bool closed_ = false;
 };
 
 void CallPlan(Napi::Env env, Napi::Function, ServerWrap* self, std::shared_ptr<ServerRequest>* data) {
+  if (data == nullptr) {  // committed pages wait
+    if (env != nullptr && self != nullptr) self->DrainCommitted(env);
+    return;
+  }
   std::unique_ptr<std::shared_ptr<ServerRequest>> owned(data);
   if (env == nullptr || self == nullptr) return (*owned)->Answer("peer server is closing");
   self->Plan(env, *owned);
@@ -448,6 +540,8 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
                                                       ServerWrap::InstanceMethod("port", &ServerWrap::Port),
                                                       ServerWrap::InstanceMethod("stats", &ServerWrap::Stats),
                                                       ServerWrap::InstanceMethod("close", &ServerWrap::Close),
+                                                      ServerWrap::InstanceMethod("grant", &ServerWrap::Grant),
+                                                      ServerWrap::InstanceMethod("takePool", &ServerWrap::TakePool),
                                                   });
   Napi::Function client = ClientWrap::DefineClass(env, "PeerClient",
                                                   {

@@ -46,6 +46,23 @@ struct ServerRequest {
 
 using PlanFn = std::function<void(std::shared_ptr<ServerRequest>)>;
 
+// Pages a PUT stored into pool slots (intact, tag checked), waiting for the control plane to record them: one
+// batched call for every PUT that landed meanwhile, on any connection. The connection acks once it answered.
+struct Committed {
+  std::vector<Entry> entries;  // key, length, CRC32C (computed on arrival when the client asked)
+  std::vector<double> offsets;
+  // Answer: per entry kOk (recorded) or kExisting (the tier held the key already; its slot was freed).
+  std::vector<uint8_t> statuses;
+  std::mutex m;
+  std::condition_variable cv;
+  bool answered = false;
+  bool dropped = false;  // the server closed before the control plane saw these pages
+  void Answer(bool drop);
+  bool Wait(uint64_t timeoutMs);
+};
+// Called (from a connection thread) when committed pages wait and no drain is scheduled yet.
+using NotifyFn = std::function<void()>;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port
@@ -58,9 +75,28 @@ struct ServerOptions {
   uint64_t maxConnections = 256;
 };
 
+// The server's slot pool: free page slots of the arena the control plane granted in advance, so a PUT lands and
+// is acknowledged without waiting on the control plane. Pages that land intact are queued for it (Drain); their
+// slots leave the pool for good. Slots of refused pages return to the pool.
+class SlotPool {
+ public:
+  void Grant(const std::vector<double>& offsets, uint64_t slotBytes);
+  // All-or-nothing: n slots, or false.
+  bool Take(size_t n, std::vector<double>* out);
+  void Return(double offset);
+  std::vector<double> TakeAll();
+  uint64_t slotBytes() const { return slotBytes_.load(); }
+  size_t size();
+
+ private:
+  std::mutex m_;
+  std::vector<double> free_;
+  std::atomic<uint64_t> slotBytes_{0};
+};
+
 class Server {
  public:
-  Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan);
+  Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan, NotifyFn notify = nullptr);
   ~Server();
   uint16_t port() const { return port_; }
   void Close();
@@ -68,6 +104,10 @@ class Server {
   uint64_t authFailures() const { return authFailures_.load(); }
   uint64_t refused() const { return refused_.load(); }
   uint64_t active() const { return active_.load(); }
+  SlotPool& pool() { return pool_; }
+  // Committed pages not yet handed to the control plane (clears the scheduled flag first). The caller answers each.
+  std::vector<std::shared_ptr<Committed>> DrainCommitted();
+  uint64_t pooledPuts() const { return pooledPuts_.load(); }
 
  private:
   void AcceptLoop();
@@ -75,10 +115,19 @@ class Server {
   void Handshake(Link& link);
   void HandleRequest(Link& link, const Header& h, std::vector<Entry> entries);
   void Ask(const std::shared_ptr<ServerRequest>& r);
+  // A PUT into pool slots: no control-plane round trip. False (nothing taken) when the pool is short.
+  bool PutPooled(Link& link, const Header& h, std::vector<Entry>& entries);
+  void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
 
   ServerOptions options_;
   std::shared_ptr<Memory> arena_;
   PlanFn plan_;
+  NotifyFn notify_;
+  SlotPool pool_;
+  std::mutex committedMutex_;
+  std::vector<std::shared_ptr<Committed>> committed_;
+  bool drainScheduled_ = false;
+  std::atomic<uint64_t> pooledPuts_{0};
   int listenFd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> closing_{false};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 
@@ -27,6 +28,49 @@ void ServerRequest::Answer(const std::string& why) {
 bool ServerRequest::Wait(uint64_t timeoutMs) {
   std::unique_lock<std::mutex> lock(m);
   return cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return answered; });
+}
+
+void Committed::Answer(bool drop) {
+  std::lock_guard<std::mutex> lock(m);
+  dropped = drop;
+  answered = true;
+  cv.notify_all();
+}
+
+bool Committed::Wait(uint64_t timeoutMs) {
+  std::unique_lock<std::mutex> lock(m);
+  return cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return answered; });
+}
+
+void SlotPool::Grant(const std::vector<double>& offsets, uint64_t slotBytes) {
+  std::lock_guard<std::mutex> lock(m_);
+  slotBytes_.store(slotBytes);
+  free_.insert(free_.end(), offsets.begin(), offsets.end());
+}
+
+bool SlotPool::Take(size_t n, std::vector<double>* out) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (free_.size() < n) return false;
+  out->assign(free_.end() - static_cast<std::ptrdiff_t>(n), free_.end());
+  free_.resize(free_.size() - n);
+  return true;
+}
+
+void SlotPool::Return(double offset) {
+  std::lock_guard<std::mutex> lock(m_);
+  free_.push_back(offset);
+}
+
+std::vector<double> SlotPool::TakeAll() {
+  std::lock_guard<std::mutex> lock(m_);
+  std::vector<double> out;
+  out.swap(free_);
+  return out;
+}
+
+size_t SlotPool::size() {
+  std::lock_guard<std::mutex> lock(m_);
+  return free_.size();
 }
 
 namespace {
@@ -64,8 +108,8 @@ int Listen(const std::string& host, uint16_t port, uint16_t* bound) {
 
 }  // namespace
 
-Server::Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan)
-    : options_(options), arena_(std::move(arena)), plan_(std::move(plan)) {
+Server::Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan, NotifyFn notify)
+    : options_(options), arena_(std::move(arena)), plan_(std::move(plan)), notify_(std::move(notify)) {
   if (!arena_ || !arena_->host()) throw NativeError(Code::InvalidArgument, "a peer server serves a host arena");
   listenFd_ = Listen(options_.host, options_.port, &port_);
   if (options_.secret.empty()) {
@@ -86,6 +130,15 @@ void Server::Close() {
     // Connection threads waiting on the control plane must not wait for a JS thread that is busy closing us.
     std::lock_guard<std::mutex> lock(pendingMutex_);
     for (auto& r : pending_) r->Answer("peer server is closing");
+  }
+  {
+    // PUTs the control plane has not recorded: their slots go back to the pool (released with it), no ack.
+    std::lock_guard<std::mutex> lock(committedMutex_);
+    for (auto& c : committed_) {
+      for (double s : c->offsets) pool_.Return(s);
+      c->Answer(true);
+    }
+    committed_.clear();
   }
   shutdown(listenFd_, SHUT_RDWR);
   if (acceptThread_.joinable()) acceptThread_.join();
@@ -246,6 +299,91 @@ void Server::Ask(const std::shared_ptr<ServerRequest>& r) {
     throw NativeError(Code::Timeout, "the page table did not answer within " + std::to_string(options_.timeoutMs) + " ms");
 }
 
+std::vector<std::shared_ptr<Committed>> Server::DrainCommitted() {
+  std::lock_guard<std::mutex> lock(committedMutex_);
+  drainScheduled_ = false;
+  std::vector<std::shared_ptr<Committed>> out;
+  out.swap(committed_);
+  return out;
+}
+
+void Server::Post(const std::shared_ptr<ServerRequest>& r) {
+  if (closing_) return;
+  plan_(r);
+}
+
+bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries) {
+  const size_t n = entries.size();
+  const uint64_t slotBytes = pool_.slotBytes();
+  if (!notify_ || slotBytes == 0 || n == 0) return false;
+  for (const Entry& e : entries)
+    if (e.length > slotBytes) return false;  // the control plane's path refuses it with a status
+  std::vector<double> slots;
+  if (!pool_.Take(n, &slots)) return false;
+  pooledPuts_++;
+  const uint64_t size = arena_->size();
+  std::vector<uint8_t> outcome(n, kOk);
+  try {
+    for (size_t i = 0; i < n; i++) {
+      Entry& e = entries[i];
+      const bool compute = (e.flags & kEntryComputeCrc) != 0;
+      const uint64_t off = static_cast<uint64_t>(slots[i]);
+      if (slots[i] < 0 || off > size || e.length > size - off) {  // a granted slot is checked like input
+        uint32_t crc = DrainBody(link, e.length, compute);
+        if (compute) e.crc32c = crc;
+        outcome[i] = kFailed;
+        continue;
+      }
+      uint32_t crc = RecvBody(link, arena_->host() + off, e.length, 0, true);
+      if (compute) e.crc32c = crc;
+      outcome[i] = crc == e.crc32c ? kOk : kBadChecksum;
+    }
+    RecvTag(link);  // nothing of a frame that fails its tag is committed
+  } catch (...) {
+    for (double s : slots) pool_.Return(s);
+    throw;
+  }
+  auto c = std::make_shared<Committed>();
+  std::vector<size_t> at(n, SIZE_MAX);  // entry -> index in c
+  for (size_t i = 0; i < n; i++) {
+    if (outcome[i] == kOk) {
+      at[i] = c->entries.size();
+      c->entries.push_back(entries[i]);
+      c->offsets.push_back(slots[i]);
+    } else {
+      pool_.Return(slots[i]);
+    }
+  }
+  if (!c->entries.empty()) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(committedMutex_);
+      if (closing_) {
+        for (double s : c->offsets) pool_.Return(s);
+        throw NativeError(Code::Closed, "peer server is closing");
+      }
+      committed_.push_back(c);
+      wake = !drainScheduled_;
+      drainScheduled_ = true;
+    }
+    if (wake) notify_();
+    // The pages become visible before the client hears they are stored. One control-plane call records the PUTs
+    // of every connection that landed meanwhile; the next request's bytes keep arriving in the socket buffers.
+    if (!c->Wait(options_.timeoutMs))
+      throw NativeError(Code::Timeout, "the page table did not record the pages within " + std::to_string(options_.timeoutMs) + " ms");
+    if (c->dropped) throw NativeError(Code::Closed, "peer server is closing");
+  }
+  std::vector<Entry> ack(n);
+  for (size_t i = 0; i < n; i++) {
+    ack[i].key = entries[i].key;
+    ack[i].status = at[i] == SIZE_MAX ? outcome[i] : (c->statuses.size() > at[i] ? c->statuses[at[i]] : static_cast<uint8_t>(kFailed));
+    ack[i].length = entries[i].length;
+    ack[i].crc32c = entries[i].crc32c;
+  }
+  SendFrame(link, kPutAck, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
+  return true;
+}
+
 void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entries) {
   auto r = std::make_shared<ServerRequest>();
   r->id = ++nextRequest_;
@@ -265,6 +403,7 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   if (declared != h.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
   // A frame without pages is acted on only once its tag checked (a forged DELETE must never run).
   if (h.op != kPut) RecvTag(link);
+  if (h.op == kPut && PutPooled(link, h, r->entries)) return;
 
   Ask(r);
   if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
@@ -335,7 +474,7 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   }
   if (h.op == kGet && sentOrReceived) {
     r->finishing = true;
-    Ask(r);  // unpin
+    Post(r);  // unpin: the bytes are in the kernel's buffers, nothing here waits for the answer
   }
 }
 

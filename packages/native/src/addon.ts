@@ -25,7 +25,7 @@ export interface NativeAddon {
   benchMemcpy(dst: NativeEndpoint, src: NativeEndpoint, bytes: number, threads: number, chunk: number): number;
   benchFileLoop(path: string, mode: 'write' | 'read', arena: NativeEndpoint, bytes: number, block: number): number;
   benchTcp(src: NativeEndpoint, dst: NativeEndpoint, bytes: number, chunk: number): number;
-  PeerServer: new (options: object, arena: NativeEndpoint, plan: (request: never) => unknown) => NativePeerServer;
+  PeerServer: new (options: object, arena: NativeEndpoint, plan: (request: never) => unknown, commit?: (batch: never) => unknown) => NativePeerServer;
   connectPeer(options: object): Promise<NativePeerClient>;
   decodePeerFrame(bytes: Uint8Array): NativePeerFrame;
   encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
@@ -34,8 +34,10 @@ export interface NativeAddon {
 }
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number; refused: number; active: number };
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number };
   close(): void;
+  grant(offsets: Float64Array, slotBytes: number): void;
+  takePool(): Float64Array;
 }
 export interface NativePeerClient {
   request(op: string, arena: NativeEndpoint | null, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean): Promise<{ statuses: Uint8Array; lengths: Uint32Array; crcs: Uint32Array }>;

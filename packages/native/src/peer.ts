@@ -61,30 +61,84 @@ export interface PeerServerOptions {
   maxConnections?: number;
 }
 
+/** Pages a PUT stored into granted slots, handed to the control plane after their acks (batched). */
+export interface PeerCommitBatch {
+  keys: string[];
+  /** Arena offset of each page's slot (one the control plane granted). */
+  offsets: Float64Array;
+  lengths: Uint32Array;
+  /** CRC32C of each page, checked (or computed) as it landed. */
+  crcs: Uint32Array;
+}
+
+/** What `commit` answers: per page ok or existing (the key was held already; its slot is freed), and new slots. */
+export interface PeerCommitAnswer {
+  statuses: Uint8Array;
+  grant?: Float64Array;
+}
+
+/**
+ * The slot table shared with the data plane: with it, a PUT needs no plan. Slots granted in advance (`grant`) are
+ * filled by the connection threads as the pages arrive (checked, tag and CRC32C); the pages of every PUT that
+ * landed meanwhile, on any connection, then reach `commit` in one call, which records them (freeing the slot of a
+ * key it holds already) before each PUT is acknowledged. `commit` may grant slots in place of those used, and must
+ * not throw (a throw fails the PUTs). `release` gets the slots still granted when the server closes.
+ */
+export interface PeerSlotTable {
+  commit(batch: PeerCommitBatch): PeerCommitAnswer;
+  release(offsets: Float64Array): void;
+}
+
 /**
  * Serves `arena` to peers. `plan` runs on the JS thread once per request batch and phase, and must answer
- * synchronously (it is the host tier's page table); throwing refuses the batch.
+ * synchronously (it is the host tier's page table); throwing refuses the batch. With `slots`, PUTs skip `plan`
+ * while granted slots last.
  */
 export class PeerServer {
   readonly #native: NativePeerServer;
+  readonly #slots: PeerSlotTable | undefined;
+  #closed = false;
 
-  constructor(arena: HostArena, plan: (request: PeerServerRequest) => PeerPlan | void, options: PeerServerOptions = {}) {
+  constructor(arena: HostArena, plan: (request: PeerServerRequest) => PeerPlan | void, options: PeerServerOptions = {}, slots?: PeerSlotTable) {
     if (options.port !== undefined) checkInteger(options.port, 'port');
-    this.#native = new native.PeerServer(options, arena.native, plan as (request: never) => unknown);
+    this.#slots = slots;
+    this.#native = new native.PeerServer(options, arena.native, plan as (request: never) => unknown, slots ? ((batch: PeerCommitBatch) => slots.commit(batch)) as (batch: never) => unknown : undefined);
+  }
+
+  /** Takes back every granted slot still free (the caller frees them); PUTs then go through `plan` until the next grant. */
+  takePool(): Float64Array {
+    return this.#native.takePool();
+  }
+
+  /** Grants free slots of the arena (each `slotBytes` long) to the data plane. */
+  grant(offsets: Float64Array, slotBytes: number): void {
+    checkInteger(slotBytes, 'slotBytes', 1);
+    this.#native.grant(offsets, slotBytes);
   }
 
   get port(): number {
     return this.#native.port();
   }
 
-  /** connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open. */
-  stats(): { connections: number; authFailures: number; refused: number; active: number } {
+  /**
+   * connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open;
+   * authFailures: failed handshakes and frames that failed their tag; pooledPuts: PUTs stored into granted slots
+   * without a plan; pooledSlots: granted slots free now.
+   */
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number } {
     return this.#native.stats();
   }
 
-  /** Stops listening, fails requests waiting on the control plane, closes connections and joins their threads. */
+  /**
+   * Stops listening, fails requests waiting on the control plane, closes connections and joins their threads;
+   * acknowledged pages are committed, and the slots still granted go back through `slots.release`.
+   */
   close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
     this.#native.close();
+    const left = this.#native.takePool();
+    if (this.#slots && left.length) this.#slots.release(left);
   }
 }
 

@@ -191,3 +191,49 @@ describe.skipIf(process.getuid?.() !== 0)('peer across hosts in network namespac
     await engine.close();
   });
 });
+
+describe('peer PUTs into granted slots', () => {
+  it('stores PUTs without a plan, records them (existing for held keys) before the ack, and gives the pool back when full', async () => {
+    const engine = new TransferEngine({ threads: 2 });
+    const context = { engine, pageBytes: PAGE, fingerprint: 'pool' };
+    const host = new HostTier(`host://?capacity=${16 * PAGE}`, context);
+    await host.open();
+    const committed: string[] = [];
+    const server = servePeer(host, { secret: 'pool-secret', slotPool: 4, onCommitted: (pages) => committed.push(...pages.map((p) => p.key)) });
+    const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=pool-secret&streams=2`, context);
+    await tier.open();
+    const arena = HostArena.create({ capacity: 32 * PAGE });
+    const view = arena.view(0, 32 * PAGE);
+    for (let i = 0; i < view.length; i++) view[i] = (i * 7 + (i >>> 16)) & 0xff;
+    const page = (i: number) => ({ key: testKey(i), source: { arena, offset: i * PAGE, length: PAGE } });
+    try {
+      expect(server.stats().pooledSlots).toBe(4);
+      const first = await tier.write([page(0), page(1)]);
+      expect(first.written).toEqual([testKey(0), testKey(1)]);
+      expect(first.crc32c).toEqual([crc32c(arena.view(0, PAGE)), crc32c(arena.view(PAGE, PAGE))]);
+      expect(server.stats().pooledPuts).toBe(1);
+      // Recorded before the ack: the serving tier and its owner know the pages, with the right CRC32C.
+      expect(host.hasNow([testKey(0), testKey(1)])).toEqual([true, true]);
+      expect(committed).toEqual([testKey(0), testKey(1)]);
+      expect(host.stats()).toMatchObject({ pages: 2, usedBytes: 2 * PAGE });
+      // The pool was refilled as the pages committed.
+      expect(server.stats().pooledSlots).toBe(4);
+      const again = await tier.write([page(1)]);
+      expect(again).toMatchObject({ written: [], existing: [testKey(1)] });
+      expect(host.stats().pages).toBe(2);
+      const out = await tier.read([{ key: testKey(1), into: { arena, offset: 20 * PAGE, length: PAGE } }]);
+      expect(out[0]!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(20 * PAGE, PAGE), arena.view(PAGE, PAGE))).toBe(0);
+      // 14 free slots in all, 4 of them granted: a 14-page batch takes the pool back and fits exactly.
+      const big = await tier.write(Array.from({ length: 14 }, (_, i) => page(2 + i)));
+      expect(big.written).toHaveLength(14);
+      expect(host.stats().pages).toBe(16);
+    } finally {
+      await tier.close();
+      server.close();
+      await host.close();
+      arena.close();
+      await engine.close();
+    }
+  });
+});

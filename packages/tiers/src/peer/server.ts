@@ -1,11 +1,16 @@
 /**
  * The serving side of the peer tier: exposes a host tier's pages to other hosts through the native peer data
- * plane. The host tier's page table answers each request batch (where bytes go, where they are); bytes move
- * socket <-> arena on native threads.
+ * plane. The host tier's page table answers GET/HAS/DELETE batches (where bytes are); PUTs land in slots granted to
+ * the data plane in advance and are acknowledged without waiting on this thread; the page table records them
+ * right after, batched, before it answers any later request. Bytes move socket <-> arena on native threads.
  */
-import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
-import type { PageKey } from '../driver.js';
+import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
+import type { PageKey, TierContext } from '../driver.js';
 import type { HostTier } from '../host/index.js';
+
+/** A key no page has: reserveRemote() then allocates a slot for every entry (slots for the data plane's pool). */
+const POOL_PLACEHOLDER = '';
+const POOL_MAX_BYTES = 256 * 2 ** 20;
 
 /** The native server's options (listen address, secret, deadlines, limits), plus the tier owner's hooks. */
 export interface PeerServeOptions extends PeerServerOptions {
@@ -16,19 +21,32 @@ export interface PeerServeOptions extends PeerServerOptions {
   onCommitted?: (pages: Array<{ key: PageKey; length: number; crc32c: number }>) => void;
   /** Called after a peer deleted pages from the tier. */
   onDeleted?: (keys: PageKey[]) => void;
+  /**
+   * Page slots granted to the data plane in advance, so PUTs never wait on this thread (they are refilled as pages
+   * commit). They are reserved in the tier, unavailable to local writes, while granted. 0 sends every PUT through
+   * the page table first. Default: a quarter of the tier, at most 256 MiB of slots.
+   */
+  slotPool?: number;
 }
 
 /** Serves `tier` (opened) to peers until `close()`. */
 export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerServer {
   const arena = tier.arena;
   if (!(arena instanceof HostArena)) throw new TierSyncError('peer: the host tier must be open before it is served', 'ERR_CLOSED', { tier: 'peer' });
+  // eslint-disable-next-line prefer-const -- assigned once the plan and the slot table (which use it) exist
+  let peer: PeerServer | undefined;
   // Offsets reserved by a put's plan, kept until its finish commits or frees them.
   const reserved = new Map<number, Float64Array>();
   const plan = (r: PeerServerRequest): PeerPlan | void => {
     const n = r.keys.length;
     switch (`${r.op}:${r.phase}`) {
       case 'put:plan': {
-        const got = tier.reserveRemote(r.keys);
+        // A batch the pool could not take: when the tier looks full, the pool's slots are what is missing.
+        let got = tier.reserveRemote(r.keys);
+        if (!got && peer) {
+          slots.release(peer.takePool());
+          got = tier.reserveRemote(r.keys);
+        }
         const statuses = new Uint8Array(n);
         if (!got) return { offsets: new Float64Array(n).fill(-1), statuses: statuses.fill(PeerStatus.full) };
         got.existing.forEach((e, i) => (statuses[i] = e ? PeerStatus.existing : PeerStatus.ok));
@@ -84,6 +102,52 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
         return;
     }
   };
-  const { onCommitted: _committed, onDeleted: _deleted, secret, ...server } = options;
-  return new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) });
+  // The tier's slot size (MemoryTier keeps its context protected; slots are pageBytes apart in its arena).
+  const slotBytes = (tier as unknown as { context: TierContext }).context.pageBytes;
+  const capacitySlots = Math.floor(tier.stats().capacityBytes / slotBytes);
+  const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 4));
+  /** Up to n free slots of the tier (fewer when it is fuller), reserved for the pool. */
+  const reserveSlots = (n: number): Float64Array => {
+    for (let k = n; k > 0; k = Math.floor(k / 2)) {
+      const got = tier.reserveRemote(new Array<string>(k).fill(POOL_PLACEHOLDER));
+      if (got) return got.offsets;
+    }
+    return new Float64Array(0);
+  };
+  const slots = {
+    commit(batch: PeerCommitBatch): PeerCommitAnswer {
+      const statuses = new Uint8Array(batch.keys.length).fill(PeerStatus.failed);
+      try {
+        const had = tier.hasNow(batch.keys);
+        // Keys the tier already holds (or that appear twice) get their slot freed by commitRemote.
+        tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true);
+        const seen = new Set<PageKey>();
+        const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
+        batch.keys.forEach((key, i) => {
+          if (had[i] || seen.has(key)) return void (statuses[i] = PeerStatus.existing);
+          seen.add(key);
+          statuses[i] = PeerStatus.ok;
+          landed.push({ key, length: batch.lengths[i]!, crc32c: batch.crcs[i]! });
+        });
+        if (landed.length && options.onCommitted) options.onCommitted(landed);
+        return { statuses, grant: reserveSlots(batch.keys.length) };
+      } catch {
+        return { statuses }; // the tier closed under us: nothing recorded
+      }
+    },
+    release(offsets: Float64Array): void {
+      try {
+        tier.commitRemote(new Array<string>(offsets.length).fill(POOL_PLACEHOLDER), offsets, new Uint32Array(offsets.length), new Uint32Array(offsets.length), () => false);
+      } catch {
+        // a closed tier has freed its slots already
+      }
+    },
+  };
+  const { onCommitted: _committed, onDeleted: _deleted, slotPool: _pool, secret, ...server } = options;
+  peer = new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) }, poolTarget > 0 ? slots : undefined);
+  if (poolTarget > 0) {
+    const granted = reserveSlots(poolTarget);
+    if (granted.length) peer.grant(granted, slotBytes);
+  }
+  return peer;
 }
