@@ -22,6 +22,11 @@ constexpr uint64_t kSplitBytes = 8ull << 20;
 constexpr uint64_t kCopyChunk = 64ull << 20;
 // With checksums, copy and checksum in chunks that stay in L2 between the two passes.
 constexpr uint64_t kCrcChunk = 256ull << 10;
+// CUDA copies: adjacent pieces between the same arenas form one group up to this size (and kCudaGroupPieces
+// pieces), enqueued back to back on one worker's stream with one wait at the end (many small pages then cost one
+// synchronization, not one each); larger transfers still spread over workers, i.e. streams and copy engines.
+constexpr uint64_t kCudaGroupBytes = 32ull << 20;
+constexpr uint32_t kCudaGroupPieces = 1024;
 // File work: adjacent descriptors coalesce into groups up to this size, run as ops of kIoOpBytes each.
 constexpr uint64_t kFileGroupBytes = 32ull << 20;
 constexpr uint64_t kIoOpBytes = 4ull << 20;  // a common max_sectors_kb: larger requests get split anyway
@@ -41,29 +46,8 @@ bool Aligned(uint64_t v) { return v % File::kDirectAlignment == 0; }
 
 std::string Where(size_t i) { return "descriptor " + std::to_string(i) + ": "; }
 
-// Each worker keeps one CUDA stream per device, created on first use.
-struct CudaStreams {
-  std::unordered_map<int, cuda::Stream> streams;
-  cuda::Stream For(int device) {
-    const cuda::Api& api = cuda::Require();
-    cuda::Check(api.SetDevice(device), "cudaSetDevice");
-    auto it = streams.find(device);
-    if (it != streams.end()) return it->second;
-    cuda::Stream s = nullptr;
-    cuda::Check(api.StreamCreateWithFlags(&s, 1 /* cudaStreamNonBlocking */), "cudaStreamCreateWithFlags");
-    streams[device] = s;
-    return s;
-  }
-  ~CudaStreams() {
-    if (streams.empty()) return;
-    const cuda::Api& api = cuda::Require();
-    for (auto& [device, s] : streams) {
-      api.SetDevice(device);
-      api.StreamDestroy(s);
-    }
-  }
-};
-thread_local CudaStreams* tlsStreams = nullptr;
+// Each worker keeps its own CUDA streams and events (created on first use).
+thread_local cuda::CopyQueue* tlsCopies = nullptr;
 
 }  // namespace
 
@@ -196,9 +180,33 @@ void Engine::Plan(Batch& b) {
   });
   const bool splittable = !b.checksums && b.expected.empty();
   uint64_t groupBytes = 0, groupEnd = 0;
+  uint64_t cudaBytes = 0;  // bytes of the open CUDA group (0: none open)
   for (uint32_t i : order) {
     const Descriptor& d = b.descriptors[i];
     const bool file = b.endpoints[d.src].file || b.endpoints[d.dst].file;
+    if (!file && (IsCuda(b.endpoints[d.src]) || IsCuda(b.endpoints[d.dst]))) {
+      uint64_t step = splittable ? kSplitBytes : d.length;
+      for (uint64_t off = 0; off < d.length; off += step) {
+        const uint64_t n = std::min(step, d.length - off);
+        bool extend = false;
+        if (cudaBytes > 0) {
+          const Group& g = b.groups.back();
+          const Descriptor& prev = b.descriptors[b.pieces[g.end - 1].descriptor];
+          extend = prev.src == d.src && prev.dst == d.dst && cudaBytes + n <= kCudaGroupBytes && g.end - g.begin < kCudaGroupPieces;
+        }
+        b.pieces.push_back({i, off, n});
+        if (extend) {
+          b.groups.back().end++;
+          cudaBytes += n;
+        } else {
+          b.groups.push_back({static_cast<uint32_t>(b.pieces.size() - 1), static_cast<uint32_t>(b.pieces.size())});
+          cudaBytes = n;
+        }
+      }
+      groupBytes = 0;
+      continue;
+    }
+    cudaBytes = 0;
     if (!file) {
       uint64_t step = splittable ? kSplitBytes : d.length;
       for (uint64_t off = 0; off < d.length; off += step) {
@@ -300,8 +308,8 @@ void Engine::WorkerLoop(unsigned) {
     sched_setscheduler(0, SCHED_BATCH, &param);
   }
   IoQueue io(options_.preferUring, options_.ioDepth);
-  CudaStreams streams;
-  tlsStreams = &streams;
+  cuda::CopyQueue copies;
+  tlsCopies = &copies;
   for (;;) {
     Task task;
     bool background = false;
@@ -350,13 +358,15 @@ void Engine::WorkerLoop(unsigned) {
     }
     FinishGroup(task.batch);
   }
-  tlsStreams = nullptr;
+  tlsCopies = nullptr;
 }
 
 void Engine::Execute(Batch& b, const Group& g, IoQueue& io) {
   const Descriptor& d = b.descriptors[b.pieces[g.begin].descriptor];
   if (b.endpoints[d.src].file || b.endpoints[d.dst].file)
     ExecuteFile(b, g, io);
+  else if (IsCuda(b.endpoints[d.src]) || IsCuda(b.endpoints[d.dst]))
+    ExecuteCuda(b, g);
   else
     ExecuteMemory(b, g);
 }
@@ -371,42 +381,25 @@ void Engine::ExecuteMemory(Batch& b, const Group& g) {
     const uint64_t start = NowNs();
     const bool crc = !b.crcs.empty();
     uint32_t sum = 0;
-    if (src.kind() == MemoryKind::Cuda || dst.kind() == MemoryKind::Cuda) {
-      const cuda::Api& api = cuda::Require();
-      int device = src.kind() == MemoryKind::Cuda ? src.device() : dst.device();
-      if (src.kind() == MemoryKind::Host) static_cast<HostArena&>(src).EnsureCudaRegistered();
-      if (dst.kind() == MemoryKind::Host) static_cast<HostArena&>(dst).EnsureCudaRegistered();
-      const uint8_t* from = (src.kind() == MemoryKind::Cuda ? src.device_ptr() : src.host()) + d.srcOffset + piece.offset;
-      uint8_t* to = (dst.kind() == MemoryKind::Cuda ? dst.device_ptr() : dst.host()) + d.dstOffset + piece.offset;
-      // Sim memory is plain host memory to CUDA (pageable), so it copies like host memory.
-      int kind = src.kind() == MemoryKind::Cuda ? (dst.kind() == MemoryKind::Cuda ? cuda::DeviceToDevice : cuda::DeviceToHost)
-                                                : cuda::HostToDevice;
-      if (crc && src.kind() != MemoryKind::Cuda) sum = Crc32c(0, from, len);
-      cuda::Stream s = tlsStreams->For(device);
-      cuda::Check(api.MemcpyAsync(to, from, len, kind, s), "cudaMemcpyAsync");
-      cuda::Check(api.StreamSynchronize(s), "cudaStreamSynchronize");
-      if (crc && src.kind() == MemoryKind::Cuda) sum = Crc32c(0, to, len);
-    } else {
-      const uint8_t* from = src.host() + d.srcOffset + piece.offset;
-      uint8_t* to = dst.host() + d.dstOffset + piece.offset;
-      const uint64_t chunk = crc ? kCrcChunk : kCopyChunk;
-      for (uint64_t off = 0; off < len; off += chunk) {
-        if (off && b.Stopped(NowNs())) return;
-        uint64_t n = std::min(chunk, len - off);
-        if (crc)
-          sum = CopyCrc32c(sum, to + off, from + off, n);  // one pass: each word is checksummed as it is copied
-        else
-          std::memcpy(to + off, from + off, n);
-      }
-      // Emulated link: finish no earlier than the modeled wire time.
-      auto model = [&](Memory& m, bool toDevice) -> uint64_t {
-        return m.kind() == MemoryKind::Sim ? static_cast<SimDevice&>(m).ReserveLink(len, toDevice, start) : 0;
-      };
-      uint64_t until = std::max(model(dst, true), model(src, false));
-      for (uint64_t now = NowNs(); now < until; now = NowNs()) {
-        if (b.Stopped(now)) return;
-        std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000)));
-      }
+    const uint8_t* from = src.host() + d.srcOffset + piece.offset;
+    uint8_t* to = dst.host() + d.dstOffset + piece.offset;
+    const uint64_t chunk = crc ? kCrcChunk : kCopyChunk;
+    for (uint64_t off = 0; off < len; off += chunk) {
+      if (off && b.Stopped(NowNs())) return;
+      uint64_t n = std::min(chunk, len - off);
+      if (crc)
+        sum = CopyCrc32c(sum, to + off, from + off, n);  // one pass: each word is checksummed as it is copied
+      else
+        std::memcpy(to + off, from + off, n);
+    }
+    // Emulated link: finish no earlier than the modeled wire time.
+    auto model = [&](Memory& m, bool toDevice) -> uint64_t {
+      return m.kind() == MemoryKind::Sim ? static_cast<SimDevice&>(m).ReserveLink(len, toDevice, start) : 0;
+    };
+    uint64_t until = std::max(model(dst, true), model(src, false));
+    for (uint64_t now = NowNs(); now < until; now = NowNs()) {
+      if (b.Stopped(now)) return;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000)));
     }
     if (crc) {
       b.crcs[piece.descriptor] = sum;
@@ -418,6 +411,70 @@ void Engine::ExecuteMemory(Batch& b, const Group& g) {
     }
     int p = static_cast<int>(b.paths[piece.descriptor]);
     bytes_[p] += len;
+    ops_[p]++;
+  }
+}
+
+void Engine::ExecuteCuda(Batch& b, const Group& g) {
+  cuda::CopyQueue& q = *tlsCopies;
+  const bool crc = !b.crcs.empty();
+  // However this ends, no copy may still be running when it returns: the batch's memory may be released then.
+  struct DrainOnExit {
+    cuda::CopyQueue& q;
+    ~DrainOnExit() {
+      try {
+        q.Drain();
+      } catch (const NativeError&) {  // already failing or stopped: the first error is the one reported
+      }
+    }
+  } drainOnExit{q};
+  struct Enqueued {
+    uint32_t piece;
+    uint64_t ticket;
+    const uint8_t* landed;  // device->host with checksums: the host bytes to checksum once the copy lands
+    uint32_t sum;           // host->device with checksums: computed from the source before the copy
+  };
+  std::vector<Enqueued> enqueued;
+  enqueued.reserve(g.end - g.begin);
+  // Enqueue every piece without waiting: the copy engine runs them back to back. A host-side source is
+  // checksummed while the previous pieces are on the wire.
+  for (uint32_t k = g.begin; k < g.end; k++) {
+    if (k > g.begin && b.Stopped(NowNs())) return;
+    const Piece& piece = b.pieces[k];
+    const Descriptor& d = b.descriptors[piece.descriptor];
+    Memory& src = *b.endpoints[d.src].memory;
+    Memory& dst = *b.endpoints[d.dst].memory;
+    const bool fromDevice = src.kind() == MemoryKind::Cuda;
+    const int device = fromDevice ? src.device() : dst.device();
+    if (src.kind() == MemoryKind::Host) static_cast<HostArena&>(src).EnsureCudaRegistered();
+    if (dst.kind() == MemoryKind::Host) static_cast<HostArena&>(dst).EnsureCudaRegistered();
+    const uint8_t* from = (fromDevice ? src.device_ptr() : src.host()) + d.srcOffset + piece.offset;
+    uint8_t* to = (dst.kind() == MemoryKind::Cuda ? dst.device_ptr() : dst.host()) + d.dstOffset + piece.offset;
+    // Sim memory is plain host memory to CUDA (pageable), so it copies like host memory.
+    auto kind = fromDevice ? (dst.kind() == MemoryKind::Cuda ? cuda::DeviceToDevice : cuda::DeviceToHost) : cuda::HostToDevice;
+    uint32_t sum = crc && !fromDevice ? Crc32c(0, from, piece.length) : 0;
+    uint64_t ticket = q.Copy(device, to, from, piece.length, kind);
+    enqueued.push_back({k, ticket, crc && fromDevice ? to : nullptr, sum});
+  }
+  // Device->host with checksums: checksum each piece as soon as its event fires, while later pieces still copy.
+  for (Enqueued& e : enqueued) {
+    if (!e.landed) continue;
+    q.Wait(e.ticket);
+    e.sum = Crc32c(0, e.landed, b.pieces[e.piece].length);
+  }
+  q.Drain();  // one wait for the group: the stream ran its copies in order
+  for (const Enqueued& e : enqueued) {
+    const Piece& piece = b.pieces[e.piece];
+    if (crc) {
+      b.crcs[piece.descriptor] = e.sum;
+      if (!b.expected.empty() && b.expected[piece.descriptor] != e.sum) {
+        std::lock_guard<std::mutex> lock(b.errorMutex);
+        b.mismatches.push_back(piece.descriptor);
+        mismatches_++;
+      }
+    }
+    int p = static_cast<int>(b.paths[piece.descriptor]);
+    bytes_[p] += piece.length;
     ops_[p]++;
   }
 }

@@ -125,6 +125,7 @@ class Engine {
   void WorkerLoop(unsigned index);
   void Execute(Batch& batch, const Group& group, class IoQueue& io);
   void ExecuteMemory(Batch& batch, const Group& group);
+  void ExecuteCuda(Batch& batch, const Group& group);
   void ExecuteFile(Batch& batch, const Group& group, IoQueue& io);
   void FinishGroup(const std::shared_ptr<Batch>& batch);
 
