@@ -6,7 +6,7 @@ describe('bench restore', () => {
   it('stores and restores a small context from host and from fs, byte-exact, and reports the JSON shape', async () => {
     const lines: string[] = [];
     // 64 tokens of 4 per page: 16 pages of 512 KiB (8 MiB).
-    const r = await runRestoreBench({ tokens: 64, tokensPerPage: 4, repetitions: 2, dropCaches: false, log: (l) => lines.push(l) });
+    const r = await runRestoreBench({ tokens: 64, tokensPerPage: 4, repetitions: 2, dropCaches: false, layerwise: { bytes: 8 * 1024 * 1024, repetitions: 1 }, log: (l) => lines.push(l) });
     expect(r).toMatchObject({ suite: 'restore', layout: 'llama-3-8b', tokens: 64, tokensPerPage: 4, pageBytes: 512 * 1024, pages: 16, bytes: 16 * 512 * 1024, verified: true });
     for (const f of [r.fromHost, r.fromFs]) {
       for (const k of ['medianMs', 'baselineMs', 'ratio', 'pairRatio'] as const) {
@@ -17,6 +17,15 @@ describe('bench restore', () => {
       expect(f.runsMs).toHaveLength(2);
       expect(f.baselineRunsMs).toHaveLength(2);
     }
+    // Layer-wise restores from every tier: 32 layer events per load, every byte checked; timings are figures only.
+    expect(r.layerwise).toMatchObject({ layers: 32, pages: 16, pageBytes: 512 * 1024 });
+    for (const tier of ['host', 'fs', 'peer', 'object'] as const) {
+      const f = r.layerwise![tier]!;
+      expect(f.verified).toBe(true);
+      for (const k of ['firstLayerMs', 'totalMs', 'wholeMs', 'firstRatio', 'totalRatio'] as const) expect(f[k]).toBeGreaterThan(0);
+      expect(f.firstLayerMs).toBeLessThanOrEqual(f.totalMs);
+    }
+    expect(r.layerwise!.host!.rangeReads && r.layerwise!.fs!.rangeReads && r.layerwise!.object!.rangeReads).toBe(true);
     // What the CLI prints with --json round-trips.
     const json = JSON.parse(JSON.stringify(r)) as Record<string, unknown>;
     expect(Object.keys(json)).toEqual(expect.arrayContaining(['suite', 'bytes', 'fromHost', 'fromFs']));
@@ -25,7 +34,7 @@ describe('bench restore', () => {
 
   it('sizes the default context like Llama-3-8B: 128 KiB per token', async () => {
     // bytes -> tokens: 1 MiB = 8 tokens = 2 pages of 4 tokens.
-    const r = await runRestoreBench({ bytes: 1024 * 1024, tokensPerPage: 4, repetitions: 1, dropCaches: false });
+    const r = await runRestoreBench({ bytes: 1024 * 1024, tokensPerPage: 4, repetitions: 1, dropCaches: false, layerwise: false });
     expect(r).toMatchObject({ tokens: 8, pages: 2, bytes: 1024 * 1024, verified: true });
   });
 

@@ -20,6 +20,7 @@ import { DeviceArena, HostArena, TransferBatch, type TransferEngine } from '@tie
 import { fileLoopBaseline, memcpyBaseline } from '@tiersync/native/bench';
 import { HostTier, type PageLocation } from '@tiersync/tiers';
 import { TierSync } from '@tiersync/core';
+import { runLayerwiseBench, type LayerwiseBenchOptions, type LayerwiseReport } from './restore-layerwise.js';
 import { GiB, KiB, MiB, formatSize, median, round } from './stats.js';
 
 export interface RestoreBenchOptions {
@@ -40,6 +41,12 @@ export interface RestoreBenchOptions {
    * (root), else posix_fadvise(DONTNEED) on each file via `dd iflag=nocache count=0`. Default true.
    */
   dropCaches?: boolean;
+  /**
+   * The layer-wise part (restore-layerwise.ts): whole vs layer-by-layer restores from host, fs, peer and object, on
+   * a context of its own (default 512 MiB). `false` skips it. Its threads, dir, dropCaches and log default to
+   * this run's.
+   */
+  layerwise?: LayerwiseBenchOptions | false;
   log?: (line: string) => void;
 }
 
@@ -85,6 +92,11 @@ export interface RestoreBenchReport {
   storeMs: { host: number; fs: number };
   fromHost: RestoreFigure;
   fromFs: RestoreFigure;
+  /**
+   * Per tier, `{firstLayerMs, totalMs, wholeMs, ...}` of a 32-layer layer-wise restore against a whole one (targets:
+   * firstLayerMs <= wholeMs / 8, totalMs <= 1.1 x wholeMs); absent with `layerwise: false`.
+   */
+  layerwise?: LayerwiseReport;
 }
 
 const PRESET = 'llama-3-8b';
@@ -325,6 +337,10 @@ export async function runRestoreBench(options: RestoreBenchOptions = {}): Promis
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
+  const layerwise =
+    options.layerwise === false
+      ? undefined
+      : await runLayerwiseBench({ threads, dropCaches: drop, log, tokensPerPage, ...(options.dir === undefined ? {} : { dir: options.dir }), ...options.layerwise });
   return {
     suite: 'restore',
     date: new Date().toISOString(),
@@ -342,5 +358,6 @@ export async function runRestoreBench(options: RestoreBenchOptions = {}): Promis
     storeMs,
     fromHost,
     fromFs,
+    ...(layerwise ? { layerwise } : {}),
   };
 }
