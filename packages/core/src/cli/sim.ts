@@ -13,8 +13,10 @@ import { TierSyncError } from '@tiersync/native/errors';
 import {
   accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
-  type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
+  type ExactJob, type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
 } from '../sim/index.js';
+import { chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult } from '../sim/mrc/index.js';
+import { isObjectSource, streamObjects } from '../sim/trace/index.js';
 import type { Command } from './command.js';
 import { loadReplayConfig } from './replay-config.js';
 
@@ -51,6 +53,18 @@ Exact mode (no --model):
   --capacity LIST        byte capacities, e.g. 128MiB,256MiB; inf = unbounded
   --objects LIST         object-count capacities, e.g. 1000,2000; inf = unbounded
   --page-bytes SIZE      bytes per page of request traces in byte mode (default: the --model page, else 64MiB)
+  Object traces (oracleGeneral, csv; plain, .gz or .zst) are streamed: every policy x capacity advances in one
+  pass over the file, in bounded memory (--threads does not apply).
+
+Miss-ratio curves (--mrc, exact mode):
+  --mrc                  write miss-ratio curves instead of single points: LRU exactly from stack distances in
+                         one pass, every other policy by SHARDS sampling (spatial hashing of keys, capacities
+                         scaled by the rate); opt/opt-size (when registered) run in full as the bound. Points: the
+                         --objects/--capacity list, else 32 log-spaced capacities up to the trace's footprint
+                         (objects unless --capacity is given). --out DIR writes mrc.json, mrc.csv, report.html.
+  --sample-rate R        SHARDS rate of the non-LRU policies, in (0, 1] (default 0.01)
+  --lru-sample-rate R    SHARDS rate of the LRU curve (default 1: exact)
+  --mrc-points N         points of the default grid (default 32)
 
 Tiered mode (--model):
   --model NAME           llama-3-8b, llama-3-70b, qwen3-235b-a22b, qwen3-coder-480b-a35b, deepseek-v3
@@ -69,6 +83,17 @@ Output:
   --out DIR              write results.json, results.csv and report.html there
   --threads N            worker threads (default: one per core; 1 = no workers)
   --quiet                no progress bar`;
+
+/** What `--mrc` asks for. */
+export interface MrcPlan {
+  policies: string[];
+  unit: 'objects' | 'bytes';
+  capacities?: number[];
+  sampleRate: number;
+  lruSampleRate: number;
+  points: number;
+  pageBytes: number;
+}
 
 function int(text: string | undefined, name: string, min = 0): number | undefined {
   if (text === undefined) return undefined;
@@ -89,6 +114,8 @@ export interface SimPlan {
   source: TraceSource;
   jobs: SweepJob[];
   mode: 'exact' | 'tiered' | 'planned';
+  /** Set by `--mrc`: the curves to draw (the jobs are then the bounds' points only). */
+  mrc?: MrcPlan;
 }
 
 /**
@@ -108,6 +135,7 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
       host: { type: 'string' }, storage: { type: 'string' }, 'no-layerwise': { type: 'boolean' }, 'load-all': { type: 'boolean' },
       json: { type: 'boolean' }, out: { type: 'string' }, threads: { type: 'string' }, quiet: { type: 'boolean' },
       config: { type: 'string' }, requests: { type: 'string' },
+      mrc: { type: 'boolean' }, 'sample-rate': { type: 'string' }, 'lru-sample-rate': { type: 'string' }, 'mrc-points': { type: 'string' },
     },
   });
   const requests = int(values.requests, '--requests', 1);
@@ -141,6 +169,8 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
   const jobs: SweepJob[] = [];
   if (values.config !== undefined) return { plan: planConfigured(values, source, jobs), values };
   const policies = checkPolicies(parseList(values.policy ?? 'lru'));
+  if (values.mrc) return { plan: planMrc(values, source, policies, blockTokens), values };
+  for (const flag of ['sample-rate', 'lru-sample-rate', 'mrc-points'] as const) if (values[flag] !== undefined) throw invalid(`--${flag} goes with --mrc`);
   if (values.model === undefined) {
     if ((values.capacity === undefined) === (values.objects === undefined)) throw invalid('exact mode needs exactly one of --capacity LIST (bytes) or --objects LIST');
     const unit = values.capacity !== undefined ? 'bytes' : 'objects';
@@ -178,6 +208,50 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
     }
   }
   return { plan: { source, jobs, mode: 'tiered' }, values };
+}
+
+/** Policies whose results are bounds computed from the trace's future (Belady): run in full, not sampled. */
+const BOUND_POLICIES = new Set(['opt', 'opt-size']);
+
+/** `--mrc`: the curves, plus full exact jobs for the bounds at the given capacities. */
+function planMrc(values: Record<string, string | boolean | undefined>, source: TraceSource, policies: string[], blockTokens: number | undefined): SimPlan {
+  if (values.model !== undefined || values.config !== undefined) throw invalid('--mrc goes with exact mode (no --model, no --config)');
+  if (values.capacity !== undefined && values.objects !== undefined) throw invalid('--mrc takes at most one of --capacity LIST (bytes) or --objects LIST');
+  const unit = values.capacity !== undefined ? 'bytes' : 'objects';
+  const list = (values.capacity ?? values.objects) as string | undefined;
+  const capacities = list === undefined ? undefined : parseList(list).map((c) => (unit === 'bytes' ? parseSize(c, '--capacity') : parseCount(c, '--objects')));
+  for (const c of capacities ?? []) if (!(c >= 1) || !Number.isFinite(c)) throw invalid(`--mrc capacities must be finite and at least 1, got ${c}`);
+  const rate = (flag: string, dflt: number) => {
+    const v = num(values[flag] as string | undefined, `--${flag}`) ?? dflt;
+    if (!(v > 0 && v <= 1)) throw invalid(`--${flag} must be in (0, 1], got ${v}`);
+    return v;
+  };
+  const pageBytes = values['page-bytes'] !== undefined ? parseSize(values['page-bytes'] as string, '--page-bytes') : (blockTokens ?? 512) * kvBytesPerToken(modelPreset('llama-3-8b'));
+  const curves = policies.filter((p) => !BOUND_POLICIES.has(p));
+  const bounds = policies.filter((p) => BOUND_POLICIES.has(p));
+  if (curves.length === 0) throw invalid('--mrc needs at least one policy besides opt/opt-size');
+  if (bounds.length > 0 && capacities === undefined) throw invalid('--mrc with opt/opt-size needs the capacities (--objects or --capacity): the bound is simulated at each');
+  const jobs: SweepJob[] = bounds.flatMap((policy) => capacities!.map((capacity) => ({ kind: 'exact' as const, job: { policy, unit, capacity, pageBytes } })));
+  return {
+    source,
+    jobs,
+    mode: 'exact',
+    mrc: {
+      policies: curves, unit, ...(capacities ? { capacities } : {}), pageBytes,
+      sampleRate: rate('sample-rate', 0.01), lruSampleRate: rate('lru-sample-rate', 1),
+      points: int(values['mrc-points'] as string | undefined, '--mrc-points', 2) ?? 32,
+    },
+  };
+}
+
+function mrcTable(m: MrcResult): string {
+  const lines = [`${m.requests} requests, ${m.distinct} distinct, footprint ${m.unit === 'bytes' ? formatSize(m.footprint) : m.footprint}`];
+  for (const c of m.curves) {
+    lines.push(`${c.policy} (${c.method}, rate ${c.sampleRate}, ${c.sampledRequests} sampled requests)`);
+    for (const p of c.points) lines.push(`  ${String(m.unit === 'bytes' ? formatSize(p.capacity) : p.capacity).padStart(12)} ${p.missRatio.toFixed(4)}`);
+    for (const s of c.skipped ?? []) lines.push(`  ${String(s.capacity).padStart(12)} left out: ${s.reason}`);
+  }
+  return lines.join('\n');
 }
 
 /**
@@ -252,15 +326,53 @@ function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | Tiered
     .join('\n');
 }
 
+/**
+ * Runs the plan's jobs: exact jobs over an object file in one streamed pass (bounded memory), anything else
+ * through the worker sweep on the loaded trace.
+ */
+async function runJobs(plan: SimPlan, threads: number | undefined, progress: ReturnType<typeof progressBar>): Promise<Array<ExactResult | TieredResult | PlannedResult>> {
+  if (plan.mode === 'exact' && isObjectSource(plan.source) && plan.jobs.length > 0) {
+    const results = runExactStream(streamObjects(plan.source), plan.jobs.map((j) => (j as { kind: 'exact'; job: ExactJob }).job));
+    for (let i = 0; i < results.length; i++) progress.tick();
+    progress.done();
+    return results;
+  }
+  const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress });
+  return tagged.map((t) => t.result);
+}
+
+/** `--mrc`: curves (and the bounds' points), printed or written with the report. */
+async function runMrc(plan: SimPlan, mrc: MrcPlan, values: Record<string, string | boolean | undefined>, args: string[]): Promise<number> {
+  const curves = missRatioCurves(chunkOpener(plan.source, mrc.pageBytes), {
+    policies: mrc.policies, unit: mrc.unit, ...(mrc.capacities ? { capacities: mrc.capacities } : {}),
+    sampleRate: mrc.sampleRate, lruSampleRate: mrc.lruSampleRate, points: mrc.points,
+  });
+  const progress = values.quiet || plan.jobs.length === 0 ? silentProgress : progressBar(plan.jobs.length);
+  const bounds = plan.jobs.length > 0 ? ((await runJobs(plan, undefined, progress)) as ExactResult[]) : [];
+  if (typeof values.out === 'string') {
+    fs.mkdirSync(values.out, { recursive: true });
+    fs.writeFileSync(path.join(values.out, 'mrc.json'), `${JSON.stringify({ mrc: curves, bounds })}\n`);
+    fs.writeFileSync(path.join(values.out, 'mrc.csv'), mrcCsv(curves));
+    const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;
+    fs.writeFileSync(
+      path.join(values.out, 'report.html'),
+      renderHtml({ title: 'tiersync sim: miss-ratio curves', notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`], mrc: curves, ...(bounds.length ? { exact: bounds } : {}) }),
+    );
+    if (!values.json) console.log(`wrote ${path.join(values.out, 'mrc.json')}, mrc.csv, report.html`);
+  }
+  console.log(values.json ? JSON.stringify({ mrc: curves, bounds }) : mrcTable(curves));
+  return 0;
+}
+
 export const simCommand: Command = {
   summary: 'simulate caches offline: policies x capacities on traces, hit ratios and TTFT',
   usage,
   async run(args) {
     const { plan, values } = planSim(args);
     const threads = int(values.threads as string | undefined, '--threads', 1);
+    if (plan.mrc) return runMrc(plan, plan.mrc, values, args);
     const progress = values.quiet ? silentProgress : progressBar(plan.jobs.length);
-    const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress });
-    const results = tagged.map((t) => t.result);
+    const results = await runJobs(plan, threads, progress);
     if (plan.mode === 'planned') {
       // Counters only: results.json when asked; the last line is the counters of the (first) run, as demo prints.
       if (typeof values.out === 'string') {

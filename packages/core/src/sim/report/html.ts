@@ -3,6 +3,7 @@
  * resource, so it opens offline and renders the same everywhere.
  */
 import type { ExactResult } from '../exact.js';
+import type { MrcResult } from '../mrc/curves.js';
 import type { TieredResult } from '../tiered.js';
 import { formatSize } from '../units.js';
 import { esc, renderLineChart, type Series } from './svg.js';
@@ -14,7 +15,17 @@ export interface ReportInput {
   notes: string[];
   exact?: readonly ExactResult[];
   tiered?: readonly TieredResult[];
+  /** Miss-ratio curves (`tiersync sim --mrc`). */
+  mrc?: MrcResult;
 }
+
+/**
+ * Policies that are bounds rather than policies: drawn dashed as "OPT (bound)". Belady's `opt` and `opt-size`
+ * come from the policy registry when they are registered; any result under these names is drawn as the bound.
+ */
+const BOUNDS: Record<string, string> = { opt: 'OPT (Belady bound)', 'opt-size': 'OPT-size (bound)' };
+const isBound = (policy: string) => policy in BOUNDS;
+const seriesName = (policy: string) => BOUNDS[policy] ?? policy;
 
 const pct = (v: number) => `${(v * 100).toFixed(1)}%`;
 const secs = (v: number) => (v >= 1 ? `${v.toFixed(2)} s` : `${(v * 1000).toFixed(1)} ms`);
@@ -43,20 +54,23 @@ function exactSection(results: readonly ExactResult[]): string {
   const caps = finite.map((r) => cap(r)!);
   const xLog = caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
   const series: Series[] = [...groupBy(finite, (r) => r.policy)].map(([policy, rs]) => ({
-    name: policy,
+    name: seriesName(policy),
+    dashed: isBound(policy),
     points: rs.map((r) => [cap(r)!, r.requests ? r.misses / r.requests : 0] as [number, number]).sort((a, b) => a[0] - b[0]),
   }));
+  const xTicks = [...new Set(caps)];
   const xFormat = byObjects ? (v: number) => String(Math.round(v)) : (v: number) => formatSize(v);
   let html = `<h2>Exact mode</h2>`;
-  html += renderLineChart({ id: 'miss-ratio', title: 'Miss ratio against capacity', xLabel: byObjects ? 'capacity (objects)' : 'capacity (bytes)', yLabel: 'miss ratio', series, xLog, xFormat, yFormat: (v) => v.toFixed(2) });
+  html += renderLineChart({ id: 'miss-ratio', title: 'Miss ratio against capacity', xLabel: byObjects ? 'capacity (objects)' : 'capacity (bytes)', yLabel: 'miss ratio', series, xLog, xFormat, yFormat: (v) => v.toFixed(2), ...(xTicks.length <= 12 ? { xTicks } : {}) });
   if (results.some((r) => r.prefixPageHitRatio !== undefined)) {
     const pseries: Series[] = [...groupBy(finite, (r) => r.policy)].map(([policy, rs]) => ({
-      name: policy,
+      name: seriesName(policy),
+      dashed: isBound(policy),
       points: rs.map((r) => [cap(r)!, r.prefixPageHitRatio ?? 0] as [number, number]).sort((a, b) => a[0] - b[0]),
     }));
     const ceiling = results.find((r) => cap(r) === null && r.prefixPageHitRatio !== undefined);
     if (ceiling && caps.length) pseries.push({ name: 'unbounded (ceiling)', dashed: true, points: [[Math.min(...caps), ceiling.prefixPageHitRatio!], [Math.max(...caps), ceiling.prefixPageHitRatio!]] });
-    html += renderLineChart({ id: 'prefix-hit-ratio', title: 'Prefix page hit ratio against capacity', xLabel: 'capacity', yLabel: 'prefix page hit ratio', series: pseries, xLog, xFormat, yFormat: (v) => v.toFixed(2) });
+    html += renderLineChart({ id: 'prefix-hit-ratio', title: 'Prefix page hit ratio against capacity', xLabel: byObjects ? 'capacity (objects)' : 'capacity (bytes)', yLabel: 'prefix page hit ratio', series: pseries, xLog, xFormat, yFormat: (v) => v.toFixed(2), ...(xTicks.length <= 12 ? { xTicks } : {}) });
   }
   html += table(
     ['policy', 'capacity', 'requests', 'misses', 'miss ratio', 'byte miss ratio', 'prefix page hit ratio'],
@@ -73,23 +87,35 @@ function exactSection(results: readonly ExactResult[]): string {
   return html;
 }
 
-/** The tier whose capacity differs between results (the swept one), or the last tier. */
-function sweptTier(results: readonly TieredResult[]): number {
-  const first = results[0]!;
-  for (let t = 0; t < first.tiers.length; t++) {
-    if (results.some((r) => r.tiers[t]?.capacityBytes !== first.tiers[t]!.capacityBytes)) return t;
+/**
+ * The swept dimension: the tier (by name) whose capacity differs between results, a tier absent from a run
+ * counting as 0 bytes (`--host 0` leaves the host tier out). Falls back to the last tier when nothing differs.
+ */
+export function sweptTier(results: readonly TieredResult[]): { name: string; capacityOf: (r: TieredResult) => number } {
+  const names = [...new Set(results.flatMap((r) => r.tiers.map((t) => t.name)))];
+  const capacityOf = (name: string) => (r: TieredResult) => r.tiers.find((t) => t.name === name)?.capacityBytes ?? 0;
+  for (const name of names) {
+    const of = capacityOf(name);
+    const first = of(results[0]!);
+    if (results.some((r) => of(r) !== first)) return { name, capacityOf: of };
   }
-  return first.tiers.length - 1;
+  const last = results[0]!.tiers.at(-1)!.name;
+  return { name: last, capacityOf: capacityOf(last) };
 }
 
 function tieredSection(results: readonly TieredResult[]): string {
   if (results.length === 0) return '';
-  const t = sweptTier(results);
-  const tierName = results[0]!.tiers[t]!.name;
+  const swept = sweptTier(results);
+  const tierName = swept.name;
   const byPolicy = [...groupBy(results, (r) => r.policy)];
-  const cap = (r: TieredResult) => r.tiers[t]!.capacityBytes;
-  const caps = results.map(cap).filter((c) => c > 0);
-  const xLog = caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
+  const cap = swept.capacityOf;
+  const all = results.map(cap);
+  const caps = all.filter((c) => c > 0);
+  // A log axis cannot show 0 (no host tier): linear whenever 0 is swept.
+  const xLog = caps.length === all.length && caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
+  const xTicks = [...new Set(all)];
+  const tickOpt = xTicks.length <= 12 ? { xTicks } : {};
+  const short = (r: TieredResult) => `${r.policy} ${tierName}=${formatSize(cap(r))}`;
   let html = '<h2>Tiered model</h2>';
   html += renderLineChart({
     id: 'hit-ratio-curve',
@@ -100,6 +126,7 @@ function tieredSection(results: readonly TieredResult[]): string {
     xLog,
     xFormat: formatSize,
     yFormat: (v) => v.toFixed(2),
+    ...tickOpt,
   });
   html += renderLineChart({
     id: 'ttft-p50-curve',
@@ -112,6 +139,7 @@ function tieredSection(results: readonly TieredResult[]): string {
     ],
     xLog,
     xFormat: formatSize,
+    ...tickOpt,
   });
   const shown = results.slice(0, 8);
   html += renderLineChart({
@@ -120,7 +148,7 @@ function tieredSection(results: readonly TieredResult[]): string {
     xLabel: 'TTFT (s)',
     yLabel: 'fraction of requests',
     series: [
-      ...shown.map((r) => ({ name: r.label, points: r.ttftPercentiles.map((v, i) => [v, i / 100] as [number, number]) })),
+      ...shown.map((r) => ({ name: short(r), points: r.ttftPercentiles.map((v, i) => [v, i / 100] as [number, number]) })),
       { name: 'no cache', dashed: true, points: results[0]!.noCacheTtftPercentiles.map((v, i) => [v, i / 100] as [number, number]) },
     ],
     yFormat: (v) => v.toFixed(1),
@@ -129,7 +157,7 @@ function tieredSection(results: readonly TieredResult[]): string {
     const r = rs.reduce((a, b) => (cap(b) > cap(a) ? b : a));
     html += renderLineChart({
       id: `occupancy-${policy}`,
-      title: `Tier occupancy over time: ${r.label}`,
+      title: `Tier occupancy over time: ${short(r)}`,
       xLabel: 'time (s)',
       yLabel: 'GiB used',
       series: r.tiers.map((tier, i) => ({ name: tier.name, points: r.occupancy.timeMs.map((ms, k) => [ms / 1000, r.occupancy.usedBytes[i]![k]! / 2 ** 30] as [number, number]) })),
@@ -154,6 +182,28 @@ function tieredSection(results: readonly TieredResult[]): string {
   return html;
 }
 
+/** The miss-ratio curves, with the OPT bound from exact results when a sweep ran `opt` / `opt-size`. */
+function mrcSection(mrc: MrcResult, exact: readonly ExactResult[] | undefined): string {
+  const objects = mrc.unit === 'objects';
+  const series: Series[] = mrc.curves.map((c) => ({
+    name: `${c.policy} (${c.method === 'stack-distance' ? 'exact, stack distances' : `SHARDS ${+(c.sampleRate * 100).toPrecision(3)}%`})`,
+    points: c.points.map((p) => [p.capacity, p.missRatio] as [number, number]),
+  }));
+  for (const [policy, rs] of groupBy((exact ?? []).filter((r) => isBound(r.policy)), (r) => r.policy)) {
+    const cap = (r: ExactResult) => (objects ? r.capacityObjects : r.capacityBytes);
+    series.push({ name: seriesName(policy), dashed: true, points: rs.filter((r) => cap(r) !== null).map((r) => [cap(r)!, r.requests ? r.misses / r.requests : 0] as [number, number]).sort((a, b) => a[0] - b[0]) });
+  }
+  const caps = mrc.curves.flatMap((c) => c.points.map((p) => p.capacity));
+  const xLog = caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
+  let html = '<h2>Miss-ratio curves</h2>';
+  html += `<p>${mrc.requests} requests, ${mrc.distinct} distinct, footprint ${objects ? `${mrc.footprint} objects` : formatSize(mrc.footprint)}.</p>`;
+  html += renderLineChart({ id: 'mrc', title: 'Miss-ratio curves', xLabel: objects ? 'capacity (objects)' : 'capacity (bytes)', yLabel: 'miss ratio', series, xLog, xFormat: objects ? (v) => String(Math.round(v)) : formatSize, yFormat: (v) => v.toFixed(2) });
+  const skipped = mrc.curves.flatMap((c) => (c.skipped ?? []).map((s) => [c.policy, objects ? String(s.capacity) : formatSize(s.capacity), s.reason]));
+  html += table(['policy', 'method', 'sample rate', 'sampled requests', 'points'], mrc.curves.map((c) => [c.policy, c.method, String(c.sampleRate), String(c.sampledRequests), String(c.points.length)]));
+  if (skipped.length) html += table(['policy', 'capacity left out', 'why'], skipped);
+  return html;
+}
+
 /** Renders the whole report as one HTML document. */
 export function renderHtml(input: ReportInput): string {
   const css = `body{font:14px/1.45 system-ui,sans-serif;margin:24px;max-width:1100px;color:#222}
@@ -166,6 +216,7 @@ td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:1p
 <body><h1>${esc(input.title)}</h1>
 <ul>${input.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>
 ${input.exact?.length ? exactSection(input.exact) : ''}
+${input.mrc ? mrcSection(input.mrc, input.exact) : ''}
 ${input.tiered?.length ? tieredSection(input.tiered) : ''}
 <p>Generated by <code>tiersync sim</code>. Model assumptions: docs/SIMULATION.md.</p>
 </body></html>

@@ -11,6 +11,12 @@ import { exactCsv, tieredCsv } from './csv.js';
 import { renderHtml } from './html.js';
 import { renderLineChart } from './svg.js';
 import { requireTools } from '../../../../../scripts/system-packages.mjs';
+import { planSim } from '../../cli/sim.js';
+import { missRatioCurves } from '../mrc/curves.js';
+import { traceChunks } from '../mrc/sources.js';
+import { runSweep } from '../sweep.js';
+import type { TieredResult } from '../tiered.js';
+import { sweptTier } from './html.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const qa = generateMultiRoundQa({ users: 6, rounds: 4, historyTokens: 4096 });
@@ -19,8 +25,47 @@ const hbm = { name: 'hbm', capacityBytes: 2 * 2 ** 30, readBytesPerSec: 0, write
 const tiered = [2, 8].map((gib) =>
   runTiered(qa, { policy: 'lru', model: 'llama-3-8b', accelerator: 'h100', compute: { chips: 1 }, tiers: [hbm, { name: 'host', ...STORAGE.host!, capacityBytes: gib * 2 ** 30 }] }),
 );
-const html = renderHtml({ title: 'test <report>', notes: ['a & b'], exact, tiered });
-const CHARTS = ['miss-ratio', 'prefix-hit-ratio', 'hit-ratio-curve', 'ttft-p50-curve', 'ttft-cdf', 'occupancy-lru'];
+const html = renderHtml({ title: 'test <report>', notes: ['a & b'], exact, tiered, mrc });
+
+const CHROME_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'];
+
+/**
+ * Opens `page` in headless Chromium with a script appended that measures the laid-out charts, and returns what it
+ * measured: per chart, its x-axis label, its x tick labels, and the legend texts whose box leaves the chart.
+ */
+function measure(page: string): Record<string, { xLabel: string; xTicks: string[]; legends: string[]; outside: string[] }> {
+  const probe = `<pre id="probe"></pre><script>
+const out = {};
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const vb = svg.viewBox.baseVal;
+  const outside = [];
+  for (const t of svg.querySelectorAll('text')) {
+    const b = t.getBBox();
+    if (b.x < vb.x - 0.5 || b.y < vb.y - 0.5 || b.x + b.width > vb.x + vb.width + 0.5 || b.y + b.height > vb.y + vb.height + 0.5) outside.push(t.textContent);
+  }
+  out[svg.dataset.chart] = {
+    xLabel: svg.querySelector('text.axis.x')?.textContent ?? '',
+    xTicks: [...svg.querySelectorAll('text.tick.x')].map((t) => t.textContent),
+    legends: [...svg.querySelectorAll('text.legend')].map((t) => t.textContent),
+    outside,
+  };
+}
+document.getElementById('probe').textContent = JSON.stringify(out);
+</script>`;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-report-'));
+  const file = path.join(dir, 'probe.html');
+  fs.writeFileSync(file, page.replace('</body>', `${probe}</body>`));
+  const dom = execFileSync(CHROMIUM, [...CHROME_FLAGS, `--user-data-dir=${path.join(dir, 'profile')}`, '--virtual-time-budget=5000', '--dump-dom', `file://${file}`], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const m = /<pre id="probe">([^<]*)<\/pre>/.exec(dom);
+  if (!m) throw new Error('the probe did not run');
+  return JSON.parse(m[1]!.replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')) as ReturnType<typeof measure>;
+}
+const mrc = missRatioCurves(() => traceChunks(qa, 1), { policies: ['lru', 'fifo'], unit: 'objects', points: 6, sampleRate: 0.5 });
+const CHARTS = ['mrc', 'miss-ratio', 'prefix-hit-ratio', 'hit-ratio-curve', 'ttft-p50-curve', 'ttft-cdf', 'occupancy-lru'];
 
 describe('reports', () => {
   it('svg charts carry one polyline per series and escape text', () => {
@@ -53,6 +98,8 @@ describe('reports', () => {
       { encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'ignore'] },
     );
     for (const id of CHARTS) expect(dom).toMatch(new RegExp(`<svg[^>]*data-chart="${id}"`));
+    expect(dom).toContain('lru (exact, stack distances)');
+    expect(dom).toContain('fifo (SHARDS 50%)');
     // every drawn series has points in the rendered DOM
     const polylines = [...dom.matchAll(/<polyline[^>]*points="([^"]*)"/g)].map((m) => m[1]!);
     expect(polylines.length).toBeGreaterThanOrEqual(10);
@@ -61,4 +108,23 @@ describe('reports', () => {
     execFileSync(CHROMIUM, ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', `--user-data-dir=${path.join(dir, 'profile2')}`, `--screenshot=${shot}`, '--window-size=1200,2400', `file://${file}`], { timeout: 60_000, stdio: 'ignore' });
     expect(fs.statSync(shot).size).toBeGreaterThan(20_000);
   });
+
+  it('a host-capacity sweep is drawn against host capacity, its legends inside the charts (headless Chromium)', async () => {
+    requireTools(['chromium']);
+    // The command a new user tried: host swept, filestore fixed (tiny workload so the test is quick).
+    const { plan } = planSim(['--workload', 'multi-round-qa', '--users', '4', '--rounds', '3', '--model', 'qwen3-235b-a22b', '--host', '0,256GiB,1TiB', '--storage', 'filestore:10TiB', '--policy', 'lru,s3fifo']);
+    const results = (await runSweep({ source: plan.source, jobs: plan.jobs, threads: 1 })).map((r) => r.result as TieredResult);
+    expect(sweptTier(results).name).toBe('host');
+    const page = renderHtml({ title: 'host sweep', notes: [], tiered: results });
+    const charts = measure(page);
+    for (const id of ['hit-ratio-curve', 'ttft-p50-curve']) {
+      expect(charts[id]!.xLabel).toBe('host capacity');
+      expect(charts[id]!.xTicks).toEqual(['0 B', '256 GiB', '1 TiB']);
+    }
+    expect(charts['ttft-cdf']!.legends).toContain('s3fifo host=256 GiB');
+    for (const [id, c] of Object.entries(charts)) expect(c.outside, `${id}: text outside the chart`).toEqual([]);
+    // Long legend names wrap instead of running off the chart.
+    const long = renderLineChart({ id: 'long', title: 't', xLabel: 'x', yLabel: 'y', series: Array.from({ length: 9 }, (_, i) => ({ name: `policy-${i} ${'with a very long description of its settings '.repeat(2)}`, points: [[1, 1], [2, 2]] as Array<[number, number]> })) });
+    expect(measure(`<!DOCTYPE html><html><body>${long}</body></html>`).long!.outside).toEqual([]);
+  }, 120_000);
 });

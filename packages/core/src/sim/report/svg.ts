@@ -1,7 +1,9 @@
 /**
  * Small inline SVG line charts for the HTML report: no library, no script, no network. Each chart is an `<svg>`
- * with `class="chart"` and a `data-chart` name, one `<polyline class="series">` per series, axes with ticks and a
- * legend, so a browser (or a test) can see what was drawn.
+ * with `class="chart"` and a `data-chart` name, one `<polyline class="series">` per series, axes with ticks
+ * (`class="tick x"` / `"tick y"`), an x-axis label (`class="axis x"`) and a legend (`class="legend"`) laid out
+ * below the plot in as many rows as its entries need, so long labels are never cut off; a browser (or a test) can
+ * see what was drawn.
  */
 
 /** One line of a chart. */
@@ -28,6 +30,8 @@ export interface LineChart {
   yFormat?: (v: number) => string;
   /** Force y to start at 0. Default true. */
   yZero?: boolean;
+  /** Put the x ticks exactly at these values (e.g. the swept capacities) instead of round numbers. */
+  xTicks?: number[];
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
@@ -49,13 +53,52 @@ function niceTicks(lo: number, hi: number, count: number): number[] {
 
 const fmt = (v: number) => (Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(1) : String(Number(v.toPrecision(3))));
 
-/** Renders a chart as an SVG string (640 x 360 user units, scales with the page). */
+/** Legend text metrics (11 px system-ui): an upper bound on the advance of one character. */
+const LEGEND_CHAR = 6.6;
+const LEGEND_ROW = 18;
+const LEGEND_SWATCH = 28;
+
+/** Lays legend entries out left to right in rows of at most `width` units; long names are wrapped. */
+function legendLayout(names: string[], width: number): { rows: number; at: Array<{ x: number; row: number; lines: string[] }> } {
+  const maxChars = Math.max(8, Math.floor((width - LEGEND_SWATCH) / LEGEND_CHAR));
+  const at: Array<{ x: number; row: number; lines: string[] }> = [];
+  let x = 0;
+  let row = 0;
+  for (const name of names) {
+    const lines: string[] = [];
+    for (let rest = name; rest.length > 0; ) {
+      if (rest.length <= maxChars) {
+        lines.push(rest);
+        break;
+      }
+      const cut = rest.lastIndexOf(' ', maxChars);
+      const end = cut > maxChars / 3 ? cut : maxChars;
+      lines.push(rest.slice(0, end));
+      rest = rest.slice(end).trimStart();
+    }
+    const w = LEGEND_SWATCH + Math.max(...lines.map((l) => l.length)) * LEGEND_CHAR + 16;
+    if (x > 0 && x + w > width) {
+      x = 0;
+      row++;
+    }
+    at.push({ x, row, lines });
+    if (lines.length > 1) {
+      // A wrapped entry takes whole rows of its own.
+      row += lines.length;
+      x = 0;
+    } else x += w;
+  }
+  return { rows: at.length === 0 ? 0 : x === 0 ? row : row + 1, at };
+}
+
+/** Renders a chart as an SVG string (640 units wide, taller with a longer legend; scales with the page). */
 export function renderLineChart(c: LineChart): string {
   const W = 640;
-  const H = 360;
-  const m = { l: 64, r: 160, t: 28, b: 48 };
+  const m = { l: 64, r: 16, t: 28, b: 48 };
   const pw = W - m.l - m.r;
-  const ph = H - m.t - m.b;
+  const ph = 284;
+  const legend = legendLayout(c.series.map((s) => s.name), W - m.l - 8);
+  const H = m.t + ph + m.b + legend.rows * LEGEND_ROW + 8;
   const pts = c.series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0));
   const xs = pts.map((p) => p[0]);
   const ys = pts.map((p) => p[1]);
@@ -80,18 +123,20 @@ export function renderLineChart(c: LineChart): string {
   parts.push(`<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
   for (const v of niceTicks(y0, y1, 5)) {
     const y = sy(v).toFixed(1);
-    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${m.l - 6}" y="${y}" text-anchor="end" dominant-baseline="middle" class="tick">${esc(yf(v))}</text>`);
+    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${m.l - 6}" y="${y}" text-anchor="end" dominant-baseline="middle" class="tick y">${esc(yf(v))}</text>`);
   }
-  const xTicks = c.xLog
+  const xTicks = c.xTicks
+    ? [...new Set(c.xTicks)].filter((v) => Number.isFinite(v) && (!c.xLog || v > 0)).sort((a, b) => a - b)
+    : c.xLog
     ? niceTicks(Math.floor(x0), Math.ceil(x1), Math.max(1, Math.ceil(x1) - Math.floor(x0))).filter((e) => e >= x0 - 1e-9 && e <= x1 + 1e-9).map((e) => 10 ** e)
     : niceTicks(x0, x1, 6);
   const uniqueX = c.xLog && xTicks.length < 2 ? [...new Set(xs)].sort((a, b) => a - b) : xTicks;
   for (const v of uniqueX) {
     const x = sx(v).toFixed(1);
-    parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${x}" y="${m.t + ph + 16}" text-anchor="middle" class="tick">${esc(xf(v))}</text>`);
+    parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${x}" y="${m.t + ph + 16}" text-anchor="middle" class="tick x">${esc(xf(v))}</text>`);
   }
-  parts.push(`<text x="${m.l + pw / 2}" y="${H - 8}" text-anchor="middle" class="axis">${esc(c.xLabel)}</text>`);
-  parts.push(`<text transform="translate(14 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle" class="axis">${esc(c.yLabel)}</text>`);
+  parts.push(`<text x="${m.l + pw / 2}" y="${m.t + ph + 36}" text-anchor="middle" class="axis x">${esc(c.xLabel)}</text>`);
+  parts.push(`<text transform="translate(14 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle" class="axis y">${esc(c.yLabel)}</text>`);
   c.series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
     const p = s.points
@@ -102,8 +147,11 @@ export function renderLineChart(c: LineChart): string {
     if (s.points.length <= 24) {
       for (const [x, y] of s.points) if (Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0)) parts.push(`<circle cx="${sx(x).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="3" fill="${color}"/>`);
     }
-    const ly = m.t + 10 + i * 18;
-    parts.push(`<line x1="${W - m.r + 12}" x2="${W - m.r + 32}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text x="${W - m.r + 38}" y="${ly}" dominant-baseline="middle" class="legend">${esc(s.name)}</text>`);
+    const slot = legend.at[i]!;
+    const lx = m.l + slot.x;
+    const ly = m.t + ph + m.b + 8 + slot.row * LEGEND_ROW;
+    const text = slot.lines.map((line, k) => `<tspan x="${lx + LEGEND_SWATCH}" y="${ly + k * LEGEND_ROW}">${esc(line)}</tspan>`).join('');
+    parts.push(`<g class="legend-entry" data-series="${esc(s.name)}"><line x1="${lx}" x2="${lx + 20}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text dominant-baseline="middle" class="legend">${text}</text></g>`);
   });
   parts.push('</svg>');
   return parts.join('');

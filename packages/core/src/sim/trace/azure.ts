@@ -14,7 +14,7 @@
 import { SeededRandom } from '@tiersync/policy';
 import { invalid, traceError } from '../errors.js';
 import { PageIds, promptPages, type PromptStream } from './page-keys.js';
-import { lines, readTraceBytes } from './read-file.js';
+import { fileLines, lines } from './read-file.js';
 import type { LlmRequest, LlmTrace } from './types.js';
 
 /** Options of the Azure prefix-sharing model. */
@@ -86,6 +86,11 @@ function zipfCdf(n: number, s: number): Float64Array {
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming `source`, the line and the reason, or a bad option
  */
 export function parseAzure(text: string, source: string, options: AzurePrefixOptions = {}): LlmTrace {
+  return parseAzureLines(lines(text), source, options);
+}
+
+/** Parses numbered lines of Azure CSV (from text or streamed from a file). @throws TierSyncError as {@link parseAzure} */
+export function parseAzureLines(input: Iterable<[string, number]>, source: string, options: AzurePrefixOptions = {}): LlmTrace {
   const o = checkOptions(options);
   const rng = new SeededRandom(o.seed);
   const cdf = zipfCdf(o.systemPrompts, o.zipf);
@@ -97,7 +102,9 @@ export function parseAzure(text: string, source: string, options: AzurePrefixOpt
   let conversations = 0;
   let t0 = Number.NaN;
   let pageRefs = 0;
-  for (const [line, n] of lines(text)) {
+  let header = '';
+  for (const [line, n] of input) {
+    if (n === 1) header = line;
     if (n === 1) {
       if (line.replace(/^\uFEFF/, '').trim() !== 'TIMESTAMP,ContextTokens,GeneratedTokens') {
         throw traceError(source, 'line 1', `expected the header TIMESTAMP,ContextTokens,GeneratedTokens, got '${line.slice(0, 80)}'`);
@@ -138,11 +145,11 @@ export function parseAzure(text: string, source: string, options: AzurePrefixOpt
     pageRefs += pages.length;
     requests.push({ timeMs: time - t0, inputTokens: input, outputTokens: output, pages });
   }
-  if (requests.length === 0 && !text.startsWith('TIMESTAMP')) throw traceError(source, 'line 1', 'empty file');
+  if (requests.length === 0 && !header.replace(/^\uFEFF/, '').startsWith('TIMESTAMP')) throw traceError(source, 'line 1', 'empty file');
   return { kind: 'llm', source, blockTokens: o.blockTokens, requests, distinctPages: ids.size, pageRefs };
 }
 
-/** Reads an Azure CSV file (optionally `.gz`) and applies the prefix model. @throws TierSyncError */
+/** Reads an Azure CSV file (optionally `.gz` / `.zst`), streamed line by line, and applies the prefix model. @throws TierSyncError */
 export function readAzure(file: string, options: AzurePrefixOptions = {}): LlmTrace {
-  return parseAzure(readTraceBytes(file).toString('utf8'), file, options);
+  return parseAzureLines(fileLines(file), file, options);
 }

@@ -6,7 +6,9 @@ import { invalid } from '../errors.js';
 import { readAzure, type AzurePrefixOptions } from './azure.js';
 import { readMooncake } from './mooncake.js';
 import { generateMultiRoundQa, type MultiRoundQaOptions } from './multi-round-qa.js';
-import { readOracleCsv, readOracleGeneral } from './oracle-general.js';
+import { Densifier, oracleCsvChunks, oracleGeneralChunks, readOracleCsv, readOracleGeneral, type ObjectChunk } from './oracle-general.js';
+import { stripCompression } from './byte-stream.js';
+import { fileLines } from './read-file.js';
 import { TRACE_FORMATS, type SimTrace, type TraceFormat } from './types.js';
 
 /** Where a trace comes from: a file in a format, or the multi-round QA generator. Plain data. */
@@ -25,10 +27,10 @@ export type TraceSource =
 
 /**
  * Guesses a file's format from its name: `*.jsonl` mooncake, `*.csv` with `Azure` in the name azure, other
- * `*.csv` csv, anything else oracleGeneral (a `.gz` suffix is looked through).
+ * `*.csv` csv, anything else oracleGeneral (a `.gz`, `.zst` or `.zstd` suffix is looked through).
  */
 export function guessFormat(file: string): TraceFormat {
-  const name = file.replace(/\.gz$/, '');
+  const name = stripCompression(file);
   if (name.endsWith('.jsonl') || name.endsWith('.json')) return 'mooncake';
   if (name.endsWith('.csv')) return /azure/i.test(name) ? 'azure' : 'csv';
   return 'oracleGeneral';
@@ -75,6 +77,44 @@ function readWhole(source: TraceSource): SimTrace {
   }
 }
 
+/** An object trace being streamed: its chunks, and its densifier (whose `size` is the distinct count so far). */
+export interface ObjectStream {
+  readonly source: string;
+  readonly chunks: Iterable<ObjectChunk>;
+  readonly ids: Densifier;
+}
+
+/** Whether {@link streamObjects} can stream `source` (an oracleGeneral or CSV file). */
+export function isObjectSource(source: TraceSource): boolean {
+  return 'file' in source && (source.format === 'oracleGeneral' || source.format === 'csv');
+}
+
+/**
+ * Streams an object trace (oracleGeneral or its CSV form; plain, gzip or zstd) chunk by chunk, honouring
+ * `requests`. The chunks' arrays are reused: consume each before asking for the next.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for other sources, unreadable or malformed input
+ */
+export function streamObjects(source: TraceSource): ObjectStream {
+  if (!('file' in source) || !isObjectSource(source)) throw invalid('streaming needs an object trace file (oracleGeneral or csv)');
+  const ids = new Densifier();
+  const raw = source.format === 'oracleGeneral' ? oracleGeneralChunks(source.file, ids) : oracleCsvChunks(fileLines(source.file), source.file, ids);
+  const limit = source.requests;
+  if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) throw invalid(`--requests must be a positive integer, got ${limit}`);
+  const chunks = limit === undefined ? raw : (function* () {
+    let left = limit;
+    for (const c of raw) {
+      if (c.length >= left) {
+        yield { ...c, length: left };
+        return;
+      }
+      left -= c.length;
+      yield c;
+    }
+  })();
+  return { source: source.file, chunks, ids };
+}
+
+export type { ObjectChunk } from './oracle-general.js';
 export type { SimTrace, LlmTrace, ObjectTrace, LlmRequest, TraceFormat } from './types.js';
 export type { AzurePrefixOptions } from './azure.js';
 export type { MultiRoundQaOptions } from './multi-round-qa.js';

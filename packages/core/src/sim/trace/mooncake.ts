@@ -4,7 +4,7 @@
  * blocks. Ids are densified in first-seen order (they already are in the published traces).
  */
 import { traceError } from '../errors.js';
-import { lines, readTraceBytes } from './read-file.js';
+import { fileLines, lines } from './read-file.js';
 import type { LlmRequest, LlmTrace } from './types.js';
 
 /** Options of {@link readMooncake}. */
@@ -23,11 +23,16 @@ function nonNegativeInt(value: unknown): value is number {
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming `source`, the line and the reason
  */
 export function parseMooncake(text: string, source: string, options: MooncakeOptions = {}): LlmTrace {
+  return parseMooncakeLines(lines(text), source, options);
+}
+
+/** Parses numbered lines of Mooncake JSONL (from text or streamed from a file). @throws TierSyncError as {@link parseMooncake} */
+export function parseMooncakeLines(input: Iterable<[string, number]>, source: string, options: MooncakeOptions = {}): LlmTrace {
   const blockTokens = options.blockTokens ?? 512;
   const ids = new Map<number, number>();
   const requests: LlmRequest[] = [];
   let pageRefs = 0;
-  for (const [line, n] of lines(text)) {
+  for (const [line, n] of input) {
     if (line.trim() === '') continue;
     let rec: Record<string, unknown>;
     try {
@@ -60,7 +65,7 @@ export function parseMooncake(text: string, source: string, options: MooncakeOpt
   return { kind: 'llm', source, blockTokens, requests, distinctPages: ids.size, pageRefs };
 }
 
-/** Reads a Mooncake JSONL file (optionally `.gz`). @throws TierSyncError ERR_INVALID_ARGUMENT */
+/** Reads a Mooncake JSONL file (optionally `.gz` / `.zst`), streamed line by line. @throws TierSyncError ERR_INVALID_ARGUMENT */
 export function readMooncake(file: string, options: MooncakeOptions = {}): LlmTrace {
-  return parseMooncake(readTraceBytes(file).toString('utf8'), file, options);
+  return parseMooncakeLines(fileLines(file), file, options);
 }

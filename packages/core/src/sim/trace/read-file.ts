@@ -1,26 +1,5 @@
-/** Reads a trace file whole, gunzipping `*.gz` transparently (the bundled traces are gzipped). */
-import fs from 'node:fs';
-import zlib from 'node:zlib';
-import { invalid, traceError } from '../errors.js';
-
-/**
- * The file's bytes (decompressed when the name ends in `.gz`).
- * @throws TierSyncError ERR_INVALID_ARGUMENT when it cannot be read or is corrupt gzip
- */
-export function readTraceBytes(file: string): Buffer {
-  let raw: Buffer;
-  try {
-    raw = fs.readFileSync(file);
-  } catch (e) {
-    throw invalid(`cannot read trace ${file}: ${(e as Error).message}`);
-  }
-  if (!file.endsWith('.gz')) return raw;
-  try {
-    return zlib.gunzipSync(raw);
-  } catch (e) {
-    throw traceError(file, 'gzip', `not a valid gzip file (${(e as Error).message})`, e);
-  }
-}
+/** Line splitting of trace text; reading files (streamed, decompressed) lives in byte-stream.ts. */
+export { readTraceBytes, fileLines } from './byte-stream.js';
 
 /** Iterates the lines of a text buffer with 1-based numbers, accepting LF or CRLF; skips a final empty line. */
 export function* lines(text: string): Generator<[line: string, number: number]> {

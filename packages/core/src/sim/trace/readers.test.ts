@@ -5,10 +5,10 @@ import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { TierSyncError } from '@tiersync/native/errors';
 import { parseAzure, parseAzureTime } from './azure.js';
-import { loadTrace, guessFormat } from './index.js';
+import { loadTrace, guessFormat, streamObjects } from './index.js';
 import { parseMooncake } from './mooncake.js';
 import { generateMultiRoundQa } from './multi-round-qa.js';
-import { encodeOracleGeneral, parseOracleCsv, parseOracleGeneral, readOracleGeneral } from './oracle-general.js';
+import { encodeOracleGeneral, parseOracleCsv, parseOracleGeneral, readOracleCsv, readOracleGeneral } from './oracle-general.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-'));
 
@@ -153,5 +153,62 @@ describe('multi-round QA generator', () => {
   it('checks its options', () => {
     expect(() => generateMultiRoundQa({ users: 0 })).toThrow(TierSyncError);
     expect(() => generateMultiRoundQa({ qps: 0 })).toThrow(/qps/);
+  });
+});
+
+describe('streamed readers', () => {
+  /** The records the zstd fixture holds (written by zstd -19; see testdata/README.md). */
+  const fixture = Array.from({ length: 5000 }, (_, i) => ({ time: i, id: i % 3 === 0 ? (1n << 60n) + BigInt((i * 7) % 97) : (i * 13) % 211, size: 1 + (i % 50) }));
+  const zst = path.resolve(__dirname, 'testdata/small.oracleGeneral.zst');
+
+  it('reads zstd-compressed oracleGeneral (libCacheSim distribution format)', () => {
+    const t = readOracleGeneral(zst);
+    const want = parseOracleGeneral(encodeOracleGeneral(fixture), 'x');
+    expect(t.length).toBe(5000);
+    expect([...t.keys]).toEqual([...want.keys]);
+    expect([...t.sizes]).toEqual([...want.sizes]);
+    expect(t.distinct).toBe(want.distinct);
+    expect(guessFormat(zst)).toBe('oracleGeneral');
+    expect(guessFormat('a/b.jsonl.zst')).toBe('mooncake');
+  });
+
+  it('decodes records split across read chunks and unaligned offsets identically', () => {
+    // 200,000 records = 4.8 MB: the 4 MiB read chunk ends inside a record.
+    const records = Array.from({ length: 200_000 }, (_, i) => ({ time: i, id: (i * 7919) % 50_021, size: 1 + (i % 4000) }));
+    const bytes = encodeOracleGeneral(records);
+    const file = path.join(tmp, 'big.oracleGeneral');
+    fs.writeFileSync(file, bytes);
+    fs.writeFileSync(`${file}.gz`, zlib.gzipSync(bytes));
+    const whole = parseOracleGeneral(bytes, 'x');
+    const unaligned = parseOracleGeneral(Buffer.concat([Buffer.alloc(1), bytes]).subarray(1), 'x');
+    for (const t of [readOracleGeneral(file), readOracleGeneral(`${file}.gz`), unaligned]) {
+      expect(t.length).toBe(200_000);
+      expect(Buffer.from(t.keys.buffer, t.keys.byteOffset, t.keys.byteLength).equals(Buffer.from(whole.keys.buffer, whole.keys.byteOffset, whole.keys.byteLength))).toBe(true);
+      expect(t.sizes[123_457]).toBe(records[123_457]!.size);
+    }
+    // Streamed chunk by chunk with a request limit: the first N requests, counted across chunks.
+    const s = streamObjects({ file, format: 'oracleGeneral', requests: 180_000 });
+    let n = 0;
+    for (const c of s.chunks) n += c.length;
+    expect(n).toBe(180_000);
+  });
+
+  it('names a corrupt zstd or gzip file', () => {
+    const bad = path.join(tmp, 'bad.oracleGeneral.zst');
+    fs.writeFileSync(bad, fs.readFileSync(zst).subarray(0, 200));
+    expectTraceError(() => readOracleGeneral(bad), /bad\.oracleGeneral\.zst: zstd: not a valid zstd file/);
+    const badGz = path.join(tmp, 'bad.oracleGeneral.gz');
+    fs.writeFileSync(badGz, Buffer.from('not gzip at all'));
+    expectTraceError(() => readOracleGeneral(badGz), /bad\.oracleGeneral\.gz: gzip: not a valid gzip file/);
+  });
+
+  it('streams text traces line by line (CRLF, UTF-8 across chunk borders)', () => {
+    const file = path.join(tmp, 'lines.csv');
+    const text = Array.from({ length: 300_000 }, (_, i) => `${i},é${i % 1000},${1 + (i % 9)}`).join('\r\n');
+    fs.writeFileSync(file, text);
+    const t = readOracleCsv(file);
+    expect(t.length).toBe(300_000);
+    expect(t.distinct).toBe(1000);
+    expect(t.sizes[299_999]).toBe(1 + (299_999 % 9));
   });
 });
