@@ -125,6 +125,37 @@ describe('agent server: many sessions over few sequences, KV parked in tiersync'
     }
   });
 
+  it('keeps a session waiting on a tool call over others under pressure (retention hints, session-aware host tier)', async () => {
+    // One sequence: every new session parks the previous one. Host RAM of 10 pages cannot hold them all.
+    const run = async (policy: string) => {
+      const server = await AgentServer.create({ model: modelA, sequences: 1, contextSize: CONTEXT, threads: THREADS, tiers: [{ url: `host://?capacity=${10 * PAGE}`, policy }] });
+      try {
+        await server.turn('tool', { text: TURNS('tool')[0], maxTokens: MAX_TOKENS, awaitingToolMs: 600_000 });
+        for (const id of ['x1', 'x2', 'x3']) await server.turn(id, { text: `${id}: ${TURNS(id)[0]!.slice(SYSTEM.length)} ${'more words '.repeat(12)}`, maxTokens: MAX_TOKENS, final: true });
+        const back = await server.turn('tool', { text: TURNS('tool')[1], maxTokens: MAX_TOKENS });
+        expect(await server.deleteSession('tool')).toBe(true);
+        return back;
+      } finally {
+        await server.close();
+      }
+    };
+    const hinted = await run('session-aware:lru');
+    const plain = await run('lru');
+    console.log('[agent-server] tool session back:', `hinted ${hinted.source}:${hinted.restoredTokens}`, `plain ${plain.source}:${plain.restoredTokens}`);
+    expect(hinted.source).toBe('restored');
+    expect(hinted.restoredTokens).toBeGreaterThan(plain.restoredTokens);
+    await refused(
+      AgentServer.create({ model: modelA, sequences: 1, contextSize: CONTEXT, threads: THREADS }).then(async (s) => {
+        try {
+          await s.turn('z', { text: 'hi', awaitingToolMs: -1 });
+        } finally {
+          await s.close();
+        }
+      }),
+      'ERR_INVALID_ARGUMENT',
+    );
+  });
+
   it('recomputes what no tier holds any more and still gives the same tokens', async () => {
     const ids = ['p', 'q', 'r'];
     const expected = new Map<string, number[][]>();

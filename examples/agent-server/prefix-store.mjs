@@ -171,8 +171,10 @@ export class PrefixStore {
    * Saves the full token pages of `sequence` that no tier holds yet, and its tail. Returns { tokens, pages, stored
    * (entries written, the tail included), existing (full pages already cached), tail (its tokens), timings } with
    * timings in ms: saveFile (llama.cpp writes the state to tmpfs), fileToPages (native copy into the arena), store.
+   * `options.retention` (`{ expectedReturnMs }` or `{ finished: true }`) is a soft hint for every page of the
+   * state, stored now or before (TierSync store option `retention`).
    */
-  async save(sequence) {
+  async save(sequence, { retention } = {}) {
     this.#check(sequence);
     const T = this.tokensPerPage;
     const tokens = sequence.contextTokens.slice();
@@ -186,6 +188,8 @@ export class PrefixStore {
     const { present } = this.tierSync.lookupKeys(tailKey ? [...keys, tailKey] : keys);
     // Entries to write: absent full pages by index, and the tail (index `full`) when absent.
     const absent = present.map((_, i) => i).filter((i) => !present[i]);
+    // Pages already cached take the hint now; the ones written below carry it in their store.
+    if (retention) this.tierSync.retain(present.flatMap((p, i) => (p ? [i < full ? keys[i] : tailKey] : [])), retention);
     if (absent.length === 0) return { tokens: tokens.length, pages: full, stored: 0, existing: full, tail, timings };
     const scratch = this.#leaseScratch(absent.length * this.pageBytes);
     const { arena, file: tmp } = scratch;
@@ -216,6 +220,7 @@ export class PrefixStore {
       const r = await this.tierSync.storeKeys(
         absent.map((p) => (p < full ? keys[p] : tailKey)),
         absent.map((p, j) => ({ arena, offset: j * this.pageBytes, length: p < full ? this.pageBytes : this.#entryBytes(tail) })),
+        retention ? { retention } : {},
       );
       timings.store = elapsed(t0);
       const storedPages = absent.filter((p) => p < full).length;
@@ -248,6 +253,18 @@ export class PrefixStore {
    *   ERR_INVALID_ARGUMENT when the sequence is not empty; ERR_PROTOCOL when llama.cpp refuses the rebuilt state
    *   (the sequence is then left empty by llama.cpp; the index and tiers are untouched).
    */
+  /**
+   * A soft retention hint for the cached pages of `tokens` (their full pages and, when cached, the tail page): a
+   * session finished (`{ finished: true }`) or expected back (`{ expectedReturnMs }`). Pages not cached are skipped.
+   */
+  retain(tokens, retention) {
+    if (tokens.length === 0) return;
+    const keys = this.tierSync.keysOf(tokens);
+    const full = Math.floor(tokens.length / this.tokensPerPage);
+    const tailKey = tokens.length > full * this.tokensPerPage ? this.#tailKey(keys, tokens) : undefined;
+    this.tierSync.retain(tailKey ? [...keys, tailKey] : keys, retention);
+  }
+
   async restore(sequence, tokens) {
     this.#check(sequence);
     if (sequence.contextTokens.length !== 0) throw new TierSyncError(`restore needs an empty sequence, this one holds ${sequence.contextTokens.length} tokens`, 'ERR_INVALID_ARGUMENT');

@@ -18,11 +18,19 @@
 // commits only completed stores.
 //
 // API (JSON):
-//   POST   /sessions/:id/turns  { "text": "...", or "tokens": [..], "maxTokens": 32 }
+//   POST   /sessions/:id/turns  { "text": "...", or "tokens": [..], "maxTokens": 32,
+//                                  "awaitingToolMs": 5000 (the turn ended in a tool call of about that long),
+//                                  "final": true (the session is done) }
 //          -> { session, tokens, text, source: "live" | "restored" | "recomputed" | "new", restoredTokens,
 //               evaluatedTokens, contextTokens, ttftMs, restore?: { byTier, timings } }
 //   GET    /sessions/:id        -> { session, contextTokens, live, turns }
-//   DELETE /sessions/:id        -> { deleted: true } (its cached pages stay: other sessions may share them)
+//   DELETE /sessions/:id        -> { deleted: true } (its cached pages stay for sessions sharing them, marked
+//                                  finished: a session-aware tier lets them go first)
+//
+// Retention hints: a session parked while it waits on a tool call is stored with `{ expectedReturnMs }`, a final
+// or deleted one is marked `{ finished: true }`. With a `session-aware:<policy>` tier (the default host tier runs
+// session-aware:lru) those pages are ordered as victims by it: finished first, expected back soon last. Hints are
+// soft: they never refuse a store nor hold a page the way a pin does.
 //   GET    /stats               -> sessions, live sequences, counters, tiers
 //
 //   node examples/agent-server/server.mjs [--model tiny] [--port 8080] [--sequences 2] [--context-size 2048]
@@ -70,7 +78,7 @@ class EngineLock {
 export class AgentServer {
   /**
    * @param options.model        a loaded node-llama-cpp model, identified (identifyModel / loadGeneratedModel)
-   * @param options.tiers        TierSync tiers, fastest first (default: host RAM 256 MiB only)
+   * @param options.tiers        TierSync tiers, fastest first (default: host RAM 256 MiB only, policy session-aware:lru)
    * @param options.sequences    context sequences (KV slots), default 2
    * @param options.contextSize  tokens per sequence, default 2048
    * @param options.threads      llama.cpp threads, default 1
@@ -81,7 +89,7 @@ export class AgentServer {
   static async create({ model, tiers, index, sequences = 2, contextSize = 2048, threads = 1, tokensPerPage = 16, idleMs = 0, maxTokens = 32, waitMs = 120_000 } = {}) {
     const context = await model.createContext({ contextSize, sequences, threads, flashAttention: true });
     try {
-      const store = await PrefixStore.open(context, { tiers: tiers ?? [{ url: 'host://?capacity=256MiB' }], index, tokensPerPage });
+      const store = await PrefixStore.open(context, { tiers: tiers ?? [{ url: 'host://?capacity=256MiB', policy: 'session-aware:lru' }], index, tokensPerPage });
       return new AgentServer({ model, context, store, idleMs, maxTokens, waitMs });
     } catch (e) {
       await context.dispose();
@@ -114,8 +122,15 @@ export class AgentServer {
    * One turn of session `id`: `input` tokens (or `text`) appended to its conversation, `maxTokens` generated
    * greedily. Returns what the HTTP API returns.
    */
-  turn(id, { text, tokens, maxTokens = this.maxTokens } = {}) {
+  turn(id, { text, tokens, maxTokens = this.maxTokens, awaitingToolMs, final } = {}) {
     if (typeof id !== 'string' || !SESSION_ID.test(id)) throw new TierSyncError('session id must be 1..128 characters of [A-Za-z0-9_.-]', 'ERR_INVALID_ARGUMENT');
+    if (awaitingToolMs !== undefined && (typeof awaitingToolMs !== 'number' || !Number.isFinite(awaitingToolMs) || awaitingToolMs < 0)) {
+      throw new TierSyncError(`awaitingToolMs must be a number of ms >= 0, got ${awaitingToolMs}`, 'ERR_INVALID_ARGUMENT');
+    }
+    if (final !== undefined && typeof final !== 'boolean') throw new TierSyncError(`final must be a boolean, got ${final}`, 'ERR_INVALID_ARGUMENT');
+    if (final && awaitingToolMs !== undefined) throw new TierSyncError('a final turn awaits no tool call', 'ERR_INVALID_ARGUMENT');
+    // What the store is told when this session is parked after the turn (see the file's doc).
+    const retention = final ? { finished: true } : awaitingToolMs !== undefined ? { expectedReturnMs: awaitingToolMs } : undefined;
     if (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > 512) throw new TierSyncError(`maxTokens must be an integer in [1, 512], got ${maxTokens}`, 'ERR_INVALID_ARGUMENT');
     let added;
     if (tokens !== undefined) {
@@ -129,13 +144,13 @@ export class AgentServer {
       throw new TierSyncError('a turn needs "text" (a non-empty string) or "tokens"', 'ERR_INVALID_ARGUMENT');
     }
     const t0 = performance.now();
-    return this.#lock.run(() => this.#turn(id, added, maxTokens, t0), this.waitMs);
+    return this.#lock.run(() => this.#turn(id, added, maxTokens, t0, retention), this.waitMs);
   }
 
-  async #turn(id, added, maxTokens, t0) {
+  async #turn(id, added, maxTokens, t0, retention) {
     let s = this.#sessions.get(id);
     if (!s) {
-      s = { id, tokens: [], pending: [], sequence: null, turns: 0, lastUsed: 0, idleTimer: undefined };
+      s = { id, tokens: [], pending: [], sequence: null, turns: 0, lastUsed: 0, idleTimer: undefined, retention: undefined };
       this.#sessions.set(id, s);
     }
     clearTimeout(s.idleTimer);
@@ -192,6 +207,7 @@ export class AgentServer {
     s.pending = spoken.slice(held.length);
     s.turns++;
     s.lastUsed = performance.now();
+    s.retention = retention;
     if (this.idleMs > 0) {
       s.idleTimer = setTimeout(() => void this.#lock.run(() => this.#parkIfIdle(s), this.waitMs).catch(() => undefined), this.idleMs);
       s.idleTimer.unref();
@@ -223,7 +239,7 @@ export class AgentServer {
   async #park(s) {
     clearTimeout(s.idleTimer);
     try {
-      await this.store.save(s.sequence);
+      await this.store.save(s.sequence, s.retention ? { retention: s.retention } : {});
     } catch (e) {
       this.counters.saveErrors++;
       this.emitWarning?.(e);
@@ -246,6 +262,8 @@ export class AgentServer {
       clearTimeout(s.idleTimer);
       s.sequence?.dispose();
       this.#sessions.delete(id);
+      // Its pages stay cached (sessions sharing its prefix may use them) but nothing of its own will come back.
+      if (s.tokens.length) this.store.retain(s.tokens, { finished: true });
       return true;
     }, this.waitMs);
   }
@@ -350,7 +368,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     },
   });
   const { model } = await loadGeneratedModel(values.model);
-  const tiers = [{ url: `host://?capacity=${values['host-capacity']}` }];
+  const tiers = [{ url: `host://?capacity=${values['host-capacity']}`, policy: 'session-aware:lru' }];
   if (values.fs) tiers.push({ url: `fs://${path.resolve(values.fs)}?capacity=${values['fs-capacity']}` });
   const server = await AgentServer.create({ model, tiers, sequences: Number(values.sequences), contextSize: Number(values['context-size']), threads: Number(values.threads), idleMs: Number(values['idle-ms']) });
   server.emitWarning = (e) => console.error('[agent-server]', e instanceof Error ? e.message : e);

@@ -43,7 +43,7 @@ const factories: [string, Factory][] = [
       }),
   ],
   // The wrappers without hints decide exactly as their inner policy (wrappers/*.test.ts exercise the hints).
-  ...['prefix-aware:lru', 'session-aware:s3fifo', 'prefix-aware:session-aware:sieve', 'prefix-aware:clock'].map((spec): [string, Factory] => [
+  ...['prefix-aware:lru', 'prefix-hold:fifo', 'session-aware:s3fifo', 'prefix-aware:session-aware:sieve', 'prefix-aware:clock'].map((spec): [string, Factory] => [
     spec,
     ({ unit, capacity }) => createPolicy<number>(spec, { unit, capacity, ...(spec.endsWith('s3fifo') ? { smallRatio: 0.5 } : {}) } as never),
   ]),

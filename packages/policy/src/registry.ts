@@ -21,6 +21,7 @@ import { WTinyLfuPolicy, type WTinyLfuOptions } from './policies/wtinylfu.js';
 import { checkFunction, checkOptions, describe } from './internal/validate.js';
 import type { EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
 import { PrefixAwarePolicy } from './wrappers/prefix-aware.js';
+import { PrefixHoldPolicy } from './wrappers/prefix-hold.js';
 import { SessionAwarePolicy } from './wrappers/session-aware.js';
 
 /**
@@ -82,16 +83,17 @@ const BUILTINS: { [N in BuiltinPolicyName]: PolicyFactory<BuiltinPolicyOptions[N
 export const ORACLE_POLICIES: readonly string[] = ['opt', 'opt-size'];
 
 /**
- * Wraps an inner policy (wrappers/): `prefix-aware`, `session-aware`. A policy spec names wrappers before the
+ * Wraps an inner policy (wrappers/): `prefix-aware`, `prefix-hold`, `session-aware`. A policy spec names wrappers before the
  * policy, outermost first: `prefix-aware:session-aware:lru` is prefix-aware(session-aware(lru)).
  */
 export type PolicyWrapperFactory = (inner: EvictionPolicy, options: PolicyOptions) => EvictionPolicy;
 
 /** Names of the built-in wrappers. */
-export type BuiltinWrapperName = 'prefix-aware' | 'session-aware';
+export type BuiltinWrapperName = 'prefix-aware' | 'prefix-hold' | 'session-aware';
 
 const WRAPPERS: Record<BuiltinWrapperName, PolicyWrapperFactory> = {
   'prefix-aware': (inner) => new PrefixAwarePolicy(inner),
+  'prefix-hold': (inner) => new PrefixHoldPolicy(inner),
   'session-aware': (inner) => new SessionAwarePolicy(inner),
 };
 

@@ -55,6 +55,17 @@ export type Hello = HelloResponse;
  */
 export type ClientStoreResult = CommitResponse;
 
+/** Options of {@link TierSyncClient.store}. */
+export interface ClientStoreOptions {
+  /**
+   * A soft retention hint for the pages (and those of them the daemon already holds): the session is expected back
+   * in `expectedReturnMs` (waiting on a tool call), or `finished`. The daemon's `session-aware` tiers order victims
+   * by it; it never refuses a store. Needs the daemon feature `retention-hint` (ERR_UNAVAILABLE otherwise); the
+   * shared-memory path carries it (a `peer` transport store, which has no commit, does not).
+   */
+  retention?: { expectedReturnMs: number } | { finished: true };
+}
+
 /**
  * A lookup's answer: `present`, `lengths` (0 when absent), `tiers` (null when absent), `estimatedLoadMs`; with
  * `{ cluster: true }` and a daemon in a cluster, `cluster.holders`: for each page it lacks, the ids of the live
@@ -188,8 +199,12 @@ export class TierSyncClient {
    * the pages of those committed before it stay stored (a retry finds them `existing`).
    * @throws TierSyncError ERR_INVALID_ARGUMENT, ERR_TIER_FULL (no room in the host tier), ERR_UNAVAILABLE (a lease limit), ERR_AUTH
    */
-  async store(keys: readonly string[], pages: readonly PageLocation[]): Promise<ClientStoreResult> {
+  async store(keys: readonly string[], pages: readonly PageLocation[], options: ClientStoreOptions = {}): Promise<ClientStoreResult> {
     this.#ready();
+    const retention = options.retention;
+    if (retention !== undefined && !this.hello.features.includes('retention-hint')) {
+      throw new TierSyncError('options.retention: this daemon does not take retention hints (feature retention-hint)', 'ERR_UNAVAILABLE');
+    }
     this.#checkKeys(keys);
     this.#checkPages(pages, keys.length, 'pages', true);
     if (this.transport === 'peer') return this.#storePeer(keys, pages);
@@ -217,7 +232,7 @@ export class TierSyncClient {
           if (w + 1 < windows.length) await next.then((n) => this.#control.call('abort', { lease: n.lease }), () => undefined).catch(() => undefined);
           throw e;
         }
-        const commit = this.#control.call('commit', { lease: r.lease, crcs });
+        const commit = this.#control.call('commit', retention === undefined ? { lease: r.lease, crcs } : { lease: r.lease, crcs, retention });
         commit.catch(() => undefined);
         commits.push(commit);
       }

@@ -23,8 +23,8 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
   const { index, planner } = ready(s);
   const keys = entries.map((e) => e.key);
   const { retention, ...levels } = options;
-  // Parents only when a tier orders victims by chain (prefix-aware): other policies never read them.
-  const chainAware = planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.includes('prefix-aware'));
+  // Parents only when a tier orders victims by chain (prefix-aware, prefix-hold): other policies never read them.
+  const chainAware = planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.some((w) => w.startsWith('prefix-')));
   const parentOf = chainAware ? new Map(entries.map((e) => [e.key, e.parent])) : undefined;
   const top = s.tiers[0]!;
   const run = (async (): Promise<StoreResult> => {
@@ -131,4 +131,12 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
   const done = () => s.storesInFlight.delete(run);
   run.then(done, done);
   return run;
+}
+
+/**
+ * A soft retention hint for stored pages (TierSync.retain): every tier holding them hands it to its policy. Keys the
+ * hierarchy does not hold are skipped. Moves nothing, so it needs no lock.
+ */
+export function retainPages(s: HierarchyState, keys: readonly PageKey[], retention: RetentionHint): void {
+  ready(s).planner.retain(keys, { retention, now: Date.now() });
 }

@@ -40,9 +40,10 @@ import { openHierarchy } from './open.js';
 import { pinKeys, unpinKeys } from './pins.js';
 import type { ReconcileReport } from './reconcile.js';
 import { ready, tierNamed, type HierarchyState } from './state.js';
-import { storePages } from './store.js';
+import { retainPages, storePages } from './store.js';
+import type { RetentionHint } from '@tiersync/policy';
 import type { DeleteResult, KeyLookupResult, LayerRange, LoadOptions, LoadResult, LookupResult, StoreOptions, StoreResult, TierSyncEvents } from './types.js';
-import { checkInto, checkKeyedPages, checkKeys, checkLoadOptions, checkPages, checkPinOptions, checkStoreOptions } from './validate.js';
+import { checkInto, checkKeyedPages, checkKeys, checkLoadOptions, checkPages, checkPinOptions, checkRetentionHint, checkStoreOptions } from './validate.js';
 
 export type { DeleteResult, KeyLookupResult, LayerEvent, LayerRange, LoadOptions, LoadResult, LookupResult, StoreOptions, StoreResult, TierSyncEvents } from './types.js';
 
@@ -153,6 +154,17 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
       pages,
       checkStoreOptions(options, this.config.priorities, this.#defaultTenant),
     );
+  }
+
+  /**
+   * A soft retention hint for stored pages, as store()'s `retention` option gives it (a session going idle on a tool
+   * call, or finished): tiers whose policy is `session-aware:...` order victims by it. Keys not stored are skipped.
+   * @throws TierSyncError ERR_INVALID_ARGUMENT for a malformed key or hint
+   */
+  retain(keys: readonly PageKey[], retention: RetentionHint): void {
+    ready(this.#s);
+    checkKeys(keys, 'keys', false);
+    retainPages(this.#s, keys, checkRetentionHint(retention, 'retention'));
   }
 
   get #defaultTenant(): string {

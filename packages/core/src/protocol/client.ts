@@ -22,9 +22,11 @@ export const CLIENT_PROTOCOL_VERSION = 1;
  *   whose bytes do not match is never served, and `badChecksum` is empty. A client that loads must check what it
  *   copies out against `pin.crcs` (the TypeScript client always does) and name the pages that failed in `release`;
  * - `release-damaged`: `release` takes `damaged`, the pages whose copy failed its check; the daemon checks those
- *   slots itself and drops the damaged ones (an integrity failure on the host tier).
+ *   slots itself and drops the damaged ones (an integrity failure on the host tier);
+ * - `retention-hint`: `commit` takes `retention` (`{ expectedReturnMs }` or `{ finished: true }`), a soft hint for
+ *   the committed and already held pages that `session-aware` tiers order victims by (never a pin).
  */
-export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged'] as const;
+export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged', 'retention-hint'] as const;
 
 /** The longest lease a `pin` may ask for with `ttlMs` (1 hour). */
 export const MAX_PIN_TTL_MS = 3_600_000;
@@ -107,6 +109,13 @@ export const commitRequestSchema = z
      * daemon reads the bytes and records the CRC32C it computes.
      */
     crcs: z.array(uint32).optional(),
+    /**
+     * A soft retention hint for the lease's pages, stored and already held (feature `retention-hint`): the session
+     * is expected back in `expectedReturnMs`, or `finished`. Daemons without the feature refuse the field.
+     */
+    retention: z
+      .union([z.object({ expectedReturnMs: z.number().finite().min(0, 'must be 0 or more') }).strict(), z.object({ finished: z.literal(true) }).strict()])
+      .optional(),
   })
   .strict();
 export const commitResponseSchema = z.object({

@@ -25,6 +25,7 @@ import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { LRUCache } from 'lru-cache';
 import { Counter, type Registry } from 'prom-client';
+import type { RetentionHint } from '@tiersync/policy';
 import type { TierSync } from '../hierarchy/index.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
@@ -105,6 +106,8 @@ export class ClientApi {
   readonly #evictedWhilePinned = new Set<PageKey>();
   /** Committed pages the block index has yet to record (the recorder's next batch). */
   readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
+  /** Retention hints of committed pages waiting for the index (applied once it records them). */
+  readonly #retention = new Map<PageKey, RetentionHint>();
   #recording: Promise<void> | undefined;
   /** Keys of the batch the recorder is writing to the block index now. */
   readonly #recordingNow = new Set<PageKey>();
@@ -159,7 +162,10 @@ export class ClientApi {
   #dropDamaged(keys: readonly PageKey[], why: string, report = false): void {
     if (!keys.length) return;
     const { ts, hostTier, hostTierName } = this.#o;
-    for (const k of keys) this.#unrecorded.delete(k);
+    for (const k of keys) {
+      this.#unrecorded.delete(k);
+      this.#retention.delete(k);
+    }
     if (report) {
       for (const key of keys) {
         ts.counters.integrityFailures++;
@@ -423,7 +429,12 @@ export class ClientApi {
     if (bad.length) this.#refused.inc({ tenant: tenant.name, why: 'checksum' }, bad.length);
     // The pages are visible in the host tier now (lookup and pin answer from it); the block index records them in
     // the recorder's next batch, off this request's path.
-    if (landed.length) this.#record(landed);
+    if (landed.length) this.#record(landed, body.retention);
+    // Pages the daemon already held take the hint now; the new ones once the index records them (#record).
+    if (body.retention) {
+      const held = lease.keys.filter((_, i) => lease.offsets[i]! < 0);
+      if (held.length) this.#o.ts.retain(held, body.retention);
+    }
     this.#pages.inc({ tenant: tenant.name, op: 'store' }, landed.length);
     if (this.#o.placement === 'rendezvous' && landed.length) void this.#push(landed).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'rendezvous push failed'));
     return { stored: landed.length, existing: lease.keys.length - copied.length, badChecksum: bad };
@@ -452,12 +463,30 @@ export class ClientApi {
     return sums;
   }
 
+  /** Hands the retention hints of just-recorded pages to the hierarchy, one call per hint. */
+  #retainRecorded(batch: ReadonlyArray<{ key: PageKey }>): void {
+    if (!this.#retention.size) return;
+    const byHint = new Map<RetentionHint, PageKey[]>();
+    for (const { key } of batch) {
+      const hint = this.#retention.get(key);
+      if (hint === undefined) continue;
+      this.#retention.delete(key);
+      let keys = byHint.get(hint);
+      if (!keys) byHint.set(hint, (keys = []));
+      keys.push(key);
+    }
+    for (const [hint, keys] of byHint) this.#o.ts.retain(keys, hint);
+  }
+
   /**
    * Queues committed pages for the block index: every commit of one event-loop turn (and those landing while a batch
    * is being recorded) go into one adoptPages call, i.e. one index transaction, not one per request.
    */
-  #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>): void {
-    for (const p of pages) this.#unrecorded.set(p.key, p);
+  #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>, retention?: RetentionHint): void {
+    for (const p of pages) {
+      this.#unrecorded.set(p.key, p);
+      if (retention) this.#retention.set(p.key, retention);
+    }
     this.#recording ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       try {
         while (this.#unrecorded.size) {
@@ -465,9 +494,11 @@ export class ClientApi {
           for (const p of batch) this.#recordingNow.add(p.key);
           try {
             await this.#o.ts.adoptPages(this.#o.hostTierName, batch);
+            this.#retainRecorded(batch);
           } catch (e) {
             // The bytes stay in the host tier (its slot table records them); the index adopts them at its next open.
             this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
+            for (const p of batch) this.#retention.delete(p.key);
           }
           for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
           this.#recordingNow.clear();
@@ -580,7 +611,10 @@ export class ClientApi {
     let direct = { deleted: [] as PageKey[], pinned: [] as PageKey[] };
     if (early.length) {
       direct = this.#o.hostTier.deleteNow(early);
-      for (const k of direct.deleted) this.#unrecorded.delete(k);
+      for (const k of direct.deleted) {
+        this.#unrecorded.delete(k);
+        this.#retention.delete(k);
+      }
     }
     const gone = new Set(early);
     const rest = early.length ? stored.filter((k) => !gone.has(k)) : stored;

@@ -34,7 +34,7 @@ export class CountingHierarchy {
   /** Pages the last store() placed, and the ones it turned away (no room, not admitted). */
   lastStore = { placed: 0, dropped: 0 };
   /**
-   * Some tier's policy is `prefix-aware`: stores then hand the planner each page's parent (the page before it in
+   * Some tier's policy is chain-aware (`prefix-aware`, `prefix-hold`): stores then hand the planner each page's parent (the page before it in
    * the request: workload ids are chained, sim/workload.ts). Others skip that bookkeeping.
    */
   readonly chainAware: boolean;
@@ -43,7 +43,7 @@ export class CountingHierarchy {
     this.planner = new Planner<PageId>(hierarchy.planner);
     this.counters = emptyCounters(hierarchy.tiers.map((t) => t.name));
     this.#maxQueued = hierarchy.maxQueuedPages;
-    this.chainAware = this.planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.includes('prefix-aware'));
+    this.chainAware = this.planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.some((w) => w.startsWith('prefix-')));
   }
 
   /** Looks `keys` up (the admission filter counts the lookups) and counts the request, its pages and prefix hits. */

@@ -19,7 +19,8 @@ Suites:
   index      block index with 1,000,000 pages: 2,048-page prefix lookup, 2,048-page store, durable commits, RSS
   sim        simulator replay speed (LRU, S3-FIFO) on the bundled Mooncake conversation trace
   prefix     eviction lab: prefix-page hit ratio of each base policy with and without prefix-aware: on the bundled
-             Mooncake and Azure traces at 1%, 4% and 16% of their distinct pages (--requests N: first N of each)
+             Mooncake and Azure traces at 1%, 4% and 16% of their distinct pages (--requests N: the first N requests
+             of each trace; --wrapper prefix-hold: the holding variant)
   session    eviction lab: hit ratio and modeled TTFT of LRU and S3-FIFO with and without session-aware: hints,
              on a multi-round QA workload with think times and the Mooncake conversation trace's timestamps
   weights    2 GiB of model weights to 1, 2 and 3 receiver processes (pipelined chain) and a 10% delta step, against

@@ -45,6 +45,8 @@ export interface PrefixBenchOptions {
   fractions?: number[];
   /** Keep only the first this many requests of each trace. Default all. */
   requests?: number;
+  /** The chain-aware wrapper measured: `prefix-aware` (trims the inner victim's chain) or `prefix-hold`. Default prefix-aware. */
+  wrapper?: 'prefix-aware' | 'prefix-hold';
   log?: (line: string) => void;
 }
 
@@ -55,7 +57,7 @@ export interface PrefixCell {
   capacityPages: number;
   /** Prefix-page hit ratio of the base policy. */
   plain: number;
-  /** The same with `prefix-aware:`. */
+  /** The same with the wrapper (`prefix-aware:` by default). */
   prefixAware: number;
   /** prefixAware - plain (absolute). */
   gain: number;
@@ -68,12 +70,14 @@ export function runPrefixBench(options: PrefixBenchOptions = {}): { cells: Prefi
   const cells: PrefixCell[] = [];
   for (const { name, trace: whole } of labTraces()) {
     const trace = options.requests ? { ...whole, requests: whole.requests.slice(0, options.requests) } : whole;
+    const distinct = new Set<number>();
+    for (const q of trace.requests) for (const p of q.pages) distinct.add(p);
     for (const f of fractions) {
       // S3-FIFO needs 20 objects at least (its small queue is 10% of the capacity).
-      const pages = Math.max(20, Math.round(f * trace.distinctPages));
+      const pages = Math.max(20, Math.round(f * distinct.size));
       for (const policy of policies) {
         const plain = run(trace, policy, pages).pageHitRatio;
-        const aware = run(trace, `prefix-aware:${policy}`, pages).pageHitRatio;
+        const aware = run(trace, `${options.wrapper ?? 'prefix-aware'}:${policy}`, pages).pageHitRatio;
         const cell = { trace: name, policy, capacityPages: pages, plain: round(plain, 5), prefixAware: round(aware, 5), gain: round(aware - plain, 5) };
         cells.push(cell);
         options.log?.(`${name.padEnd(22)} ${String(pages).padStart(7)}p ${policy.padEnd(7)} ${cell.plain.toFixed(4)} -> ${cell.prefixAware.toFixed(4)} (${cell.gain >= 0 ? '+' : ''}${cell.gain.toFixed(4)})`);
@@ -158,6 +162,8 @@ export interface SessionBenchOptions {
   policies?: string[];
   /** Capacities as fractions of each workload's distinct pages. Default 0.1, 0.25. */
   fractions?: number[];
+  /** Keep only the first this many requests of the Mooncake trace. Default all. */
+  requests?: number;
   log?: (line: string) => void;
 }
 
@@ -183,15 +189,18 @@ const HINTS: { name: SessionRow['hints']; model: RetentionModel }[] = [
 export function runSessionBench(options: SessionBenchOptions = {}): { rows: SessionRow[] } {
   const policies = options.policies ?? ['lru', 's3fifo'];
   const fractions = options.fractions ?? [0.1, 0.25];
-  const conversation = loadTrace({ file: bundledTrace('conversation_trace.jsonl.gz'), format: 'mooncake' }) as LlmTrace;
+  const whole = loadTrace({ file: bundledTrace('conversation_trace.jsonl.gz'), format: 'mooncake' }) as LlmTrace;
+  const conversation = options.requests ? { ...whole, requests: whole.requests.slice(0, options.requests) } : whole;
   const workloads = [
     { name: 'agent-qa (think times)', trace: agentQa() },
     { name: 'mooncake-conversation', trace: conversation },
   ];
   const rows: SessionRow[] = [];
   for (const { name, trace } of workloads) {
+    const distinct = new Set<number>();
+    for (const q of trace.requests) for (const p of q.pages) distinct.add(p);
     for (const f of fractions) {
-      const pages = Math.max(20, Math.round(f * trace.distinctPages));
+      const pages = Math.max(20, Math.round(f * distinct.size));
       const row = (policy: string, hints: SessionRow['hints'], r: TieredResult): void => {
         const p90 = r.ttftPercentiles[90]!;
         const out = { workload: name, capacityPages: pages, policy, hints, pageHitRatio: round(r.pageHitRatio, 5), ttftMeanSec: round(r.ttft.mean, 5), ttftP90Sec: round(p90, 5) };
@@ -222,22 +231,27 @@ export function sessionTable(r: ReturnType<typeof runSessionBench>): string {
   return lines.join('\n');
 }
 
-/** `tiersync bench prefix|session [--json] [--requests N]`. */
+/** `tiersync bench prefix|session [--json] [--requests N] [--wrapper prefix-aware|prefix-hold]` (N: the first N requests of each bundled trace). */
 export async function evictionLabCommand(args: string[]): Promise<number> {
   const { parseArgs } = await import('node:util');
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, requests: { type: 'string' } } });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, requests: { type: 'string' }, wrapper: { type: 'string' } } });
   const log = (line: string) => (values.json ? console.error(line) : console.log(line));
   const requests = values.requests === undefined ? undefined : Number(values.requests);
   if (requests !== undefined && (!Number.isSafeInteger(requests) || requests < 1)) {
     const { TierSyncError } = await import('@tiersync/native');
     throw new TierSyncError(`--requests must be a positive integer, got '${values.requests}'`, 'ERR_INVALID_ARGUMENT');
   }
+  const wrapper = values.wrapper ?? 'prefix-aware';
+  if (wrapper !== 'prefix-aware' && wrapper !== 'prefix-hold') {
+    const { TierSyncError } = await import('@tiersync/native');
+    throw new TierSyncError(`--wrapper must be prefix-aware or prefix-hold, got '${wrapper}'`, 'ERR_INVALID_ARGUMENT');
+  }
   if (positionals[0] === 'prefix') {
-    const report = runPrefixBench({ ...(requests ? { requests } : {}), log });
+    const report = runPrefixBench({ ...(requests ? { requests } : {}), wrapper, log });
     console.log(values.json ? JSON.stringify(report) : `\n${prefixTable(report)}`);
     return 0;
   }
-  const report = runSessionBench({ log });
+  const report = runSessionBench({ ...(requests ? { requests } : {}), log });
   console.log(values.json ? JSON.stringify(report) : `\n${sessionTable(report)}`);
   return 0;
 }

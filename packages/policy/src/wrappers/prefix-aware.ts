@@ -15,8 +15,9 @@
  * Without parents every page is a root and the wrapper decides exactly as its inner policy.
  *
  * The inner policy's choice is kept rather than overridden (only its order within a chain is), so its own
- * dynamics (a CLOCK or SIEVE hand, S3-FIFO's queues) are not disturbed: a wrapper that instead hid every interior
- * page from the inner policy left SIEVE's hand behind released ancestors and lost hits on the Mooncake trace.
+ * dynamics (a CLOCK or SIEVE hand, S3-FIFO's queues) are not disturbed. The cost: pages trimmed from a chain leave
+ * through `remove`, so policies with ghost history (ARC, S3-FIFO) do not remember them. `prefix-hold:`
+ * (prefix-hold.ts) is the other trade: the inner policy orders leaves only, every eviction its own.
  */
 import { checkInteger, checkKey, describe } from '../internal/validate.js';
 import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types.js';
