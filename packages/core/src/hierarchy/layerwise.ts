@@ -203,11 +203,9 @@ export async function readLayerwise(
     inFlight.shift();
     for (const i of failed) source.delete(i);
     // Later ranges of failed pages may be in flight (and a failing range may have landed unverified bytes): their
-    // whole read waits for those, so nothing lands over it. Ranges started from here on leave them out.
-    const earlier = inFlight.map((b) => b.settled);
-    fill();
+    // whole read waits for those, so nothing lands over it. Reads started from here on leave them out.
     if (failed.length) {
-      await Promise.all(earlier);
+      await Promise.all(inFlight.map((b) => b.settled));
       await stopIfAborted();
       missing.push(...(await readWhole(s, failed, ctx, io)));
     }
@@ -221,6 +219,9 @@ export async function readLayerwise(
       // A listener may abort the load: no further event then (an abort after the last event changes nothing).
       if (r < ranges.length - 1) await stopIfAborted();
     }
+    // The freed slot is refilled after the events: building a read costs the JavaScript thread time (a descriptor
+    // per page) that the caller's first layers should not wait for, and the other reads keep the tiers busy.
+    fill();
   }
   if (!ranges.length) missing.push(...(await wholeDone));
   // Pages that arrived range by range: counted once all their ranges are in place.
