@@ -126,12 +126,14 @@ describe('agent server: many sessions over few sequences, KV parked in tiersync'
   });
 
   it('keeps a session waiting on a tool call over others under pressure (retention hints, session-aware host tier)', async () => {
-    // One sequence: every new session parks the previous one. Host RAM of 10 pages cannot hold them all.
+    // One sequence: every new session parks the previous one. Host RAM holds about two parked sessions.
     const run = async (policy: string) => {
-      const server = await AgentServer.create({ model: modelA, sequences: 1, contextSize: CONTEXT, threads: THREADS, tiers: [{ url: `host://?capacity=${10 * PAGE}`, policy }] });
+      const server = await AgentServer.create({ model: modelA, sequences: 1, contextSize: CONTEXT, threads: THREADS, tiers: [{ url: `host://?capacity=${24 * PAGE}`, policy }] });
       try {
         await server.turn('tool', { text: TURNS('tool')[0], maxTokens: MAX_TOKENS, awaitingToolMs: 600_000 });
-        for (const id of ['x1', 'x2', 'x3']) await server.turn(id, { text: `${id}: ${TURNS(id)[0]!.slice(SYSTEM.length)} ${'more words '.repeat(12)}`, maxTokens: MAX_TOKENS, final: true });
+        for (const id of ['x1', 'x2', 'x3']) await server.turn(id, { text: `${id}: ${TURNS(id)[0]!.slice(SYSTEM.length)} ${'more words '.repeat(12)}`, maxTokens: MAX_TOKENS });
+        // A final turn: the session is not saved when parked, and nothing is refused.
+        await server.turn('x4', { text: 'x4: short and done', maxTokens: MAX_TOKENS, final: true });
         const back = await server.turn('tool', { text: TURNS('tool')[1], maxTokens: MAX_TOKENS });
         expect(await server.deleteSession('tool')).toBe(true);
         return back;

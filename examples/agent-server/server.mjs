@@ -27,8 +27,9 @@
 //   DELETE /sessions/:id        -> { deleted: true } (its cached pages stay for sessions sharing them, marked
 //                                  finished: a session-aware tier lets them go first)
 //
-// Retention hints: a session parked while it waits on a tool call is stored with `{ expectedReturnMs }`, a final
-// or deleted one is marked `{ finished: true }`. With a `session-aware:<policy>` tier (the default host tier runs
+// Retention hints: a session parked while it waits on a tool call is stored with `{ expectedReturnMs }`; a final
+// one is not saved when parked (nothing of its own comes back) and, like a deleted one, what is cached of it is
+// marked `{ finished: true }`. With a `session-aware:<policy>` tier (the default host tier runs
 // session-aware:lru) those pages are ordered as victims by it: finished first, expected back soon last. Hints are
 // soft: they never refuse a store nor hold a page the way a pin does.
 //   GET    /stats               -> sessions, live sequences, counters, tiers
@@ -239,7 +240,9 @@ export class AgentServer {
   async #park(s) {
     clearTimeout(s.idleTimer);
     try {
-      await this.store.save(s.sequence, s.retention ? { retention: s.retention } : {});
+      // A finished session's own pages have no future: nothing is saved, and what is cached of it goes first.
+      if (s.retention?.finished) this.store.retain(s.sequence.contextTokens.slice(), s.retention);
+      else await this.store.save(s.sequence, s.retention ? { retention: s.retention } : {});
     } catch (e) {
       this.counters.saveErrors++;
       this.emitWarning?.(e);
