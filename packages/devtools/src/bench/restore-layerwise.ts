@@ -82,6 +82,8 @@ export interface LayerwiseReport {
   fs?: LayerwiseFigure;
   peer?: LayerwiseFigure;
   object?: LayerwiseFigure;
+  /** Tiers whose run failed, and why (the other tiers still report). */
+  errors?: Partial<Record<LayerwiseTier, string>>;
 }
 
 const PRESET = 'llama-3-8b';
@@ -208,6 +210,21 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
 
   try {
     for (const tier of options.tiers ?? ['host', 'fs', 'peer', 'object']) {
+      try {
+        await runTier(tier);
+      } catch (e) {
+        (report.errors ??= {})[tier] = (e as Error).message;
+        log(`  ${tier}: failed: ${(e as Error).message}`);
+        if (process.env["LW_DEBUG"]) log(String((e as Error).stack));
+      }
+    }
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+  return report;
+
+  async function runTier(tier: LayerwiseTier): Promise<void> {
+    {
       if (tier === 'host') report.host = await measure('host', `host://?capacity=${bytes}`, () => [], pages);
       else if (tier === 'fs') {
         const dir = path.join(folder, 'fs');
@@ -217,7 +234,8 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
         // The serving side: a host tier in this process, served over loopback (its own engine, as a peer has).
         const { TransferEngine } = await import('@tiersync/native');
         const engine = new TransferEngine({ threads: Math.max(1, Math.floor(threads / 2)) });
-        const served = new HostTier(`host://?capacity=${bytes + 64 * MiB}`, { engine, pageBytes, fingerprint: 'bench-layerwise' });
+        // Room for the context and the slot pool servePeer reserves for puts.
+        const served = new HostTier(`host://?capacity=${2 * bytes + 512 * MiB}`, { engine, pageBytes, fingerprint: 'bench-layerwise' });
         await served.open();
         const server = servePeer(served, { secret: SECRET });
         try {
@@ -237,8 +255,5 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
         }
       }
     }
-  } finally {
-    rmSync(folder, { recursive: true, force: true });
   }
-  return report;
 }
