@@ -38,7 +38,8 @@ def daemon_config(directory: str, shm: str, pages: int) -> dict:
         "tiers": [{"url": f"host://?capacity={(pages + 4) * PAGE_BYTES}&shm={shm}", "name": "host", "highWatermark": 1}],
         "index": {"path": f"{directory}/index.sqlite"},
         "http": {"port": 0},
-        "peer": {"port": 0},
+        # No peer port: a peer server reserves part of the host tier for its slot pool, and the bench needs every slot.
+        "peer": {"enabled": False},
         "client": {"maxBatchPages": max(4096, pages)},
         "log": {"level": "info"},
     }

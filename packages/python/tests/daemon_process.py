@@ -5,6 +5,7 @@ and by bench/bench_client.py."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -36,13 +37,22 @@ class DaemonProcess:
         return code
 
 
+def _command() -> "list[str]":
+    """The daemon from the TypeScript sources; with TIERSYNC_DAEMON_FROM=dist, from the compiled packages (what
+    `pnpm tiersync serve` runs: build first with `npx tsc -b packages/core`)."""
+    if os.environ.get("TIERSYNC_DAEMON_FROM") == "dist":
+        cli = (REPO / "packages/core/dist/cli/index.js").as_uri()
+        return ["node", "--input-type=module", "-e", f"const {{ serveCommand }} = await import({json.dumps(cli)}); process.exitCode = await serveCommand.run(process.argv.slice(1));", "--"]
+    return ["node", "--conditions=source", str(FIXTURE)]
+
+
 def start_daemon(make_config: Callable[[str], dict], cleanup: Callable[[], None] = lambda: None, deadline_s: float = 60) -> DaemonProcess:
     """Writes ``make_config(folder)`` to a fresh folder, starts the daemon on it and waits for its "listening" line."""
     directory = tempfile.mkdtemp(prefix="tiersync-py-")
     config = Path(directory) / "daemon.json"
     config.write_text(json.dumps(make_config(directory)))
     log = open(Path(directory) / "stderr.log", "w+")
-    child = subprocess.Popen(["node", "--conditions=source", str(FIXTURE), "--config", str(config)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
+    child = subprocess.Popen([*_command(), "--config", str(config)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         log.seek(0)

@@ -12,6 +12,7 @@ import torch
 import tiersync
 from tiersync import (
     AuthError,
+    ChecksumError,
     ClosedError,
     InvalidArgumentError,
     NotFoundError,
@@ -214,18 +215,87 @@ def test_a_closed_client_refuses_calls(daemon_url, fresh_keys):
 
 
 def test_client_side_crc32c_agrees_with_the_daemon_and_verify_catches_a_corrupted_slot(daemon_url, fresh_keys):
-    # As against a daemon without 'commit-crc-optional': the client sends CRC32C from crcmod's C extension and the
-    # daemon checks them against its own.
+    # As against a daemon without 'commit-crc-optional' and 'pin-verify': the client sends CRC32C from crcmod's C
+    # extension (the daemon records them) and checks every page it copies out with it.
     with tiersync.Client.connect(daemon_url, token="token-alice", verify=True) as c:
         c._daemon_crc = False
+        c._pin_verify = False
         keys = fresh_keys(3)
         src = random_bytes(3 * PAGE - 5, 11)
         r = c.store(keys, src)
         assert (r.stored, r.bad_checksum) == (3, [])
         dst = np.zeros_like(src)
         assert c.load(keys, dst) == [] and np.array_equal(src, dst)
-        # One flipped bit in a slot: the verifying load reports that page as missing.
+        # One flipped bit in a slot: the verifying load refuses that page with a typed error and copies the others.
         with c.pin(keys[1:2]) as pin:
             c._shm.view[pin.offsets[0] + 100] ^= 1
-        assert c.load(keys, np.zeros_like(src)) == [keys[1]]
+        out = np.zeros_like(src)
+        with pytest.raises(ChecksumError) as e:
+            c.load(keys, out)
+        assert e.value.keys == [keys[1]] and e.value.code == "ERR_CHECKSUM"
+        assert not out[PAGE : 2 * PAGE].any()
+        assert np.array_equal(out[:PAGE], src[:PAGE]) and np.array_equal(out[2 * PAGE :], src[2 * PAGE :])
+        c.delete(keys)
+
+
+def _corrupt_slots(client, keys, at):
+    """Flips one bit of each page ``at`` in the daemon's /dev/shm file, behind its back (another mapping of the file,
+    as any same-host process could), after the page was committed."""
+    import mmap
+    import os
+
+    with client.pin(keys) as pin:  # where the slots are; the pin's own check passes (nothing changed yet)
+        assert pin.damaged == []
+        offsets = [pin.offsets[i] for i in at]
+    fd = os.open(client.hello.shm["path"], os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:
+            for o in offsets:
+                m[4096 + o + 777] ^= 0x10
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("pages", [3, 300])  # one request, and pipelined chunks (64 keys per request here)
+def test_the_default_load_refuses_a_slot_changed_behind_the_daemons_back(daemon_url, fresh_keys, pages):
+    # No verify=, no crcmod: the daemon checks every page natively at pin ('pin-verify') before any byte is copied.
+    with tiersync.Client.connect(daemon_url, token="token-alice") as c:
+        assert "pin-verify" in c.hello.features and not c._check_copy
+        c._crc32c = None  # this process computes no checksum on the default path
+        keys = fresh_keys(pages)
+        src = random_bytes(pages * PAGE, 12)
+        assert c.store(keys, src).stored == pages
+        bad = [1, pages - 1]
+        _corrupt_slots(c, keys, bad)
+        out = np.full(pages * PAGE, 7, np.uint8)
+        with pytest.raises(ChecksumError) as e:
+            c.load(keys, out)
+        assert e.value.code == "ERR_CHECKSUM" and sorted(e.value.keys) == [keys[i] for i in bad]
+        for i in range(pages):
+            part = out[i * PAGE : (i + 1) * PAGE]
+            if i in bad:
+                assert (part == 7).all()  # not one byte of a damaged page reached the caller
+            else:
+                assert np.array_equal(part, src[i * PAGE : (i + 1) * PAGE])
+        # The daemon dropped the damaged host-tier copies: a second load brings intact copies up from the fs tier
+        # this daemon writes through to (when the write-through ran before the damage), or reports them missing.
+        out2 = np.zeros_like(out)
+        missing = c.load(keys, out2)
+        assert set(missing) <= {keys[i] for i in bad}
+        for i in range(pages):
+            if keys[i] not in missing:
+                assert np.array_equal(out2[i * PAGE : (i + 1) * PAGE], src[i * PAGE : (i + 1) * PAGE])
+        c.delete(keys)
+
+
+def test_a_pin_refuses_views_of_a_damaged_page(daemon_url, fresh_keys):
+    with tiersync.Client.connect(daemon_url, token="token-alice") as c:
+        keys = fresh_keys(2)
+        c.store(keys, random_bytes(2 * PAGE, 13))
+        _corrupt_slots(c, keys, [0])
+        with c.pin(keys) as pin:
+            assert pin.damaged == [keys[0]] and pin.missing == []
+            with pytest.raises(ChecksumError):
+                pin.view(0)
+            assert pin.view(1).nbytes == PAGE
         c.delete(keys)

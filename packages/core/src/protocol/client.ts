@@ -23,10 +23,13 @@ export const CLIENT_PROTOCOL_VERSION = 1;
  *   copies out against `pin.crcs` (the TypeScript client always does) and name the pages that failed in `release`;
  * - `release-damaged`: `release` takes `damaged`, the pages whose copy failed its check; the daemon checks those
  *   slots itself and drops the damaged ones (an integrity failure on the host tier);
+ * - `pin-verify`: `pin` takes `verify: true`; the daemon then checks each pinned page's bytes against its CRC32C on
+ *   its native threads before answering, drops a page that fails (answered as not found, its index in `damaged`),
+ *   and holds the rest pinned until `release`. For clients that cannot check their own copy-out natively.
  * - `retention-hint`: `commit` takes `retention` (`{ expectedReturnMs }` or `{ finished: true }`), a soft hint for
  *   the committed and already held pages that `session-aware` tiers order victims by (never a pin).
  */
-export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged', 'retention-hint'] as const;
+export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged', 'pin-verify', 'retention-hint'] as const;
 
 /** The longest lease a `pin` may ask for with `ttlMs` (1 hour). */
 export const MAX_PIN_TTL_MS = 3_600_000;
@@ -171,6 +174,8 @@ export const pinRequestSchema = z
     storedKeys: z.boolean().optional(),
     /** The lease's deadline in ms (feature `pin-ttl`); default the daemon's `leaseMs`. */
     ttlMs: z.number().int('must be an integer').min(1, 'must be 1 or more').max(MAX_PIN_TTL_MS, `must be at most ${MAX_PIN_TTL_MS}`).optional(),
+    /** Check each pinned page's bytes against its CRC32C before answering (feature `pin-verify`). */
+    verify: z.boolean().optional(),
   })
   .strict();
 export const pinResponseSchema = z.object({
@@ -181,6 +186,8 @@ export const pinResponseSchema = z.object({
   crcs: z.array(uint32),
   deadlineMs: z.number().int(),
   keys: z.array(z.string()).optional(),
+  /** With `verify: true`: indices of pages whose bytes failed their CRC32C (dropped; their offset is -1). */
+  damaged: z.array(z.number().int()).optional(),
 });
 
 /** `POST /v1/client/resolve`: the tenant's stored keys and the peer endpoint to put them to. */

@@ -208,6 +208,41 @@ describe('client protocol at the daemon', () => {
     }
   });
 
+  it('pins with verify: a slot changed after commit is refused (damaged, no offset), dropped and reported; the rest stay pinned', async () => {
+    const hello = (await send({ url: server.url }, 'hello')).json;
+    expect(hello.features).toContain('pin-verify');
+    const mapped = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false });
+    const failures = server.ts.counters.integrityFailures;
+    try {
+      const keys = [key(310), key(311), key(312)];
+      const r = (await send({ url: server.url }, 'reserve', { keys, lengths: [PAGE, PAGE, PAGE] })).json;
+      for (const o of r.offsets) randomFillSync(mapped.view(o, PAGE));
+      expect((await send({ url: server.url }, 'commit', { lease: r.lease })).json.stored).toBe(3);
+      // Behind the daemon's back: one byte of the second page changes in the shared file.
+      mapped.view(r.offsets[1] + 5, 1)[0]! ^= 0x80;
+      const plain = (await send({ url: server.url }, 'pin', { keys })).json;
+      expect(plain.damaged).toBeUndefined(); // without verify the daemon answers where the pages are, unchecked
+      expect((await send({ url: server.url }, 'release', { lease: plain.lease })).status).toBe(200);
+      const pin = (await send({ url: server.url }, 'pin', { keys, verify: true })).json;
+      expect(pin.damaged).toEqual([1]);
+      expect(pin.offsets[1]).toBe(-1);
+      expect([pin.offsets[0], pin.offsets[2]]).toEqual([r.offsets[0], r.offsets[2]]);
+      expect(pin.crcs[0]).toBe(crc32c(mapped.view(r.offsets[0], PAGE)));
+      expect(server.ts.counters.integrityFailures).toBe(failures + 1);
+      // The intact pages stay pinned (a delete keeps them); the damaged one left the host tier.
+      expect((await send({ url: server.url }, 'delete', { keys: [keys[0]] })).json.pinned).toBe(1);
+      expect((await send({ url: server.url }, 'release', { lease: pin.lease })).json.released).toBe(3);
+      const again = (await send({ url: server.url }, 'pin', { keys, verify: true })).json;
+      expect(again.damaged ?? []).toEqual([]);
+      expect(again.offsets[1] === -1 || crc32c(mapped.view(again.offsets[1], PAGE)) === again.crcs[1]).toBe(true);
+      await send({ url: server.url }, 'release', { lease: again.lease });
+      expect((await send({ url: server.url }, 'pin', { keys, verify: 'yes' })).json.error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', field: 'verify' });
+      await send({ url: server.url }, 'delete', { keys });
+    } finally {
+      mapped.close();
+    }
+  });
+
   it('commits without declared checksums (the daemon records its own) and pins with a lease of their own length', async () => {
     const hello = (await send({ url: server.url }, 'hello')).json;
     expect(hello.features).toEqual(expect.arrayContaining(['commit-crc-optional', 'pin-ttl']));

@@ -11,7 +11,8 @@
  * with shm=), a commit records the client's checksums without reading the bytes a second time, since the check has
  * to happen where pages are served anyway (a client mapping the file can change a slot after any commit-time check):
  * every read of the host tier (hierarchy loads, the RESP door, copies down to lower tiers) checks each page; a peer
- * checks what it receives; a same-host client checks its copy-out and names failed pages in `release`. A damaged
+ * checks what it receives; a same-host client checks its copy-out and names failed pages in `release`, or, when it
+ * cannot checksum natively (the Python client), has the daemon check each page at `pin` (`verify`, #verifyPinned). A damaged
  * page found by any of them is dropped from the host tier and reported (`integrity:failed`, #dropDamaged). With a
  * host tier that does not check its reads, commit reads every page on native threads and refuses mismatches.
  *
@@ -90,6 +91,13 @@ const DERIVED_KEYS = 1 << 17;
 /** Native threads that check a commit's CRC32C (the host's cores are shared with the clients' copies). */
 const CHECK_THREADS = 2;
 
+/**
+ * Longest the recorder holds committed pages back while reservations are open (a client storing in pipelined chunks
+ * has the next chunks reserved): its commits then go into one index transaction after the last one, rather than one
+ * per chunk between its requests. Lookups and pins answer from the host tier meanwhile.
+ */
+const RECORD_HOLD_MS = 50;
+
 export class ClientApi {
   readonly #o: ClientApiOptions;
   readonly #leases = new Map<number, Lease>();
@@ -116,6 +124,10 @@ export class ClientApi {
   /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
   readonly #damagedByReads = new Set<PageKey>();
   #nextLease = 1;
+  /** Open reservations (reserve leases). */
+  #reservations = 0;
+  /** Wakes the recorder held back by open reservations (#recordTurn), once the last one closes. */
+  #wakeRecorder: (() => void) | undefined;
 
   constructor(options: ClientApiOptions) {
     this.#o = options;
@@ -329,6 +341,7 @@ export class ClientApi {
   #open(lease: Omit<Lease, 'id' | 'expires'>, ttlMs = this.#o.leaseMs): Lease {
     const l: Lease = { ...lease, id: this.#nextLease++, expires: Date.now() + ttlMs };
     this.#leases.set(l.id, l);
+    if (l.kind === 'reserve') this.#reservations++;
     return l;
   }
 
@@ -338,6 +351,7 @@ export class ClientApi {
     this.#leasedPages.set(lease.tenant.name, Math.max(0, (this.#leasedPages.get(lease.tenant.name) ?? 0) - lease.keys.length));
     const tier = this.#o.hostTier;
     if (lease.kind === 'reserve') {
+      if (--this.#reservations === 0) this.#wakeRecorder?.();
       tier.commitRemote(lease.keys, lease.offsets, lease.lengths, commit?.crcs ?? new Uint32Array(lease.keys.length), commit?.ok ?? (() => false));
     } else {
       const held = lease.keys.filter((_, i) => lease.offsets[i]! >= 0);
@@ -487,7 +501,7 @@ export class ClientApi {
       this.#unrecorded.set(p.key, p);
       if (retention) this.#retention.set(p.key, retention);
     }
-    this.#recording ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+    this.#recording ??= this.#recordTurn().then(async () => {
       try {
         while (this.#unrecorded.size) {
           const batch = [...this.#unrecorded.values()];
@@ -509,6 +523,20 @@ export class ClientApi {
         this.#recordingNow.clear();
         for (const w of this.#batchWaiters.splice(0)) w();
       }
+    });
+  }
+
+  /** When the recorder's next batch starts: the next turn, or once no reservation is open (RECORD_HOLD_MS at most). */
+  #recordTurn(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.#reservations === 0) return void setImmediate(resolve);
+      const go = () => {
+        clearTimeout(timer);
+        this.#wakeRecorder = undefined;
+        setImmediate(resolve);
+      };
+      const timer = setTimeout(go, RECORD_HOLD_MS);
+      this.#wakeRecorder = go;
     });
   }
 
@@ -666,15 +694,41 @@ export class ClientApi {
         if (absent.length && this.#o.registry) await this.#pull(tenant, absent).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'pull from the cluster failed; answering from local tiers'));
         take(hostTier.pinRemote(restKeys), rest);
       }
+      const damaged = body.verify === true ? await this.#verifyPinned(lease) : undefined;
       let found = 0;
       for (let i = 0; i < keys.length; i++) if (lease.offsets[i]! >= 0) found++;
       this.#pages.inc({ tenant: tenant.name, op: 'load' }, found);
       // Remote clients fetch over the peer protocol, which names pages by their stored keys.
-      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs: Array.from(crcs), deadlineMs: ttlMs, ...(body.storedKeys === true ? { keys } : {}) };
+      return { lease: lease.id, offsets: Array.from(lease.offsets), lengths: Array.from(lease.lengths), crcs: Array.from(crcs), deadlineMs: ttlMs, ...(body.storedKeys === true ? { keys } : {}), ...(damaged ? { damaged } : {}) };
     } catch (e) {
       this.#close(lease);
       throw e;
     }
+  }
+
+  /**
+   * Checks every page a pin lease holds against the CRC32C the tier recorded for it, on native threads (`pin` with
+   * `verify`, for clients that cannot check their copy-out natively). A page that fails is let go by the lease
+   * (answered as not found) and dropped from the host tier as damaged; returns the indices of those pages. The
+   * others stay pinned until release: the daemon neither moves nor reuses a pinned slot.
+   */
+  async #verifyPinned(lease: Lease): Promise<number[]> {
+    const at: number[] = [];
+    for (let i = 0; i < lease.keys.length; i++) if (lease.offsets[i]! >= 0) at.push(i);
+    const actual = await this.#checkSlots(lease, at);
+    const damaged = at.filter((i, j) => actual[j] !== lease.crcs![i]);
+    if (!damaged.length) return damaged;
+    const keys = damaged.map((i) => lease.keys[i]!);
+    for (const i of damaged) {
+      lease.offsets[i] = -1;
+      lease.lengths[i] = 0;
+      lease.crcs![i] = 0;
+    }
+    this.#o.hostTier.unpin(keys);
+    this.#untrackPins(keys);
+    this.#refused.inc({ tenant: lease.tenant.name, why: 'checksum' }, keys.length);
+    this.#dropDamaged(keys, 'found by a verified pin', true);
+    return damaged;
   }
 
   /** Loads pages that only lower tiers hold into host-tier slots (checked on read by those tiers) and adopts them. */

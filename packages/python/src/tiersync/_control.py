@@ -1,8 +1,12 @@
 """The control channel to a daemon: the client protocol's ops (packages/core/src/protocol/client.ts), one small JSON
 request each, over a kept-alive HTTP/1.1 connection (http.client), each with a deadline. Page bytes never travel here.
 
-Same host: after ``hello`` the channel moves to the daemon's Unix socket when the daemon offers one and it answers
-(same routes and bodies, no TCP stack on the round trip). Refusals come back as the daemon's typed error.
+Same host: after ``hello`` the channel moves to the daemon's Unix socket when the daemon offers one: a framed session
+there (_frames.py: same ops and bodies, no HTTP parsing, requests pipelined), or HTTP on that socket when the
+daemon does not speak frames. Refusals come back as the daemon's typed error.
+
+``send``/``wait`` pipeline requests on a framed session (the daemon works on several while this process copies);
+over HTTP, ``send`` runs the request at once and ``wait`` hands back its answer.
 
 Not thread-safe: one request at a time per channel (the Client serializes its calls with a lock).
 """
@@ -13,9 +17,10 @@ import http.client
 import json
 import socket
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 from urllib.parse import urlsplit
 
+from ._frames import FramedSession
 from .errors import ProtocolError, TierSyncError, TierSyncIOError, TierSyncTimeoutError, InvalidArgumentError, error_for
 
 #: Method of every op of the client API (GET for hello, POST for the rest).
@@ -63,7 +68,9 @@ class ControlChannel:
         self.host = parts.hostname
         self.port = parts.port or 80
         self.timeout_s = timeout_s
+        self._token = token
         self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._framed: Optional[FramedSession] = None
         self._conn: http.client.HTTPConnection = http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
         self._endpoint = f"http://{self.host}:{self.port}"
         #: Requests sent so far (each one round trip).
@@ -76,8 +83,22 @@ class ControlChannel:
         """Where requests go now: ``unix:PATH`` or the URL's origin."""
         return self._endpoint
 
+    @property
+    def pipelined(self) -> bool:
+        """Whether ``send`` returns before the answer (a framed session), so several requests can be in flight."""
+        return self._framed is not None
+
     def use_socket(self, path: str) -> bool:
-        """Sends later requests over the daemon's Unix socket, once one round trip over it succeeds. Returns whether it moved."""
+        """Sends later requests over the daemon's Unix socket, once one round trip over it succeeds: as frames, or as
+        HTTP when the daemon does not open a framed session. Returns whether it moved."""
+        try:
+            self._framed = FramedSession(path, self._token, self.timeout_s, _refusal)
+            self.requests += 1
+            self._conn.close()
+            self._endpoint = f"unix:{path}"
+            return True
+        except (TierSyncError, OSError):
+            self._framed = None
         before, before_endpoint = self._conn, self._endpoint
         self._conn, self._endpoint = _UnixHTTPConnection(path, self.timeout_s), f"unix:{path}"
         try:
@@ -89,6 +110,38 @@ class ControlChannel:
         before.close()
         return True
 
+    def send(self, op: str, body: Optional[dict] = None) -> "Tuple[Any, ...]":
+        """Starts one op; :meth:`wait` gives its answer. On a framed session the request is only written; over HTTP it
+        runs to completion here (its answer or error is kept for ``wait``)."""
+        if self._framed is not None:
+            session = self._session()
+            self.requests += 1
+            return ("frame", session, session.send(op, body))
+        try:
+            return ("done", self.call(op, body))
+        except TierSyncError as e:
+            return ("failed", e)
+
+    def wait(self, handle: "Tuple[Any, ...]") -> Any:
+        """The answer of a request started with :meth:`send` (the daemon's typed error when it refused it)."""
+        if handle[0] == "done":
+            return handle[1]
+        if handle[0] == "failed":
+            raise handle[1]
+        start = time.monotonic()
+        try:
+            return handle[1].wait(handle[2])
+        finally:
+            self.seconds += time.monotonic() - start
+
+    def _session(self) -> FramedSession:
+        """The framed session; reopened once when a former error closed it (answers it held are lost with it)."""
+        assert self._framed is not None
+        if not self._framed.usable:
+            self._framed = FramedSession(self._framed.path, self._token, self.timeout_s, _refusal)
+            self.requests += 1
+        return self._framed
+
     def call(self, op: str, body: Optional[dict] = None) -> Any:
         """Sends one op and returns the daemon's JSON answer.
 
@@ -96,6 +149,8 @@ class ControlChannel:
         TierSyncTimeoutError when the deadline passes, TierSyncIOError when the daemon cannot be reached,
         ProtocolError when the answer is not the protocol's.
         """
+        if self._framed is not None:
+            return self.wait(self.send(op, body))
         method = OPS[op]
         path = f"/v1/client/{op}"
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
@@ -171,6 +226,8 @@ class ControlChannel:
         return res.status, data
 
     def close(self) -> None:
+        if self._framed is not None:
+            self._framed.close()
         self._conn.close()
 
 

@@ -7,15 +7,20 @@ bytes go through the daemon's shared-memory host tier, mapped into this process:
 - store = ``reserve`` (the daemon answers a slot offset per new page, -1 for pages it already holds), one copy from
   the caller's array into each slot (native memmove, no temporary), ``commit`` (the daemon checks each page's CRC32C
   on its native threads before the page becomes visible);
-- load = ``pin`` (the daemon makes the pages resident in the host tier and holds them), one copy out of each slot
-  into the caller's array, ``release``.
+- load = ``pin`` (the daemon makes the pages resident in the host tier, holds them, and checks each page's CRC32C
+  on its native threads before answering), one copy out of each slot into the caller's array, ``release``.
+
+Control moves to a framed session on the daemon's Unix socket when it offers one (_frames.py). There, a store or load
+larger than a chunk (_pipeline.PIPELINE_CHUNK_BYTES) is pipelined: the next chunks' requests are in flight while
+this thread copies, so the daemon's CRC32C pass over one chunk overlaps the copy of another instead of following it.
 
 No page byte crosses a socket. Pages the daemon must bring up from its lower tiers, or pull from another host through
 the cluster registry, arrive in the host tier during ``pin``: a Python process reaches every tier and every host
 through its local daemon.
 
-Checksums: the daemon computes and checks CRC32C natively. While a daemon still requires the client's CRC32C at
-commit, this client computes it with crcmod's C extension (Debian's python3-crcmod), never in pure Python.
+Checksums: the daemon computes and checks CRC32C natively: at commit (the CRC32C it records) and at every pin (no
+page is copied out unless its slot matched). While a daemon still requires the client's CRC32C at commit, or lacks
+``pin-verify``, this client computes it with crcmod's C extension (Debian's python3-crcmod), never in pure Python.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._buffers import Region, region_of, release_all
 from ._control import ControlChannel
 from ._copy import LOAD_PIECE_BYTES, Copier, Job
+from . import _pipeline
 from ._shm import SharedArena
 from .errors import (
+    ChecksumError,
     ClosedError,
     InvalidArgumentError,
     OutOfRangeError,
@@ -134,9 +141,11 @@ class Pin:
     Use as a context manager to unpin on exit.
     """
 
-    def __init__(self, client: "Client", keys: List[str], leases: List[int], offsets: List[int], lengths: List[int], crcs: List[int], deadline: float):
+    def __init__(self, client: "Client", keys: List[str], leases: List[int], offsets: List[int], lengths: List[int], crcs: List[int], deadline: float, damaged: Optional[List[str]] = None):
         self._client = client
         self.keys = keys
+        #: Keys whose bytes failed the daemon's CRC32C check at pin (dropped by the daemon; not viewable).
+        self.damaged: List[str] = list(damaged or [])
         self._leases = leases
         self.offsets = offsets
         self.lengths = lengths
@@ -149,7 +158,8 @@ class Pin:
     @property
     def missing(self) -> List[str]:
         """Keys found on no tier (and no host in the cluster)."""
-        return [k for k, o in zip(self.keys, self.offsets) if o < 0]
+        bad = set(self.damaged)
+        return [k for k, o in zip(self.keys, self.offsets) if o < 0 and k not in bad]
 
     def view(self, i: int) -> memoryview:
         """Page ``i``'s bytes in the shared arena, read-only, without a copy. Raises NotFound-like errors when absent."""
@@ -158,6 +168,8 @@ class Pin:
         if time.monotonic() > self.deadline:
             raise TierSyncTimeoutError(f"this pin passed its deadline ({self._client.hello.lease_ms} ms lease)")
         o, n = self.offsets[i], self.lengths[i]
+        if self.keys[i] in self.damaged:
+            raise ChecksumError(f"page {i} ({self.keys[i]}) failed its CRC32C check at pin; the daemon dropped it", keys=[self.keys[i]])
         if o < 0:
             raise InvalidArgumentError(f"page {i} ({self.keys[i]}) is not held by the daemon", field=f"keys[{i}]")
         v = self._client._shm_or_closed().view[o : o + n].toreadonly()
@@ -198,6 +210,11 @@ class Client:
         # The daemon computes each page's CRC32C itself when the client sends none (announced in hello).
         self._daemon_crc = "commit-crc-optional" in hello.features
         self._pin_ttl = "pin-ttl" in hello.features
+        # The daemon checks pinned pages for us ('pin-verify'); a daemon without it leaves the check to this
+        # process, done with crcmod's C extension (slow, but no page is copied unchecked).
+        self._pin_verify = "pin-verify" in hello.features
+        self._check_copy = verify or not self._pin_verify
+        self._release_damaged = "release-damaged" in hello.features
 
     @classmethod
     def connect(
@@ -221,11 +238,10 @@ class Client:
                 which is as fast as numpy.copyto on a 2-core host; more help where cores are idle.
             use_socket: move control requests to the daemon's Unix socket when hello offers one.
             populate: map the arena with MAP_POPULATE (page tables built up front instead of on first touch).
-            verify: check each loaded page's CRC32C in this process before copying it (crcmod's C extension, ~0.35 GB/s
-                here). Off by default for speed, but note: a daemon that announces ``checked-on-serve`` records a
-                committing client's CRC32C without re-reading the slot and relies on each reader to check, so without
-                ``verify`` a slot damaged after commit (by a faulty same-host writer) reaches this process unchecked.
-                Pages this client stores are checked by the daemon (it computes their CRC32C from the slot).
+            verify: also check each loaded page's CRC32C in this process before copying it (crcmod's C extension,
+                ~0.35 GB/s here; a debugging aid). Not needed for integrity: every load is checked by the daemon,
+                natively, while it holds the pages pinned (feature ``pin-verify``; against an older daemon this client
+                checks with crcmod whatever ``verify`` says). See the README's "Integrity" for what is guaranteed.
 
         Raises:
             AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
@@ -266,12 +282,13 @@ class Client:
 
     @property
     def control_requests(self) -> int:
-        """Control requests sent so far (each one round trip)."""
+        """Control requests sent so far (each one round trip), pipelined ones included."""
         return self._control.requests
 
     @property
     def timings(self) -> dict:
-        """Seconds spent so far in control requests (``control_s``, the daemon's work included) and in page copies
+        """Seconds spent so far waiting on control requests (``control_s``, the daemon's work included; a pipelined
+        request counts only while this process waited for it, not while it ran behind a copy) and in page copies
         (``copy_s``): where a store's or load's time goes."""
         return {"control_s": self._control.seconds, "copy_s": self._copier.seconds}
 
@@ -300,46 +317,96 @@ class Client:
                 release_all(regions)
 
     def _store_pages(self, keys: List[str], pages: List["_Page"]) -> StoreResult:
-        """Stores pages given as segments of caller memory, in batches of at most max_batch_pages keys."""
+        """Stores pages given as segments of caller memory: one reserve + commit on this thread when they fit one
+        chunk, else pipelined chunk by chunk (the daemon checksums one chunk while this thread copies the next)."""
+        with self._lock:
+            shm = self._shm_or_closed()
+            spans = self._spans(len(keys))
+            if len(spans) == 1:
+                answers = [(0, self._store_batch(shm, keys, pages))]
+            else:
+                answers = self._store_pipelined(shm, keys, pages, spans)
         stored = existing = 0
         bad: List[int] = []
-        with self._lock:
-            for lo in range(0, len(keys), self.hello.max_batch_pages):
-                hi = min(len(keys), lo + self.hello.max_batch_pages)
-                r = self._store_batch(keys[lo:hi], pages[lo:hi])
-                stored += int(r["stored"])
-                existing += int(r["existing"])
-                bad.extend(lo + int(i) for i in r["badChecksum"])
+        for lo, r in answers:
+            stored += int(r["stored"])
+            existing += int(r["existing"])
+            bad.extend(lo + int(i) for i in r["badChecksum"])
         return StoreResult(stored, existing, bad)
 
-    def _store_batch(self, keys: List[str], pages: List["_Page"]) -> dict:
-        shm = self._shm_or_closed()
+    def _store_batch(self, shm: SharedArena, keys: List[str], pages: List["_Page"]) -> dict:
         r = self._control.call("reserve", {"keys": keys, "lengths": [p.length for p in pages]})
-        offsets = _ints(r, "offsets", len(keys), "reserve")
         try:
-            jobs: List[Job] = []
-            for i, o in enumerate(offsets):
-                if o < 0:
-                    continue  # the daemon holds this page already: nothing to copy
-                p = pages[i]
-                shm.check(o, p.length, f"reserve of {keys[i]}")
-                slot = shm.address + o
-                for address, n in p.segments:
-                    jobs.append((slot, address, n))
-                    slot += n
-            self._copier.run(jobs)
-            body: dict = {"lease": r["lease"]}
-            if not self._daemon_crc:
-                crc = self._crc32c()
-                body["crcs"] = [crc(shm.view[o : o + p.length]) if o >= 0 else 0 for o, p in zip(offsets, pages)]
+            body = self._fill(shm, keys, pages, r)
         except BaseException:
-            # The slots go back to the daemon now rather than at the lease's deadline.
-            try:
-                self._control.call("abort", {"lease": r["lease"]})
-            except TierSyncError:
-                pass
+            self._abort(r)  # the slots go back to the daemon now rather than at the lease's deadline
             raise
         return self._control.call("commit", body)
+
+    def _store_pipelined(self, shm: SharedArena, keys: List[str], pages: List["_Page"], spans: List["tuple[int, int]"]) -> List["tuple[int, dict]"]:
+        """Keeps up to PIPELINE_DEPTH reservations ahead, copies each chunk, sends its commit and goes on to the next
+        chunk while the daemon checksums it; returns each chunk's first index and commit answer."""
+        control = self._control
+        reserves: Dict[int, Tuple[Any, ...]] = {}
+        commits: List["tuple[int, Tuple[Any, ...]]"] = []
+
+        def reserve(j: int) -> None:
+            lo, hi = spans[j]
+            reserves[j] = control.send("reserve", {"keys": keys[lo:hi], "lengths": [p.length for p in pages[lo:hi]]})
+
+        try:
+            for j in range(min(_pipeline.PIPELINE_DEPTH, len(spans))):
+                reserve(j)
+            for j, (lo, hi) in enumerate(spans):
+                if j + _pipeline.PIPELINE_DEPTH < len(spans):
+                    reserve(j + _pipeline.PIPELINE_DEPTH)
+                r = control.wait(reserves.pop(j))
+                try:
+                    body = self._fill(shm, keys[lo:hi], pages[lo:hi], r)
+                except BaseException:
+                    self._abort(r)
+                    raise
+                commits.append((lo, control.send("commit", body)))
+            return [(lo, control.wait(h)) for lo, h in commits]
+        except BaseException:
+            # Reservations made and never filled go back now; commits already sent finish (their pages are stored).
+            for h in reserves.values():
+                try:
+                    self._abort(control.wait(h))
+                except Exception:
+                    pass  # that reservation failed: nothing to give back
+            for _, h in commits:
+                try:
+                    control.wait(h)
+                except Exception:
+                    pass  # the error being raised says what went wrong first
+            raise
+
+    def _fill(self, shm: SharedArena, keys: List[str], pages: List["_Page"], r: dict) -> dict:
+        """Copies pages into the slots a reservation gave them; returns the commit's body."""
+        offsets = _ints(r, "offsets", len(keys), "reserve")
+        jobs: List[Job] = []
+        for i, o in enumerate(offsets):
+            if o < 0:
+                continue  # the daemon holds this page already: nothing to copy
+            p = pages[i]
+            shm.check(o, p.length, f"reserve of {keys[i]}")
+            slot = shm.address + o
+            for address, n in p.segments:
+                jobs.append((slot, address, n))
+                slot += n
+        self._copier.run(jobs)
+        body: dict = {"lease": r["lease"]}
+        if not self._daemon_crc:
+            crc = self._crc32c()
+            body["crcs"] = [crc(shm.view[o : o + p.length]) if o >= 0 else 0 for o, p in zip(offsets, pages)]
+        return body
+
+    def _abort(self, reserved: dict) -> None:
+        try:
+            self._control.call("abort", {"lease": reserved["lease"]})
+        except TierSyncError:
+            pass  # expired or closed: the daemon freed the slots already
 
     def lookup(self, keys: Sequence[str]) -> LookupResult:
         """Which of ``keys`` the daemon holds, on which tier, and the present prefix's length."""
@@ -363,8 +430,14 @@ class Client:
     def load(self, keys: Sequence[str], out_arrays: Any) -> List[str]:
         """Loads page ``i`` into ``out_arrays[i]`` (or into one array at ``i * page_bytes``, as ``store`` takes them).
 
-        Each destination must have room for the stored page (OutOfRangeError otherwise, before anything is copied).
-        Returns the keys found nowhere (recompute those); with ``verify``, pages whose CRC32C did not match too.
+        Every page copied was checked against its CRC32C first (by the daemon, natively, while it held the page
+        pinned: see the README's "Integrity"). Each destination must have room for the stored page
+        (OutOfRangeError otherwise, raised before any page of its chunk is copied). Returns the keys found nowhere
+        (recompute those).
+
+        Raises ChecksumError (``e.keys``) when pages failed their check: none of their bytes were copied, the other
+        pages were; the daemon dropped the damaged copies, so a second load reads another tier's copy or reports them
+        missing.
         """
         keys = self._keys(keys)
         with self._lock:
@@ -379,61 +452,133 @@ class Client:
         return [keys[i] for i in missing]
 
     def _load_pages(self, keys: List[str], pages: List["_Page"], exact: bool = False, prefix_only: bool = False) -> List[int]:
-        """Loads pages into segments of caller memory, in batches; returns the indices not delivered.
+        """Loads pages into segments of caller memory; returns the indices not delivered. Raises ChecksumError naming
+        the pages that failed their check (after delivering the others).
 
+        ``exact``: a page whose stored length is not the destination's length counts as missing (not copied).
         ``prefix_only``: nothing after the first page not delivered is copied (an engine can use only a prefix, and
         its blocks after the prefix must stay as they were); those pages are listed as not delivered.
         """
-        missing: List[int] = []
         with self._lock:
-            for lo in range(0, len(keys), self.hello.max_batch_pages):
-                hi = min(len(keys), lo + self.hello.max_batch_pages)
-                missing += [lo + i for i in self._load_batch(keys[lo:hi], pages[lo:hi], exact, prefix_only)]
-                if prefix_only and missing:
-                    return missing + list(range(hi, len(keys)))
+            shm = self._shm_or_closed()
+            spans = self._spans(len(keys))
+            if len(spans) == 1:
+                pin = self._control.call("pin", self._pin_body(keys))
+                refused: List[int] = []
+                try:
+                    missing, damaged, refused = self._drain(shm, keys, pages, pin, exact, prefix_only)
+                finally:
+                    try:
+                        self._control.call("release", self._release_body(pin, refused))
+                    except TierSyncError:
+                        pass  # the daemon undoes the pin at its deadline
+            else:
+                missing, damaged = self._load_pipelined(shm, keys, pages, spans, exact, prefix_only)
+        if damaged:
+            raise ChecksumError(
+                f"{len(damaged)} page(s) failed their CRC32C check and were not copied ({', '.join(keys[i] for i in damaged[:4])}"
+                f"{', ...' if len(damaged) > 4 else ''}); the daemon dropped its damaged copies",
+                keys=[keys[i] for i in damaged],
+            )
         return missing
 
-    def _load_batch(self, keys: List[str], pages: List["_Page"], exact: bool = False, prefix_only: bool = False) -> List[int]:
-        """Copies the pages the daemon holds into ``pages``; returns the indices of those it could not deliver.
-        ``exact``: a page whose stored length is not the destination's length counts as missing (not copied).
-        ``prefix_only``: stop at the first page not delivered (the rest count as missing)."""
-        shm = self._shm_or_closed()
-        pin = self._control.call("pin", {"keys": keys})
+    def _load_pipelined(self, shm: SharedArena, keys: List[str], pages: List["_Page"], spans: List["tuple[int, int]"], exact: bool, prefix_only: bool) -> "tuple[List[int], List[int]]":
+        """Keeps up to PIPELINE_DEPTH pins ahead (the daemon checks each while this process copies the one before),
+        copies each chunk, releases it without waiting. Returns (not delivered, damaged)."""
+        control = self._control
+        pins: Dict[int, Tuple[Any, ...]] = {}
+        releases: List[Tuple[Any, ...]] = []
+        missing: List[int] = []
+        damaged: List[int] = []
+        stopped = False
+
+        def pin(j: int) -> None:
+            lo, hi = spans[j]
+            pins[j] = control.send("pin", self._pin_body(keys[lo:hi]))
+
         try:
-            offsets = _ints(pin, "offsets", len(keys), "pin")
-            lengths = _ints(pin, "lengths", len(keys), "pin")
-            crcs = _ints(pin, "crcs", len(keys), "pin")
-            missing: List[int] = []
-            jobs: List[Job] = []
-            for i, o in enumerate(offsets):
-                n, p = lengths[i], pages[i]
-                if prefix_only and missing:
-                    missing.append(i)
+            for j in range(min(_pipeline.PIPELINE_DEPTH, len(spans))):
+                pin(j)
+            for j, (lo, hi) in enumerate(spans):
+                if stopped:
+                    missing.extend(range(lo, hi))
                     continue
-                if o < 0 or (exact and n != p.length):
-                    missing.append(i)
-                    continue
-                shm.check(o, n, f"pin of {keys[i]}")
-                if n > p.length:
-                    raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
-                if self._verify and self._crc32c()(shm.view[o : o + n]) != crcs[i]:
-                    missing.append(i)
-                    continue
-                slot = shm.address + o
-                left = n
-                for address, room in p.segments:
-                    take = min(room, left)
-                    jobs.append((address, slot, take))
-                    slot, left = slot + take, left - take
-                    if left == 0:
-                        break
-            self._copier.run(jobs, piece=LOAD_PIECE_BYTES)
-            return missing
+                if j + _pipeline.PIPELINE_DEPTH < len(spans):
+                    pin(j + _pipeline.PIPELINE_DEPTH)
+                r = control.wait(pins.pop(j))
+                refused: List[int] = []
+                try:
+                    m, d, refused = self._drain(shm, keys[lo:hi], pages[lo:hi], r, exact, prefix_only)
+                finally:
+                    releases.append(control.send("release", self._release_body(r, refused)))
+                missing += [lo + i for i in m]
+                damaged += [lo + i for i in d]
+                stopped = prefix_only and bool(m or d)
         finally:
-            try:
-                self._control.call("release", {"lease": pin["lease"]})
-            except TierSyncError:
-                pass  # the daemon undoes the pin at its deadline
+            # Pins taken ahead and never copied (an error, or a prefix that ended) are let go too.
+            for h in pins.values():
+                try:
+                    releases.append(control.send("release", {"lease": control.wait(h)["lease"]}))
+                except Exception:
+                    pass  # that pin failed: nothing to let go
+            # Waited for: once load returns, its pages are unpinned (a delete right after removes them).
+            for h in releases:
+                try:
+                    control.wait(h)
+                except TierSyncError:
+                    pass  # the daemon undoes the pin at its deadline
+        return missing, damaged
+
+    def _drain(self, shm: SharedArena, keys: List[str], pages: List["_Page"], pin: dict, exact: bool, stop: bool) -> "tuple[List[int], List[int], List[int]]":
+        """Copies a pin's pages into caller memory. Returns (indices not delivered, indices damaged, the damaged ones
+        this process found itself: named in ``release`` so the daemon checks and drops them)."""
+        offsets = _ints(pin, "offsets", len(keys), "pin")
+        lengths = _ints(pin, "lengths", len(keys), "pin")
+        crcs = _ints(pin, "crcs", len(keys), "pin")
+        refused = set(_ints(pin, "damaged", None, "pin")) if "damaged" in pin else set()
+        missing: List[int] = []
+        damaged: List[int] = []
+        found_here: List[int] = []
+        jobs: List[Job] = []
+        for i, o in enumerate(offsets):
+            n, p = lengths[i], pages[i]
+            if stop and (missing or damaged):
+                missing.append(i)
+                continue
+            if i in refused:
+                damaged.append(i)  # the daemon's check failed: it answered no slot
+                continue
+            if o < 0 or (exact and n != p.length):
+                missing.append(i)
+                continue
+            shm.check(o, n, f"pin of {keys[i]}")
+            if n > p.length:
+                raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
+            if self._check_copy and self._crc32c()(shm.view[o : o + n]) != crcs[i]:
+                damaged.append(i)
+                found_here.append(i)
+                continue
+            slot = shm.address + o
+            left = n
+            for address, room in p.segments:
+                take = min(room, left)
+                jobs.append((address, slot, take))
+                slot, left = slot + take, left - take
+                if left == 0:
+                    break
+        self._copier.run(jobs, piece=LOAD_PIECE_BYTES)
+        return missing, damaged, found_here
+
+    def _pin_body(self, keys: List[str]) -> dict:
+        # The daemon checks each page's CRC32C natively before answering ('pin-verify'): this process has no native
+        # checksum of its own on the data path.
+        return {"keys": keys, "verify": True} if self._pin_verify else {"keys": keys}
+
+    def _release_body(self, pin: dict, damaged: List[int]) -> dict:
+        body: dict = {"lease": pin["lease"]}
+        if damaged and self._release_damaged:
+            body["damaged"] = damaged
+        return body
 
     def pin(self, keys: Sequence[str], ttl: Optional[float] = None) -> Pin:
         """Makes the pages resident in the host tier and holds them (lower tiers and other hosts are read into it).
@@ -453,13 +598,14 @@ class Client:
         offsets: List[int] = []
         lengths: List[int] = []
         crcs: List[int] = []
+        damaged: List[int] = []
         with self._lock:
             self._shm_or_closed()
             start = time.monotonic()
             try:
                 for lo in range(0, len(keys), self.hello.max_batch_pages):
                     part = keys[lo : lo + self.hello.max_batch_pages]
-                    body: dict = {"keys": part}
+                    body = self._pin_body(part)
                     if ttl is not None and self._pin_ttl:
                         body["ttlMs"] = max(1, int(ttl * 1000))
                     r = self._control.call("pin", body)
@@ -467,6 +613,7 @@ class Client:
                     offsets += _ints(r, "offsets", len(part), "pin")
                     lengths += _ints(r, "lengths", len(part), "pin")
                     crcs += _ints(r, "crcs", len(part), "pin")
+                    damaged += [lo + int(i) for i in (_ints(r, "damaged", None, "pin") if "damaged" in r else [])]
             except BaseException:
                 self._release(leases)
                 raise
@@ -474,7 +621,7 @@ class Client:
         for k, o, n in zip(keys, offsets, lengths):
             if o >= 0:
                 shm.check(o, n, f"pin of {k}")
-        return Pin(self, keys, leases, offsets, lengths, crcs, start + (ttl if ttl is not None else lease_s))
+        return Pin(self, keys, leases, offsets, lengths, crcs, start + (ttl if ttl is not None else lease_s), [keys[i] for i in damaged])
 
     def unpin(self, pin: Pin) -> int:
         """Releases a :class:`Pin` (same as ``pin.unpin()``)."""
@@ -524,6 +671,14 @@ class Client:
         self.close()
 
     # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def _spans(self, n: int) -> List["tuple[int, int]"]:
+        """``[lo, hi)`` of each request's pages: chunks of about PIPELINE_CHUNK_BYTES when requests can be pipelined
+        (a framed session), else batches of max_batch_pages; never more than max_batch_pages keys."""
+        per = self.hello.max_batch_pages
+        if self._control.pipelined:
+            per = max(1, min(per, _pipeline.PIPELINE_CHUNK_BYTES // self.hello.page_bytes))
+        return [(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
     def _shm_or_closed(self) -> SharedArena:
         if self._shm is None:
@@ -596,14 +751,14 @@ class _Page:
         self.length = sum(n for _, n in segments)
 
 
-def _list(r: dict, name: str, n: int, op: str) -> list:
+def _list(r: dict, name: str, n: Optional[int], op: str) -> list:
     v = r.get(name)
-    if not isinstance(v, list) or len(v) != n:
+    if not isinstance(v, list) or (n is not None and len(v) != n):
         raise ProtocolError(f"daemon answered {op} with {name} of {len(v) if isinstance(v, list) else type(v).__name__} entries, expected {n}")
     return v
 
 
-def _ints(r: dict, name: str, n: int, op: str) -> List[int]:
+def _ints(r: dict, name: str, n: Optional[int], op: str) -> List[int]:
     v = _list(r, name, n, op)
     if not all(isinstance(x, int) for x in v):
         raise ProtocolError(f"daemon answered {op} with a non-integer in {name}")

@@ -120,9 +120,17 @@ class GeometryMismatchError(TierSyncError):
 
 
 class ChecksumError(TierSyncError):
-    """Page bytes did not match their CRC32C."""
+    """Page bytes did not match their CRC32C.
+
+    Attributes:
+        keys: the pages refused (a ``load`` names them; none of their bytes were handed to the caller).
+    """
 
     code = "ERR_CHECKSUM"
+
+    def __init__(self, message: str, code: Optional[str] = None, *, status: Optional[int] = None, field: Optional[str] = None, keys: Optional[list] = None):
+        super().__init__(message, code, status=status, field=field)
+        self.keys = list(keys or [])
 
 
 class TierFullError(TierSyncError):
