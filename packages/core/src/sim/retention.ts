@@ -5,12 +5,12 @@
  * Sessions: a request continues an earlier one when it is the next request to reuse that request's deepest full
  * page (its last page but one: the last is often a partial page that the next turn rewrites), so a session is a
  * chain of requests, each extending the previous one's prompt (a conversation's turns, an agent's steps between
- * tool calls). A page is private to a session when only that session's requests reference it; shared pages (a
- * system prompt, a document many sessions read) get no hint: an agent knows its own conversation from the shared
- * template, and must not declare the template finished.
+ * tool calls). A page is private to a session when only that session's requests reference it.
  *
- * The hint stored with request r's private pages is the session's next turn: `expectedReturnMs` = the next turn's
- * arrival minus r's, or `finished` when the session has no next turn. What the agent knows is the trace's own
+ * The hint stored with request r is the session's next turn: `expectedReturnMs` = the next turn's arrival minus
+ * r's, given for all of r's pages (the session needs its whole context back, a shared system prompt included), or
+ * `finished` when the session has no next turn, given for its private pages only (an agent knows its own
+ * conversation from the shared template, and must not declare the template finished). What the agent knows is the trace's own
  * future at session granularity, so the model has knobs to make it worse: `noise` (each expected wait times a
  * log-uniform factor in [1/(1+noise), 1+noise]) and `finishedOnly` (only the end of sessions is known).
  */
@@ -29,7 +29,7 @@ export interface RetentionModel {
 
 /** The hint of one request: which of its pages it covers, and what it says. */
 export interface RequestRetention {
-  /** Indices into the request's pages of the session's private pages. */
+  /** Indices into the request's pages the hint covers: all of them, or the private ones for `finished`. */
   readonly pages: readonly number[];
   /** `undefined`: nothing to say (finishedOnly while the session goes on). */
   readonly hint: RetentionHint | undefined;
@@ -81,10 +81,12 @@ export function retentionHints(pages: readonly Uint32Array[], timesMs: readonly 
   for (let r = 0; r < n; r++) {
     const p = pages[r]!;
     const mine: number[] = [];
-    for (let j = 0; j < p.length; j++) if (owner.get(p[j]!) === session[r]) mine.push(j);
     let hint: RetentionHint | undefined;
-    if (next[r]! < 0) hint = { finished: true };
-    else if (!model.finishedOnly) {
+    if (next[r]! < 0) {
+      hint = { finished: true };
+      for (let j = 0; j < p.length; j++) if (owner.get(p[j]!) === session[r]) mine.push(j);
+    } else if (!model.finishedOnly) {
+      for (let j = 0; j < p.length; j++) mine.push(j);
       let wait = Math.max(0, timesMs[next[r]!]! - timesMs[r]!);
       if (noise > 0) {
         seed ^= seed << 13;

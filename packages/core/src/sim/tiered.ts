@@ -241,9 +241,12 @@ export function runTiered(trace: LlmTrace, job: TieredJob): TieredResult {
       sim.load(keys.slice(0, cut), found.tiers);
       sim.flush();
     }
-    sim.store(keys);
-    const h = hints?.[r];
-    if (h?.hint !== undefined) sim.retain(h.pages.map((j) => keys[j]!), h.hint, req.timeMs);
+    // An expected return covers the whole prompt and goes with the store (held pages are re-hinted before room is
+    // made); finished covers the private pages only, after it.
+    const h = hints?.[r]?.hint;
+    if (h !== undefined && 'expectedReturnMs' in h) sim.store(keys, { retention: h, now: req.timeMs });
+    else sim.store(keys);
+    if (h !== undefined && 'finished' in h) sim.retain(hints![r]!.pages.map((j) => keys[j]!), h, req.timeMs);
     sim.flush();
     // stats
     pagesTotal += keys.length;

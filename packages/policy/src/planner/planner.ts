@@ -180,6 +180,8 @@ export class Planner<K extends PolicyKey = string> {
       else admitted.push(k);
       seen.add(k);
     }
+    // Held pages take the hint before room is made: a session storing its next turn keeps its own context.
+    if (retention !== undefined && present.length) this.#retain(present, retention);
     const room = admitted.length ? this.#makeRoom(0, admitted.length, options.waitForRoom === true, 'room') : { fit: 0, moves: [] };
     if (room === 'wait') return [{ kind: 'wait', tier: 0, keys: admitted }];
     const moves: Move<K>[] = [];
@@ -191,7 +193,6 @@ export class Planner<K extends PolicyKey = string> {
     if (parents !== undefined) {
       for (let i = 0; i < keys.length; i++) if (!this.#parentOf.has(keys[i]!) && this.#known(keys[i]!)) this.#parentOf.set(keys[i]!, parents[i]!);
     }
-    if (retention !== undefined && present.length) this.#retain(present, retention);
     if (placing.length) {
       const parentOf = parents === undefined ? undefined : new Map(keys.map((k, i) => [k, parents[i]!]));
       for (const k of placing) {

@@ -59,6 +59,17 @@ describe('SessionAwarePolicy', () => {
     expect(p.hint('gone', { retention: { finished: true } })).toBe(false);
   });
 
+  it('a page hinted by several sessions is due back at the soonest return still ahead', () => {
+    const p = lru(3);
+    p.insert('shared', 1, { retention: { returnAt: 100, now: 0 } });
+    p.hint('shared', { retention: { returnAt: 900, now: 10 } });
+    p.insert('other', 1, { retention: { returnAt: 500, now: 10 } });
+    expect(p.peekVictims(2)).toEqual(['other', 'shared']);
+    // Once 100 has passed, a newer hint replaces it.
+    p.hint('shared', { retention: { returnAt: 950, now: 150 } });
+    expect(p.peekVictims(2)).toEqual(['shared', 'other']);
+  });
+
   it('without hints it decides exactly as its inner policy', () => {
     const a = new SessionAwarePolicy(new S3FifoPolicy<number>({ capacity: 50, unit: 'objects' }));
     const b = new S3FifoPolicy<number>({ capacity: 50, unit: 'objects' });

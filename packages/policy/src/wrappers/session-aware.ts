@@ -10,7 +10,8 @@
  * 3. expected back: pages with a `returnAt` still ahead, the furthest return first (Belady's rule at session
  *    granularity: the page needed last goes first).
  * A hit on a finished or expected page brings it back into the inner policy (the session returned, or another
- * session uses the page); a later hint replaces an earlier one. Without hints the wrapper decides exactly as its
+ * session uses the page); a later hint replaces an earlier one, except that a page expected back keeps the soonest
+ * return still ahead (a page shared by sessions is needed by the first to return). Without hints the wrapper decides exactly as its
  * inner policy. When pages wait in bands 1 or 3, room for an insert is made by this wrapper's own victims (the
  * inner policy's pressure order) rather than inside the inner insert.
  *
@@ -177,11 +178,18 @@ export class SessionAwarePolicy<K extends PolicyKey = PolicyKey> implements Evic
       if (!this.inner.has(key)) this.#toInner(key);
       return true;
     }
+    // A page several sessions use (a shared system prompt) is due back at the soonest return any of them announced
+    // that is still ahead; once that has passed, the newest hint replaces it.
+    let r = retention as { returnAt: number; now: number };
+    const current = this.#parked.get(key);
+    if (band === 'expected' && current !== undefined && current.returnAt >= this.#clock && current.returnAt < r.returnAt) {
+      r = { returnAt: current.returnAt, now: r.now };
+    }
     const pins = this.#leaveBand(key);
     this.#outUsed += this.#cost(pins.size);
     this.#outBytes += pins.size;
     if (band === 'finished') this.#finished.set(key, pins.size);
-    else this.#park(key, pins.size, retention as { returnAt: number; now: number });
+    else this.#park(key, pins.size, r);
     if (pins.count > 0) {
       this.#outPins.set(key, pins.count);
       this.#outPinnedUsed += this.#cost(pins.size);
