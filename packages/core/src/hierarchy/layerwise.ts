@@ -155,8 +155,8 @@ export async function readLayerwise(
   const plan = readPlan(ranges, slowReads ? MERGED_READ_BYTES.io : MERGED_READ_BYTES.memory);
   const inFlight: RangeBatch[] = [];
   let next = 0;
-  const fill = () => {
-    while (next < plan.length && inFlight.length < limits.window && !limits.signal.aborted) inFlight.push(launch(plan[next++]!));
+  const fill = (window: number) => {
+    while (next < plan.length && inFlight.length < window && !limits.signal.aborted) inFlight.push(launch(plan[next++]!));
   };
   /** Resolves once no read of this load is running (readOrFail never rejects). */
   const drain = async () => {
@@ -171,7 +171,9 @@ export async function readLayerwise(
 
   const missing: number[] = [];
   const started = process.hrtime.bigint();
-  fill();
+  // The first read goes alone: building the others (a descriptor per page each) would hold the JavaScript thread
+  // while the first completes, and the first event waits on that thread. The window opens after its events.
+  fill(1);
   for (const [n, read] of plan.entries()) {
     const batch = inFlight[0]!;
     await batch.settled;
@@ -221,7 +223,7 @@ export async function readLayerwise(
     }
     // The freed slot is refilled after the events: building a read costs the JavaScript thread time (a descriptor
     // per page) that the caller's first layers should not wait for, and the other reads keep the tiers busy.
-    fill();
+    fill(limits.window);
   }
   if (!ranges.length) missing.push(...(await wholeDone));
   // Pages that arrived range by range: counted once all their ranges are in place.
