@@ -16,6 +16,7 @@ import { S3FaultProxy } from '../fault/s3-proxy.js';
 import { testKey, tierConformance } from '../testing.js';
 import { createS3Client } from './bucket.js';
 import { GCS_ENDPOINT, ObjectTier, parseObjectUrl } from './index.js';
+import { dataName, encodeFooter, footerBound, newObjectId } from './layout.js';
 import { CircuitBreaker, RequestRunner, Limiter } from './resilience.js';
 
 const PAGE = 64 * 1024;
@@ -220,6 +221,28 @@ describe('object tier', () => {
     // Ranges outside the page, or larger than their destination, are refused before any GET.
     await expect(again.read([ranged(3, PAGE - 10, 20)])).rejects.toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
     await expect(again.read([{ ...ranged(3, 0, 100), into: { arena: dst, offset: 0, length: 50 } }])).rejects.toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
+  });
+
+  it('reads a range of a page written without chunk CRCs (manifest format 2) by fetching and checking the whole page', async () => {
+    const prefix = freshPrefix('range-v2');
+    const url = urlOf(e.proxy.endpoint, prefix);
+    await (await make(url)).close(); // writes the descriptor
+    // An object as the previous format wrote it: one page, a 4-field manifest entry (no chunk CRCs).
+    const body = new Uint8Array(PAGE + footerBound(1, context.fingerprint, 0));
+    body.set(src.view(5 * PAGE, PAGE));
+    const footer = encodeFooter({ format: 2, fingerprint: context.fingerprint, pageBytes: PAGE, pages: [{ key: testKey(5, 7), offset: 0, length: PAGE, crc32c: crc32c(src.view(5 * PAGE, PAGE)) }] }, PAGE, body.subarray(PAGE));
+    const client = createS3Client(parseObjectUrl(url));
+    await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: dataName(`${prefix}/`, newObjectId()), Body: body.subarray(0, PAGE + footer) }));
+    client.destroy();
+    const t = await make(url);
+    const mark = e.proxy.log.length;
+    dst.view(5 * PAGE, PAGE).fill(0);
+    const r = await t.read([{ key: testKey(5, 7), into: { arena: dst, offset: 5 * PAGE + 1000, length: 500 }, range: { offset: 1000, length: 500 } }]);
+    expect(r[0]).toMatchObject({ status: 'hit', length: 500 });
+    expect(Buffer.compare(dst.view(5 * PAGE + 1000, 500), src.view(5 * PAGE + 1000, 500))).toBe(0);
+    // Only the range landed, though the whole page was fetched to check it.
+    expect(dst.view(5 * PAGE, 1000).every((b) => b === 0) && dst.view(5 * PAGE + 1500, PAGE - 1500).every((b) => b === 0)).toBe(true);
+    expect(gets(mark).map((l) => l.bytes)).toEqual([PAGE]);
   });
 
   it('reads ranges into device arenas through staging, and ranges of compacted pages', async () => {
