@@ -52,7 +52,14 @@ export class OptSizePolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K
     this.#pendingKey = key;
     this.#pendingKnown = distance !== undefined;
     this.#pendingNext = distance === undefined ? Infinity : this.#clock + distance;
-    return super.access(key);
+    try {
+      return super.access(key);
+    } catch (e) {
+      // A refused key is not a request: the clock and the pending answer stay as they were.
+      this.#clock--;
+      this.#pendingKey = undefined;
+      throw e;
+    }
   }
 
   protected override admits(key: K): boolean {

@@ -132,6 +132,8 @@ describe('OptPolicy (Belady)', () => {
     expect(() => opt.access(3, 0)).toThrow(/nextAccess/);
     expect(() => opt.access(3, Number.NaN)).toThrow(/nextAccess/);
     expect(opt.clock).toBe(2);
+    expect(() => opt.access(Number.NaN as number, 3)).toThrow(/key/);
+    expect(opt.clock).toBe(2);
   });
 });
 

@@ -95,7 +95,14 @@ export class OptPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     this.#clock++;
     this.#pendingKey = key;
     this.#pendingNext = distance === undefined ? Infinity : this.#clock + distance;
-    return super.access(key);
+    try {
+      return super.access(key);
+    } catch (e) {
+      // A refused key is not a request: the clock and the pending answer stay as they were.
+      this.#clock--;
+      this.#pendingKey = undefined;
+      throw e;
+    }
   }
 
   /** @internal White-box view for tests: resident keys with their next request (absolute), farthest first. */
