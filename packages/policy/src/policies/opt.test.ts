@@ -154,6 +154,47 @@ describe('OptSizePolicy', () => {
     );
   });
 
+  it('matches a brute-force scan of size x distance on size-varied random traces (every victim, in order)', () => {
+    fc.assert(
+      fc.property(traces, ({ capacity, keys, sizeSeed }) => {
+        const sizes = sizesFor(keys, sizeSeed);
+        const cap = capacity * 3;
+        const next = nextAccessDistances(keys);
+        // the reference: resident key -> [size, absolute next request, stamp]
+        const resident = new Map<number, [number, number, number]>();
+        let used = 0;
+        let stamp = 0;
+        const victims: number[] = [];
+        keys.forEach((key, i) => {
+          const now = i + 1;
+          const nx = next[i] === NEVER_AGAIN ? Infinity : now + next[i]!;
+          const entry = resident.get(key);
+          if (entry) {
+            entry[1] = nx;
+            entry[2] = ++stamp;
+            return;
+          }
+          const size = sizes[i]!;
+          if (size > cap || nx === Infinity) return;
+          while (used + size > cap) {
+            let best: [number, number, number, number] | undefined; // score, size, stamp, key
+            for (const [k, [sz, n, st]] of resident) {
+              const score = n === Infinity ? Infinity : sz * (n - now);
+              if (!best || score > best[0] || (score === best[0] && (sz > best[1] || (sz === best[1] && st < best[2])))) best = [score, sz, st, k];
+            }
+            resident.delete(best![3]);
+            used -= best![1];
+            victims.push(best![3]);
+          }
+          resident.set(key, [size, nx, ++stamp]);
+          used += size;
+        });
+        expect(replayOracle(new OptSizePolicy<number>({ capacity: cap, unit: 'bytes' }), keys, sizes).victims).toEqual(victims);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('evicts the largest size x distance, and never admits what is not requested again', () => {
     const p = new OptSizePolicy<number>({ capacity: 10, unit: 'bytes' });
     p.access(1, 4); // next at request 5
