@@ -169,26 +169,42 @@ struct ClientRequest {
   void* context = nullptr;
 };
 
+// Requests a stream pipelines: sent while earlier ones await their responses (the server answers in order).
+constexpr size_t kStreamDepth = 4;
+
 class Client {
  public:
   using Sink = std::function<void(std::shared_ptr<ClientRequest>)>;
   // Connects every stream and runs the handshake; throws NativeError (Io, Timeout, Auth, Protocol).
   Client(const ClientOptions& options, Sink sink);
   ~Client();
+  // Queues a request on the least loaded healthy stream.
   void Submit(std::shared_ptr<ClientRequest> r);
   void Close();
-  unsigned streams() const { return static_cast<unsigned>(links_.size()); }
+  unsigned streams() const { return static_cast<unsigned>(streams_.size()); }
 
  private:
-  void StreamLoop(size_t index);
-  void Execute(Link& link, ClientRequest& r);
+  // One TCP connection: a sender thread writes queued requests (up to kStreamDepth unanswered), a receiver thread
+  // reads their responses in order.
+  struct Stream {
+    Link link;
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<std::shared_ptr<ClientRequest>> queued, inflight;
+    bool broken = false;
+    bool closing = false;
+    bool senderDone = false;
+    std::thread sender, receiver;
+  };
+  void SendLoop(Stream& s);
+  void ReceiveLoop(Stream& s);
+  void Send(Link& link, ClientRequest& r);
+  void Receive(Link& link, ClientRequest& r);
+  void Fail(Stream& s, const NativeError& e);
   ClientOptions options_;
   Sink sink_;
-  std::vector<std::unique_ptr<Link>> links_;
-  std::vector<std::thread> threads_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<ClientRequest>> queue_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::mutex mutex_;  // closing_, nextId_
   bool closing_ = false;
   uint64_t nextId_ = 0;
 };

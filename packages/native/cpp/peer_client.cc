@@ -100,36 +100,49 @@ Client::Client(const ClientOptions& options, Sink sink) : options_(options), sin
   if (options_.streams == 0) options_.streams = 1;
   try {
     for (unsigned i = 0; i < options_.streams; i++) {
-      auto link = std::make_unique<Link>();
-      link->fd = Connect(options_.host, options_.port, options_.timeoutMs);
-      links_.push_back(std::move(link));
-      SetSocketOptions(links_.back()->fd, options_.timeoutMs);
-      ClientHandshake(*links_.back(), options_.secret, options_.encrypt);
+      auto s = std::make_unique<Stream>();
+      s->link.fd = Connect(options_.host, options_.port, options_.timeoutMs);
+      streams_.push_back(std::move(s));
+      SetSocketOptions(streams_.back()->link.fd, options_.timeoutMs);
+      ClientHandshake(streams_.back()->link, options_.secret, options_.encrypt);
     }
   } catch (...) {
-    for (auto& l : links_) close(l->fd);
-    links_.clear();
+    for (auto& s : streams_) close(s->link.fd);
+    streams_.clear();
     throw;
   }
-  for (size_t i = 0; i < links_.size(); i++) threads_.emplace_back([this, i] { StreamLoop(i); });
+  for (auto& s : streams_) {
+    Stream* p = s.get();
+    p->sender = std::thread([this, p] { SendLoop(*p); });
+    p->receiver = std::thread([this, p] { ReceiveLoop(*p); });
+  }
 }
 
 Client::~Client() { Close(); }
 
 void Client::Close() {
-  std::deque<std::shared_ptr<ClientRequest>> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closing_ && threads_.empty()) return;
+    if (closing_ && streams_.empty()) return;
     closing_ = true;
-    dropped.swap(queue_);
   }
-  cv_.notify_all();
-  for (auto& t : threads_)
-    if (t.joinable()) t.join();
-  threads_.clear();
-  for (auto& l : links_) close(l->fd);
-  links_.clear();
+  std::deque<std::shared_ptr<ClientRequest>> dropped;
+  for (auto& s : streams_) {
+    {
+      std::lock_guard<std::mutex> lock(s->m);
+      s->closing = true;
+      for (auto& r : s->queued) dropped.push_back(std::move(r));
+      s->queued.clear();
+    }
+    s->cv.notify_all();
+  }
+  // Requests on the wire finish first: the receivers wait for their responses.
+  for (auto& s : streams_) {
+    if (s->sender.joinable()) s->sender.join();
+    if (s->receiver.joinable()) s->receiver.join();
+    close(s->link.fd);
+  }
+  streams_.clear();
   for (auto& r : dropped) {
     r->failed = true;
     r->errorCode = Code::Closed;
@@ -139,50 +152,106 @@ void Client::Close() {
 }
 
 void Client::Submit(std::shared_ptr<ClientRequest> r) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (closing_) throw NativeError(Code::Closed, "peer client is closed");
-    r->id = ++nextId_;
-    queue_.push_back(std::move(r));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closing_) throw NativeError(Code::Closed, "peer client is closed");
+  r->id = ++nextId_;
+  Stream* best = nullptr;
+  size_t bestLoad = SIZE_MAX;
+  for (auto& s : streams_) {
+    std::lock_guard<std::mutex> sl(s->m);
+    // A broken stream fails its share fast (the caller reconnects): only chosen when every stream is broken.
+    size_t load = (s->broken ? SIZE_MAX / 2 : 0) + s->queued.size() + s->inflight.size();
+    if (load < bestLoad) {
+      bestLoad = load;
+      best = s.get();
+    }
   }
-  cv_.notify_one();
+  {
+    std::lock_guard<std::mutex> sl(best->m);
+    best->queued.push_back(std::move(r));
+  }
+  best->cv.notify_all();
 }
 
-void Client::StreamLoop(size_t index) {
-  Link& link = *links_[index];
-  int fd = link.fd;
-  bool broken = false;
-  for (;;) {
-    std::shared_ptr<ClientRequest> r;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
-      if (closing_ && queue_.empty()) break;
-      r = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    if (broken) {
-      // A dead stream fails its share fast (the caller reconnects) rather than leaving work queued forever.
-      r->failed = true;
-      r->errorCode = Code::Io;
-      r->error = "peer connection is broken";
-    } else {
-      try {
-        Execute(link, *r);
-      } catch (const NativeError& e) {
-        r->failed = true;
-        r->errorCode = e.code();
-        r->error = e.what();
-        // A failure mid-frame leaves the stream out of sync: never reuse it.
-        broken = true;
-        shutdown(fd, SHUT_RDWR);
-      }
-    }
+void Client::Fail(Stream& s, const NativeError& e) {
+  // A failure mid-frame leaves the stream out of sync: never reuse it. Everything on it fails with the cause.
+  std::deque<std::shared_ptr<ClientRequest>> failed;
+  {
+    std::lock_guard<std::mutex> lock(s.m);
+    if (!s.broken) shutdown(s.link.fd, SHUT_RDWR);
+    s.broken = true;
+    failed.swap(s.inflight);
+  }
+  s.cv.notify_all();
+  for (auto& r : failed) {
+    r->failed = true;
+    r->errorCode = e.code();
+    r->error = e.what();
     sink_(r);
   }
 }
 
-void Client::Execute(Link& link, ClientRequest& r) {
+void Client::SendLoop(Stream& s) {
+  for (;;) {
+    std::shared_ptr<ClientRequest> r;
+    bool broken;
+    {
+      std::unique_lock<std::mutex> lock(s.m);
+      s.cv.wait(lock, [&] { return (s.closing && s.queued.empty()) || (!s.queued.empty() && (s.broken || s.inflight.size() < kStreamDepth)); });
+      if (s.queued.empty()) break;  // closing
+      r = std::move(s.queued.front());
+      s.queued.pop_front();
+      broken = s.broken;
+      if (!broken) s.inflight.push_back(r);  // before sending: the receiver reads responses in this order
+    }
+    s.cv.notify_all();  // the receiver waits for something in flight
+    if (broken) {
+      r->failed = true;
+      r->errorCode = Code::Io;
+      r->error = "peer connection is broken";
+      sink_(r);
+      continue;
+    }
+    try {
+      Send(s.link, *r);
+    } catch (const NativeError& e) {
+      Fail(s, e);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.m);
+    s.senderDone = true;
+  }
+  s.cv.notify_all();
+}
+
+void Client::ReceiveLoop(Stream& s) {
+  for (;;) {
+    std::shared_ptr<ClientRequest> r;
+    {
+      std::unique_lock<std::mutex> lock(s.m);
+      s.cv.wait(lock, [&] { return !s.inflight.empty() || s.senderDone; });
+      if (s.inflight.empty()) break;  // the sender finished and every response arrived
+      if (s.broken) continue;
+      r = s.inflight.front();
+    }
+    try {
+      Receive(s.link, *r);
+    } catch (const NativeError& e) {
+      Fail(s, e);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.m);
+      if (s.inflight.empty() || s.inflight.front() != r) continue;  // failed meanwhile by the sender
+      s.inflight.pop_front();
+    }
+    s.cv.notify_all();
+    sink_(r);
+  }
+}
+
+void Client::Send(Link& link, ClientRequest& r) {
   const size_t n = r.entries.size();
   std::vector<iovec> payload;
   if (r.op == kPut) {
@@ -193,9 +262,11 @@ void Client::Execute(Link& link, ClientRequest& r) {
     }
   }
   SendFrame(link, r.op, r.id, static_cast<uint32_t>(n), EncodeEntries(r.entries), payload);
+}
 
-  Header a = RecvHeader(link, options_.maxPayload);
-  std::vector<uint8_t> ackMeta = RecvMeta(link, a);
+void Client::Receive(Link& link, ClientRequest& r) {
+  const size_t n = r.entries.size();
+  Header a = RecvHeader(link, options_.maxPayload);  std::vector<uint8_t> ackMeta = RecvMeta(link, a);
   if (a.op == kError) {
     if (a.metaBytes) throw NativeError(Code::Protocol, "peer ERROR frame carries an entry table");
     std::string why(a.payloadBytes, '\0');
