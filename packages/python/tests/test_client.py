@@ -90,6 +90,23 @@ def test_calls_larger_than_max_batch_pages_are_split(client, fresh_keys):
     assert client.delete(keys).deleted == 150
 
 
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_large_calls_go_in_chunks_over_the_framed_session_pipelined_or_not(daemon_url, fresh_keys, pipeline):
+    with tiersync.Client.connect(daemon_url, token="token-alice", pipeline=pipeline) as c:
+        assert c._control.pipelined  # a framed session on the daemon's Unix socket
+        keys = fresh_keys(200)  # 4 requests of at most 64 keys each way
+        src = random_bytes(200 * PAGE - 3, 14)
+        before = c.control_requests
+        assert c.store(keys, src).stored == 200
+        assert c.control_requests - before == 8
+        dst = np.zeros_like(src)
+        before = c.control_requests
+        assert c.load(keys, dst) == [] and np.array_equal(src, dst)
+        assert c.control_requests - before == 8
+        # Every pin was released before load returned: the pages can all be deleted at once.
+        assert c.delete(keys).deleted == 200
+
+
 def test_lookup_prefix_and_load_missing_keys(client, fresh_keys):
     keys = fresh_keys(6)
     src = random_bytes(6 * PAGE, 6)
@@ -238,6 +255,24 @@ def test_client_side_crc32c_agrees_with_the_daemon_and_verify_catches_a_corrupte
         c.delete(keys)
 
 
+def _fs_bytes_written(daemon_url):
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(f"{daemon_url}/v1/stats", headers={"authorization": "Bearer token-alice"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return next(t["bytesWritten"] for t in json.load(r)["tiers"] if t["name"] == "fs")
+
+
+def _after_write_through(daemon_url, before, nbytes):
+    """This daemon copies new pages down to its fs tier in the background, reading (and checking) the host copy: a
+    damage made before that read is found by it first (the page is dropped, and a load reports it missing). Waits
+    until the copies are written, so the damage below is found by the load."""
+    deadline = time.monotonic() + 10
+    while _fs_bytes_written(daemon_url) < before + nbytes and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _corrupt_slots(client, keys, at):
     """Flips one bit of each page ``at`` in the daemon's /dev/shm file, behind its back (another mapping of the file,
     as any same-host process could), after the page was committed."""
@@ -259,12 +294,14 @@ def _corrupt_slots(client, keys, at):
 @pytest.mark.parametrize("pages", [3, 300])  # one request, and pipelined chunks (64 keys per request here)
 def test_the_default_load_refuses_a_slot_changed_behind_the_daemons_back(daemon_url, fresh_keys, pages):
     # No verify=, no crcmod: the daemon checks every page natively at pin ('pin-verify') before any byte is copied.
-    with tiersync.Client.connect(daemon_url, token="token-alice") as c:
+    with tiersync.Client.connect(daemon_url, token="token-alice", pipeline=pages > 64) as c:
         assert "pin-verify" in c.hello.features and not c._check_copy
         c._crc32c = None  # this process computes no checksum on the default path
         keys = fresh_keys(pages)
         src = random_bytes(pages * PAGE, 12)
+        written = _fs_bytes_written(daemon_url)
         assert c.store(keys, src).stored == pages
+        _after_write_through(daemon_url, written, pages * PAGE)
         bad = [1, pages - 1]
         _corrupt_slots(c, keys, bad)
         out = np.full(pages * PAGE, 7, np.uint8)
@@ -291,7 +328,9 @@ def test_the_default_load_refuses_a_slot_changed_behind_the_daemons_back(daemon_
 def test_a_pin_refuses_views_of_a_damaged_page(daemon_url, fresh_keys):
     with tiersync.Client.connect(daemon_url, token="token-alice") as c:
         keys = fresh_keys(2)
+        written = _fs_bytes_written(daemon_url)
         c.store(keys, random_bytes(2 * PAGE, 13))
+        _after_write_through(daemon_url, written, 2 * PAGE)
         _corrupt_slots(c, keys, [0])
         with c.pin(keys) as pin:
             assert pin.damaged == [keys[0]] and pin.missing == []

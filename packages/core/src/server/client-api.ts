@@ -90,6 +90,8 @@ const DERIVED_KEYS = 1 << 17;
 
 /** Native threads that check a commit's CRC32C (the host's cores are shared with the clients' copies). */
 const CHECK_THREADS = 2;
+/** Requests checking fewer bytes than this use one native thread (starting more costs more than it saves). */
+const CHECK_SPLIT_BYTES = 64 << 20;
 
 /**
  * Longest the recorder holds committed pages back while reservations are open (a client storing in pipelined chunks
@@ -466,7 +468,10 @@ export class ClientApi {
     lease.busy = true;
     let sums: Uint32Array;
     try {
-      sums = await crc32cRanges(arena, Float64Array.from(at, (i) => lease.offsets[i]!), Uint32Array.from(at, (i) => lease.lengths[i]!), { threads: CHECK_THREADS });
+      let bytes = 0;
+      for (const i of at) bytes += lease.lengths[i]!;
+      // A chunk of a pipelined call takes one thread (the client's copy runs beside it); a large batch takes more.
+      sums = await crc32cRanges(arena, Float64Array.from(at, (i) => lease.offsets[i]!), Uint32Array.from(at, (i) => lease.lengths[i]!), { threads: bytes >= CHECK_SPLIT_BYTES ? CHECK_THREADS : 1 });
     } finally {
       lease.busy = false;
       // The time the check took is not the client's: its deadline counts from now again (never shortened).

@@ -199,7 +199,7 @@ class Pin:
 class Client:
     """A connection to the local tiersync daemon. Thread-safe: calls are serialized on one control connection."""
 
-    def __init__(self, hello: Hello, control: ControlChannel, shm: SharedArena, copier: Copier, verify: bool):
+    def __init__(self, hello: Hello, control: ControlChannel, shm: SharedArena, copier: Copier, verify: bool, pipeline: Optional[bool] = None):
         self.hello = hello
         self._control = control
         self._shm: Optional[SharedArena] = shm
@@ -215,6 +215,7 @@ class Client:
         self._pin_verify = "pin-verify" in hello.features
         self._check_copy = verify or not self._pin_verify
         self._release_damaged = "release-damaged" in hello.features
+        self._pipeline = pipeline
 
     @classmethod
     def connect(
@@ -227,6 +228,7 @@ class Client:
         use_socket: bool = True,
         populate: bool = False,
         verify: bool = False,
+        pipeline: Optional[bool] = None,
     ) -> "Client":
         """Asks the daemon what it offers and maps its shared-memory host tier.
 
@@ -242,6 +244,9 @@ class Client:
                 ~0.35 GB/s here; a debugging aid). Not needed for integrity: every load is checked by the daemon,
                 natively, while it holds the pages pinned (feature ``pin-verify``; against an older daemon this client
                 checks with crcmod whatever ``verify`` says). See the README's "Integrity" for what is guaranteed.
+            pipeline: cut large stores and loads into chunks whose requests overlap the copies (needs the daemon's
+                framed Unix-socket session). None (default): when the host has a core to spare at call time
+                (1-minute load average below the cores); True / False: always / never.
 
         Raises:
             AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
@@ -268,7 +273,7 @@ class Client:
         except BaseException:
             control.close()
             raise
-        return cls(hello, control, shm, Copier(threads), verify)
+        return cls(hello, control, shm, Copier(threads), verify, pipeline)
 
     # -- properties -------------------------------------------------------------------------------------------------
 
@@ -673,10 +678,12 @@ class Client:
     # -- helpers ----------------------------------------------------------------------------------------------------
 
     def _spans(self, n: int) -> List["tuple[int, int]"]:
-        """``[lo, hi)`` of each request's pages: chunks of about PIPELINE_CHUNK_BYTES when requests can be pipelined
-        (a framed session), else batches of max_batch_pages; never more than max_batch_pages keys."""
+        """``[lo, hi)`` of each request's pages: chunks of about PIPELINE_CHUNK_BYTES when requests are pipelined
+        (a framed session, and ``pipeline`` or a core to spare), else batches of max_batch_pages; never more than
+        max_batch_pages keys."""
         per = self.hello.max_batch_pages
-        if self._control.pipelined:
+        wanted = self._pipeline if self._pipeline is not None else _pipeline.core_to_spare()
+        if wanted and self._control.pipelined:
             per = max(1, min(per, _pipeline.PIPELINE_CHUNK_BYTES // self.hello.page_bytes))
         return [(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
