@@ -395,6 +395,12 @@ describe('layerwise load', () => {
       const calls = gate.calls;
       await expect(ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { layerwise: true, signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
       expect(gate.calls).toBe(calls);
+      // A whole load takes the signal too: aborted while its read waits, it rejects rather than call pages missing.
+      const whole = new AbortController();
+      const wholeLoad = ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })), { signal: whole.signal });
+      whole.abort();
+      await expect(wholeLoad).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+      expect(gate.active).toBe(0);
       // The hierarchy is unharmed: the same pages load whole afterwards.
       const again = await ts.load(hit, hit.pages.map((_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })));
       expect(again).toMatchObject({ loaded: n, missing: [] });
