@@ -3,7 +3,8 @@
  * daemon's same-host clients use (client-api.ts), reused as is:
  * - room: `TierSync.makeRoomOn` (the planner evicts or demotes), then `HostTier.reserveRemote` (all-or-nothing);
  * - the bytes are written into the reserved slots by the caller (the RESP parser copies socket chunks there);
- * - commit: each page's CRC32C on native threads, `HostTier.commitRemote` (the page is in the tier now: a shm tier
+ * - commit: each page's CRC32C (computed by the caller as the bytes arrive, or here on native threads),
+ *   `HostTier.commitRemote` (the page is in the tier now: a shm tier
  *   writes its slot record last, so a process killed before that leaves the slot free, never a torn page), and
  *   `TierSync.adoptPages` records the pages in the block index, batched over every commit of an event-loop turn;
  * - reads: `HostTier.pinRemote` says where a page is and holds its slot until `unpin`.
@@ -36,8 +37,11 @@ export interface SlotAccess {
    * @throws TierSyncError ERR_TIER_FULL when pinned pages leave no room
    */
   reserve(keys: readonly PageKey[]): Promise<Float64Array>;
-  /** Makes filled slots pages of the tier (CRC32C computed on native threads) and queues them for the index. */
-  commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array): Promise<void>;
+  /**
+   * Makes filled slots pages of the tier and queues them for the index. `crcs`: each page's CRC32C when the caller
+   * computed it while the bytes were hot (the RESP parser's windows); computed here on native threads otherwise.
+   */
+  commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs?: Uint32Array): Promise<void>;
   /** Frees reserved slots that will not be committed. */
   cancel(keys: readonly PageKey[], offsets: Float64Array): void;
   /** Pins pages in the tier and says where they are (undefined: not in this tier). */
@@ -101,10 +105,10 @@ export class HostSlots implements SlotAccess {
     return got;
   }
 
-  async commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array): Promise<void> {
+  async commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, given?: Uint32Array): Promise<void> {
     let crcs: Uint32Array;
     try {
-      crcs = await crc32cRanges(this.arena, offsets, lengths, { threads: CRC_THREADS });
+      crcs = given ?? (await crc32cRanges(this.arena, offsets, lengths, { threads: CRC_THREADS }));
     } catch (e) {
       this.cancel(keys, offsets);
       throw e;
