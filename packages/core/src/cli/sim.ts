@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { TierSyncError } from '@tiersync/native/errors';
 import {
-  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
+  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, isOracle, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
   type ExactJob, type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
 } from '../sim/index.js';
@@ -53,8 +53,11 @@ Exact mode (no --model):
   --capacity LIST        byte capacities, e.g. 128MiB,256MiB; inf = unbounded
   --objects LIST         object-count capacities, e.g. 1000,2000; inf = unbounded
   --page-bytes SIZE      bytes per page of request traces in byte mode (default: the --model page, else 64MiB)
-  Object traces (oracleGeneral, csv; plain, .gz or .zst) are streamed: every policy x capacity advances in one
-  pass over the file, in bounded memory (--threads does not apply).
+  --no-bound             leave out the offline bound (opt in objects mode, opt-size in bytes), which every exact
+                         sweep otherwise runs beside the policies
+  Object traces (oracleGeneral, csv; plain, .gz or .zst) are streamed: every online policy x capacity advances in
+  one pass over the file, in bounded memory (--threads does not apply). The bound needs each request's next
+  access, so it replays a loaded copy of the trace (memory as the trace): --no-bound keeps the run bounded.
 
 Miss-ratio curves (--mrc, exact mode):
   --mrc                  write miss-ratio curves instead of single points: LRU exactly from stack distances in
@@ -64,6 +67,8 @@ Miss-ratio curves (--mrc, exact mode):
                          (objects unless --capacity is given). --out DIR writes mrc.json, mrc.csv, report.html.
   --sample-rate R        SHARDS rate of the non-LRU policies, in (0, 1] (default 0.01)
   --lru-sample-rate R    SHARDS rate of the LRU curve (default 1: exact)
+  --shards-adj           SHARDS-adj: count the sample's shortfall against accesses x rate as hits (off by
+                         default: it biases skewed traces low; docs/SIMULATION.md)
   --mrc-points N         points of the default grid (default 32)
 
 Tiered mode (--model):
@@ -93,6 +98,7 @@ export interface MrcPlan {
   lruSampleRate: number;
   points: number;
   pageBytes: number;
+  adjust: boolean;
 }
 
 function int(text: string | undefined, name: string, min = 0): number | undefined {
@@ -132,10 +138,10 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
       'block-tokens': { type: 'string' }, seed: { type: 'string' }, 'follow-up': { type: 'string' }, 'system-prompts': { type: 'string' }, 'system-prompt-tokens': { type: 'string' },
       policy: { type: 'string' }, capacity: { type: 'string' }, objects: { type: 'string' }, 'page-bytes': { type: 'string' },
       model: { type: 'string' }, accelerator: { type: 'string' }, chips: { type: 'string' }, mfu: { type: 'string' }, hbm: { type: 'string' },
-      host: { type: 'string' }, storage: { type: 'string' }, 'no-layerwise': { type: 'boolean' }, 'load-all': { type: 'boolean' },
+      host: { type: 'string' }, storage: { type: 'string' }, 'no-layerwise': { type: 'boolean' }, 'load-all': { type: 'boolean' }, 'no-bound': { type: 'boolean' },
       json: { type: 'boolean' }, out: { type: 'string' }, threads: { type: 'string' }, quiet: { type: 'boolean' },
       config: { type: 'string' }, requests: { type: 'string' },
-      mrc: { type: 'boolean' }, 'sample-rate': { type: 'string' }, 'lru-sample-rate': { type: 'string' }, 'mrc-points': { type: 'string' },
+      mrc: { type: 'boolean' }, 'shards-adj': { type: 'boolean' }, 'sample-rate': { type: 'string' }, 'lru-sample-rate': { type: 'string' }, 'mrc-points': { type: 'string' },
     },
   });
   const requests = int(values.requests, '--requests', 1);
@@ -170,7 +176,7 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
   if (values.config !== undefined) return { plan: planConfigured(values, source, jobs), values };
   const policies = checkPolicies(parseList(values.policy ?? 'lru'));
   if (values.mrc) return { plan: planMrc(values, source, policies, blockTokens), values };
-  for (const flag of ['sample-rate', 'lru-sample-rate', 'mrc-points'] as const) if (values[flag] !== undefined) throw invalid(`--${flag} goes with --mrc`);
+  for (const flag of ['sample-rate', 'lru-sample-rate', 'mrc-points', 'shards-adj'] as const) if (values[flag] !== undefined) throw invalid(`--${flag} goes with --mrc`);
   if (values.model === undefined) {
     if ((values.capacity === undefined) === (values.objects === undefined)) throw invalid('exact mode needs exactly one of --capacity LIST (bytes) or --objects LIST');
     const unit = values.capacity !== undefined ? 'bytes' : 'objects';
@@ -179,7 +185,7 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
     for (const c of caps) if (c < 1) throw invalid(`capacities must be at least 1, got ${c}`);
     const pageBytes = values['page-bytes'] !== undefined ? parseSize(values['page-bytes'], '--page-bytes') : (blockTokens ?? 512) * kvBytesPerToken(modelPreset('llama-3-8b'));
     // The offline bound (opt / opt-size) runs beside the chosen policies, so every table and report shows it.
-    for (const policy of withBound(policies, unit)) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
+    for (const policy of values['no-bound'] ? policies : withBound(policies, unit)) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
     return { plan: { source, jobs, mode: 'exact' }, values };
   }
   modelPreset(values.model);
@@ -240,6 +246,7 @@ function planMrc(values: Record<string, string | boolean | undefined>, source: T
       policies: curves, unit, ...(capacities ? { capacities } : {}), pageBytes,
       sampleRate: rate('sample-rate', 0.01), lruSampleRate: rate('lru-sample-rate', 1),
       points: int(values['mrc-points'] as string | undefined, '--mrc-points', 2) ?? 32,
+      adjust: values['shards-adj'] === true,
     },
   };
 }
@@ -332,10 +339,15 @@ function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | Tiered
  */
 async function runJobs(plan: SimPlan, threads: number | undefined, progress: ReturnType<typeof progressBar>): Promise<Array<ExactResult | TieredResult | PlannedResult>> {
   if (plan.mode === 'exact' && isObjectSource(plan.source) && plan.jobs.length > 0) {
-    const results = runExactStream(streamObjects(plan.source), plan.jobs.map((j) => (j as { kind: 'exact'; job: ExactJob }).job));
-    for (let i = 0; i < results.length; i++) progress.tick();
-    progress.done();
-    return results;
+    const exact = plan.jobs.map((j) => (j as { kind: 'exact'; job: ExactJob }).job);
+    const online = exact.filter((j) => !isOracle(j.policy));
+    const streamed = online.length > 0 ? runExactStream(streamObjects(plan.source), online) : [];
+    for (let i = 0; i < streamed.length; i++) progress.tick();
+    // Oracle policies (the bound) need every request's next access: a loaded trace, through the sweep.
+    const oracle = plan.jobs.filter((j) => isOracle((j as { kind: 'exact'; job: ExactJob }).job.policy));
+    const bound = oracle.length > 0 ? (await runSweep({ source: plan.source, jobs: oracle, threads: 1, progress })).map((t) => t.result as ExactResult) : [];
+    if (oracle.length === 0) progress.done();
+    return exact.map((j) => (isOracle(j.policy) ? bound.shift()! : streamed.shift()!));
   }
   const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress });
   return tagged.map((t) => t.result);
@@ -345,7 +357,7 @@ async function runJobs(plan: SimPlan, threads: number | undefined, progress: Ret
 async function runMrc(plan: SimPlan, mrc: MrcPlan, values: Record<string, string | boolean | undefined>, args: string[]): Promise<number> {
   const curves = missRatioCurves(chunkOpener(plan.source, mrc.pageBytes), {
     policies: mrc.policies, unit: mrc.unit, ...(mrc.capacities ? { capacities: mrc.capacities } : {}),
-    sampleRate: mrc.sampleRate, lruSampleRate: mrc.lruSampleRate, points: mrc.points,
+    sampleRate: mrc.sampleRate, lruSampleRate: mrc.lruSampleRate, points: mrc.points, adjust: mrc.adjust,
   });
   const progress = values.quiet || plan.jobs.length === 0 ? silentProgress : progressBar(plan.jobs.length);
   const bounds = plan.jobs.length > 0 ? ((await runJobs(plan, undefined, progress)) as ExactResult[]) : [];

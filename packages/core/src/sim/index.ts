@@ -4,7 +4,8 @@
  * the tiered TTFT model with its presets, sweeps on worker threads, and the CSV/HTML reports.
  * Intended as the `@tiersync/core/sim` subpath export.
  */
-export { loadTrace, firstRequests, guessFormat, checkFormat, type TraceSource } from './trace/index.js';
+export { loadTrace, firstRequests, guessFormat, checkFormat, streamObjects, isObjectSource, type TraceSource, type ObjectStream, type ObjectChunk } from './trace/index.js';
+export { missRatioCurves, mrcCsv, logGrid, StackDistance, runExactStream, chunkOpener, traceChunks, type MrcResult, type MrcCurve, type MrcOptions, type MrcPoint } from './mrc/index.js';
 export type { SimTrace, LlmTrace, ObjectTrace, LlmRequest, TraceFormat } from './trace/types.js';
 export { readMooncake, parseMooncake, type MooncakeOptions } from './trace/mooncake.js';
 export { readAzure, parseAzure, type AzurePrefixOptions } from './trace/azure.js';

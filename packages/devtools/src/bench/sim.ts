@@ -12,7 +12,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { replay, type EvictionPolicy, type TraceRequest } from '@tiersync/policy';
-import { bundledTrace, denseKeyBound, makePolicy, type ObjectTrace, readMooncake, replayObjects } from '@tiersync/core/sim';
+import { bundledTrace, denseKeyBound, makePolicy, missRatioCurves, type ObjectTrace, readMooncake, replayObjects } from '@tiersync/core/sim';
 import { runParity } from '@tiersync/core';
 import { median, round } from './stats.js';
 
@@ -62,6 +62,11 @@ export interface SimBenchReport {
    * of the V8 heap plus ArrayBuffer memory (the typed arrays live outside the heap).
    */
   bytesPerDistinctPage: number;
+  /**
+   * One-pass miss-ratio curves on the same accesses (median of the repetitions): the exact LRU curve from stack
+   * distances, and SHARDS at 1% for S3-FIFO at the grid's 19 capacities of 2,000 objects and more (S3-FIFO needs 20 after scaling) in one pass, as trace accesses per second. Grid: 32 log-spaced capacities 128..131,072.
+   */
+  mrc: { lruStackDistanceAccessesPerSec: number; shardsS3fifoAccessesPerSec: number };
   /** Sim/live parity cells and how many had identical counters (absent when skipped); `differing` names the others. */
   parity?: { requests: number; cells: number; identical: number; differing: string[] };
 }
@@ -142,6 +147,23 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
   const after = footprint();
   const bytesPerDistinctPage = round((after - before) / lru.count, 1);
 
+  // One-pass curves: whole-trace passes, timed like the replays.
+  const chunks = () => [{ keys, sizes: trace.sizes, length: keys.length }];
+  const timeCurves = (opts: Parameters<typeof missRatioCurves>[1]): number[] => {
+    missRatioCurves(chunks, opts);
+    const out: number[] = [];
+    for (let rep = 0; rep < reps; rep++) {
+      const t = process.hrtime.bigint();
+      missRatioCurves(chunks, opts);
+      out.push(keys.length / (Number(process.hrtime.bigint() - t) / 1e9));
+    }
+    return out;
+  };
+  const grid = Array.from({ length: 32 }, (_, k) => Math.round(2 ** (7 + (k * 10) / 31)));
+  const sdRates = timeCurves({ policies: ['lru'], unit: 'objects', capacities: grid });
+  const shardsRates = timeCurves({ policies: ['s3fifo'], unit: 'objects', capacities: grid.filter((c) => c * 0.01 >= 20), sampleRate: 0.01 });
+  log(`  mrc: LRU stack distances ${round(median(sdRates) / 1e6, 2)}M/s, SHARDS 1% s3fifo ${round(median(shardsRates) / 1e6, 2)}M/s`);
+
   const parityRequests = options.parityRequests ?? 60;
   const parity = parityRequests > 0 ? await runParity({ requests: parityRequests, log }) : undefined;
 
@@ -160,6 +182,7 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
       missRatio: round(missRatio.get(p)!, 4),
     })),
     bytesPerDistinctPage,
+    mrc: { lruStackDistanceAccessesPerSec: Math.round(median(sdRates)), shardsS3fifoAccessesPerSec: Math.round(median(shardsRates)) },
     ...(parity
       ? { parity: { requests: parity.requests, cells: parity.cells, identical: parity.identical, differing: parity.results.filter((c) => !c.identical).map((c) => `${c.policy}/${c.capacity}/${c.writeMode}`) } }
       : {}),

@@ -25,6 +25,7 @@ const hbm = { name: 'hbm', capacityBytes: 2 * 2 ** 30, readBytesPerSec: 0, write
 const tiered = [2, 8].map((gib) =>
   runTiered(qa, { policy: 'lru', model: 'llama-3-8b', accelerator: 'h100', compute: { chips: 1 }, tiers: [hbm, { name: 'host', ...STORAGE.host!, capacityBytes: gib * 2 ** 30 }] }),
 );
+const mrc = missRatioCurves(() => traceChunks(qa, 1), { policies: ['lru', 'fifo'], unit: 'objects', points: 6, sampleRate: 0.5 });
 const html = renderHtml({ title: 'test <report>', notes: ['a & b'], exact, tiered, mrc });
 
 const CHROME_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'];
@@ -40,8 +41,15 @@ for (const svg of document.querySelectorAll('svg.chart')) {
   const vb = svg.viewBox.baseVal;
   const outside = [];
   for (const t of svg.querySelectorAll('text')) {
+    // The text's box in the chart's user units, its own transform (the rotated y label) applied.
     const b = t.getBBox();
-    if (b.x < vb.x - 0.5 || b.y < vb.y - 0.5 || b.x + b.width > vb.x + vb.width + 0.5 || b.y + b.height > vb.y + vb.height + 0.5) outside.push(t.textContent);
+    const m = svg.getScreenCTM().inverse().multiply(t.getScreenCTM());
+    const xs = [], ys = [];
+    for (const [x, y] of [[b.x, b.y], [b.x + b.width, b.y], [b.x, b.y + b.height], [b.x + b.width, b.y + b.height]]) {
+      xs.push(m.a * x + m.c * y + m.e);
+      ys.push(m.b * x + m.d * y + m.f);
+    }
+    if (Math.min(...xs) < vb.x - 0.5 || Math.min(...ys) < vb.y - 0.5 || Math.max(...xs) > vb.x + vb.width + 0.5 || Math.max(...ys) > vb.y + vb.height + 0.5) outside.push(t.textContent);
   }
   out[svg.dataset.chart] = {
     xLabel: svg.querySelector('text.axis.x')?.textContent ?? '',
@@ -64,7 +72,6 @@ document.getElementById('probe').textContent = JSON.stringify(out);
   if (!m) throw new Error('the probe did not run');
   return JSON.parse(m[1]!.replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')) as ReturnType<typeof measure>;
 }
-const mrc = missRatioCurves(() => traceChunks(qa, 1), { policies: ['lru', 'fifo'], unit: 'objects', points: 6, sampleRate: 0.5 });
 const CHARTS = ['mrc', 'miss-ratio', 'prefix-hit-ratio', 'hit-ratio-curve', 'ttft-p50-curve', 'ttft-cdf', 'occupancy-lru'];
 
 describe('reports', () => {

@@ -119,11 +119,11 @@ export function renderLineChart(c: LineChart): string {
   const yf = c.yFormat ?? fmt;
   const parts: string[] = [];
   parts.push(`<svg class="chart" data-chart="${esc(c.id)}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="${esc(c.title)}">`);
-  parts.push(`<text x="${m.l}" y="18" class="title">${esc(c.title)}</text>`);
+  parts.push(`<text x="${m.l}" y="18" class="title" font-size="14" font-weight="600">${esc(c.title)}</text>`);
   parts.push(`<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
   for (const v of niceTicks(y0, y1, 5)) {
     const y = sy(v).toFixed(1);
-    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${m.l - 6}" y="${y}" text-anchor="end" dominant-baseline="middle" class="tick y">${esc(yf(v))}</text>`);
+    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${m.l - 6}" y="${y}" text-anchor="end" dominant-baseline="middle" class="tick y" font-size="11">${esc(yf(v))}</text>`);
   }
   const xTicks = c.xTicks
     ? [...new Set(c.xTicks)].filter((v) => Number.isFinite(v) && (!c.xLog || v > 0)).sort((a, b) => a - b)
@@ -133,10 +133,10 @@ export function renderLineChart(c: LineChart): string {
   const uniqueX = c.xLog && xTicks.length < 2 ? [...new Set(xs)].sort((a, b) => a - b) : xTicks;
   for (const v of uniqueX) {
     const x = sx(v).toFixed(1);
-    parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${x}" y="${m.t + ph + 16}" text-anchor="middle" class="tick x">${esc(xf(v))}</text>`);
+    parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${x}" y="${m.t + ph + 16}" text-anchor="middle" class="tick x" font-size="11">${esc(xf(v))}</text>`);
   }
-  parts.push(`<text x="${m.l + pw / 2}" y="${m.t + ph + 36}" text-anchor="middle" class="axis x">${esc(c.xLabel)}</text>`);
-  parts.push(`<text transform="translate(14 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle" class="axis y">${esc(c.yLabel)}</text>`);
+  parts.push(`<text x="${m.l + pw / 2}" y="${m.t + ph + 36}" text-anchor="middle" class="axis x" font-size="12">${esc(c.xLabel)}</text>`);
+  parts.push(`<text transform="translate(14 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle" class="axis y" font-size="12">${esc(c.yLabel)}</text>`);
   c.series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
     const p = s.points
@@ -151,7 +151,7 @@ export function renderLineChart(c: LineChart): string {
     const lx = m.l + slot.x;
     const ly = m.t + ph + m.b + 8 + slot.row * LEGEND_ROW;
     const text = slot.lines.map((line, k) => `<tspan x="${lx + LEGEND_SWATCH}" y="${ly + k * LEGEND_ROW}">${esc(line)}</tspan>`).join('');
-    parts.push(`<g class="legend-entry" data-series="${esc(s.name)}"><line x1="${lx}" x2="${lx + 20}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text dominant-baseline="middle" class="legend">${text}</text></g>`);
+    parts.push(`<g class="legend-entry" data-series="${esc(s.name)}"><line x1="${lx}" x2="${lx + 20}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text dominant-baseline="middle" class="legend" font-size="11">${text}</text></g>`);
   });
   parts.push('</svg>');
   return parts.join('');

@@ -6,7 +6,7 @@ import { invalid } from '../errors.js';
 import { readAzure, type AzurePrefixOptions } from './azure.js';
 import { readMooncake } from './mooncake.js';
 import { generateMultiRoundQa, type MultiRoundQaOptions } from './multi-round-qa.js';
-import { Densifier, oracleCsvChunks, oracleGeneralChunks, readOracleCsv, readOracleGeneral, type ObjectChunk } from './oracle-general.js';
+import { Densifier, oracleCsvChunks, oracleGeneralChunks, readOracleCsv, readOracleGeneral, U64Densifier, type IdCount, type ObjectChunk } from './oracle-general.js';
 import { stripCompression } from './byte-stream.js';
 import { fileLines } from './read-file.js';
 import { TRACE_FORMATS, type SimTrace, type TraceFormat } from './types.js';
@@ -81,7 +81,7 @@ function readWhole(source: TraceSource): SimTrace {
 export interface ObjectStream {
   readonly source: string;
   readonly chunks: Iterable<ObjectChunk>;
-  readonly ids: Densifier;
+  readonly ids: IdCount;
 }
 
 /** Whether {@link streamObjects} can stream `source` (an oracleGeneral or CSV file). */
@@ -96,8 +96,15 @@ export function isObjectSource(source: TraceSource): boolean {
  */
 export function streamObjects(source: TraceSource): ObjectStream {
   if (!('file' in source) || !isObjectSource(source)) throw invalid('streaming needs an object trace file (oracleGeneral or csv)');
-  const ids = new Densifier();
-  const raw = source.format === 'oracleGeneral' ? oracleGeneralChunks(source.file, ids) : oracleCsvChunks(fileLines(source.file), source.file, ids);
+  let ids: IdCount;
+  let raw: Iterable<ObjectChunk>;
+  if (source.format === 'oracleGeneral') {
+    const u64 = new U64Densifier();
+    [ids, raw] = [u64, oracleGeneralChunks(source.file, u64)];
+  } else {
+    const map = new Densifier();
+    [ids, raw] = [map, oracleCsvChunks(fileLines(source.file), source.file, map)];
+  }
   const limit = source.requests;
   if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) throw invalid(`--requests must be a positive integer, got ${limit}`);
   const chunks = limit === undefined ? raw : (function* () {

@@ -37,6 +37,70 @@ export class Densifier {
 }
 
 /**
+ * Dense ids for 64-bit object ids given as two 32-bit halves: an open-addressing hash table (linear probing, load
+ * at most 1/2) in typed arrays, so a lookup allocates nothing and touches one or two cache lines. A `Map` keyed by
+ * the id as a number boxes every id above 2^31 and costs several times more per record on large traces.
+ */
+export class U64Densifier {
+  #lo = new Uint32Array(1 << 16);
+  #hi = new Uint32Array(1 << 16);
+  /** Dense id + 1 per slot (0 = empty). */
+  #id = new Int32Array(1 << 16);
+  #mask = (1 << 16) - 1;
+  #size = 0;
+
+  /** Distinct ids seen so far. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The dense id of the 64-bit id (hi, lo), allocating the next one for a new id. */
+  id(lo: number, hi: number): number {
+    const mask = this.#mask;
+    let h = Math.imul(lo ^ Math.imul(hi, 0x9e37_79b1), 0x85eb_ca6b);
+    h = (h ^ (h >>> 15)) & mask;
+    const ids = this.#id;
+    for (;;) {
+      const v = ids[h]!;
+      if (v === 0) break;
+      if (this.#lo[h] === lo && this.#hi[h] === hi) return v - 1;
+      h = (h + 1) & mask;
+    }
+    const id = this.#size++;
+    this.#lo[h] = lo;
+    this.#hi[h] = hi;
+    ids[h] = id + 1;
+    if (this.#size * 2 > mask) this.#grow();
+    return id;
+  }
+
+  #grow(): void {
+    const [lo, hi, id] = [this.#lo, this.#hi, this.#id];
+    const n = id.length * 2;
+    this.#lo = new Uint32Array(n);
+    this.#hi = new Uint32Array(n);
+    this.#id = new Int32Array(n);
+    this.#mask = n - 1;
+    const size = this.#size;
+    for (let s = 0; s < id.length; s++) {
+      if (id[s] === 0) continue;
+      let h = Math.imul(lo[s]! ^ Math.imul(hi[s]!, 0x9e37_79b1), 0x85eb_ca6b);
+      h = (h ^ (h >>> 15)) & this.#mask;
+      while (this.#id[h] !== 0) h = (h + 1) & this.#mask;
+      this.#lo[h] = lo[s]!;
+      this.#hi[h] = hi[s]!;
+      this.#id[h] = id[s]!;
+    }
+    this.#size = size;
+  }
+}
+
+/** What a streamed reader densifies with: its `size` is the distinct count so far. */
+export interface IdCount {
+  readonly size: number;
+}
+
+/**
  * A block of consecutive object requests. Streamed readers reuse the arrays: a chunk is valid only until the
  * next one is asked for.
  */
@@ -69,7 +133,7 @@ class OracleDecoder {
 
   constructor(
     readonly source: string,
-    readonly ids: Densifier,
+    readonly ids: U64Densifier,
   ) {}
 
   /** Records decoded so far. */
@@ -154,9 +218,7 @@ class OracleDecoder {
         const r = this.#records + i;
         throw traceError(this.source, `record ${r} (byte ${r * ORACLE_RECORD_BYTES})`, 'object size 0: sizes must be positive');
       }
-      // Ids below 2^53 stay numbers (fast Map keys); larger ones are exact as bigint.
-      const key = hi === 0 ? lo : hi < 0x20_0000 ? hi * 0x1_0000_0000 + lo : (BigInt(hi) << 32n) | BigInt(lo);
-      keys[at + i] = ids.id(key);
+      keys[at + i] = ids.id(lo, hi);
       sizes[at + i] = size;
       times[at + i] = words[w]!;
     }
@@ -169,7 +231,7 @@ class OracleDecoder {
  * @param ids densifier to use (pass one to read its `size`, the distinct objects, afterwards)
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming the file, the record (and its byte offset) and the reason
  */
-export function* oracleGeneralChunks(file: string, ids = new Densifier()): Generator<ObjectChunk, void, undefined> {
+export function* oracleGeneralChunks(file: string, ids = new U64Densifier()): Generator<ObjectChunk, void, undefined> {
   const decoder = new OracleDecoder(file, ids);
   for (const bytes of traceByteChunks(file)) {
     const chunk = decoder.push(bytes);
@@ -179,7 +241,7 @@ export function* oracleGeneralChunks(file: string, ids = new Densifier()): Gener
 }
 
 /** Collects streamed chunks into one columnar trace. */
-function collect(source: string, chunks: Iterable<ObjectChunk>, ids: Densifier): ObjectTrace {
+function collect(source: string, chunks: Iterable<ObjectChunk>, ids: IdCount): ObjectTrace {
   let keys = new Uint32Array(1 << 16);
   let sizes = new Float64Array(1 << 16);
   let times = new Float64Array(1 << 16);
@@ -208,7 +270,7 @@ function collect(source: string, chunks: Iterable<ObjectChunk>, ids: Densifier):
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming `source`, the record (and its byte offset) and the reason
  */
 export function parseOracleGeneral(bytes: Uint8Array, source: string): ObjectTrace {
-  const ids = new Densifier();
+  const ids = new U64Densifier();
   const decoder = new OracleDecoder(source, ids);
   const chunk = decoder.push(bytes);
   decoder.end();
@@ -217,7 +279,7 @@ export function parseOracleGeneral(bytes: Uint8Array, source: string): ObjectTra
 
 /** Reads a whole oracleGeneral binary file (plain, `.gz` or `.zst`). @throws TierSyncError ERR_INVALID_ARGUMENT */
 export function readOracleGeneral(file: string): ObjectTrace {
-  const ids = new Densifier();
+  const ids = new U64Densifier();
   return collect(file, oracleGeneralChunks(file, ids), ids);
 }
 
