@@ -45,8 +45,8 @@ def daemon_config(directory: str, shm: str, pages: int) -> dict:
     }
 
 
-def run(url: str, mib: int, reps: int, threads: int, log, token=None) -> dict:
-    client = tiersync.Client.connect(url, token=token, threads=threads)
+def run(url: str, mib: int, reps: int, threads: int, log, token=None, pipeline=None) -> dict:
+    client = tiersync.Client.connect(url, token=token, threads=threads, pipeline=pipeline)
     try:
         pb = client.page_bytes
         pages = max(1, (mib << 20) // pb)
@@ -100,6 +100,8 @@ def run(url: str, mib: int, reps: int, threads: int, log, token=None) -> dict:
             "pages": pages,
             "repetitions": reps,
             "threads": threads,
+            "pipeline": {None: "auto", True: "on", False: "off"}[pipeline],
+            "loadAverage": [round(x, 2) for x in os.getloadavg()],
             "storeMs": round(med["store"] * 1e3, 2),
             "loadMs": round(med["load"] * 1e3, 2),
             "copytoMs": round(med["copyto"] * 1e3, 2),
@@ -124,6 +126,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="client copy threads (default 1, the client's default)")
     ap.add_argument("--url", help="a running daemon (default: start one from the sources)")
     ap.add_argument("--token", help="the tenant's bearer token for --url")
+    ap.add_argument("--pipeline", choices=["auto", "on", "off"], default="auto", help="chunked requests overlapping the copies (default auto: with a core to spare)")
     args = ap.parse_args()
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     daemon = None
@@ -137,7 +140,7 @@ def main() -> None:
         daemon = start_daemon(lambda d: daemon_config(d, shm, pages), cleanup=lambda: os.path.exists(shm) and os.unlink(shm))
         url = daemon.url
     try:
-        report = run(url, args.mib, args.reps, args.threads, log, args.token)
+        report = run(url, args.mib, args.reps, args.threads, log, args.token, {"auto": None, "on": True, "off": False}[args.pipeline])
     finally:
         if daemon is not None:
             daemon.stop()

@@ -108,3 +108,23 @@ def test_cuda_caches_round_trip_through_pinned_memory(client):
     PagedKVAdapter(client, src, model=MODEL).save([0, 1, 2, 3], seq)
     assert PagedKVAdapter(client, dst, model=MODEL).load([4, 5, 6, 7], seq) == 64
     assert all(torch.equal(s[:, :4], d[:, 4:8]) for s, d in zip(src, dst))
+
+
+def test_a_damaged_page_ends_the_restored_prefix_and_is_never_copied(daemon_url, client, adapter):
+    from test_client import _after_write_through, _corrupt_slots, _fs_bytes_written
+
+    seq = tokens(40, 6 * BLOCK)
+    keys = adapter.keys(seq)
+    written = _fs_bytes_written(daemon_url)
+    assert adapter.save([1, 2, 3, 4, 5, 6], seq).stored == 6
+    _after_write_through(daemon_url, written, 6 * client.page_bytes)
+    _corrupt_slots(client, keys, [3])  # page 3's bytes change in /dev/shm after it was stored
+    other = caches(41)
+    untouched = [c.clone() for c in other]
+    target = PagedKVAdapter(client, other, model=MODEL)
+    assert target.load([10, 11, 12, 13, 14, 15], seq) == 3 * BLOCK
+    for s, d in zip([1, 2, 3], [10, 11, 12]):
+        assert same_block(adapter.kv_caches, s, other, d)
+    for b in (13, 14, 15):  # the damaged page and those after it were left alone
+        assert same_block(untouched, b, other, b)
+    client.delete(keys)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 from .client import Client, _Page
-from .errors import InvalidArgumentError, TierSyncError
+from .errors import ChecksumError, InvalidArgumentError, TierSyncError
 from .keys import KvLayout, Namespace, create_namespace, kv_layout, page_keys
 
 __all__ = ["PagedKVAdapter", "SaveResult", "TORCH_DTYPES"]
@@ -141,7 +141,9 @@ class PagedKVAdapter:
         """Restores the longest saved prefix of ``token_ids`` into blocks ``block_ids`` (page p into ``block_ids[p]``).
 
         Returns the number of tokens restored (a multiple of the block size): the engine computes the rest. Blocks after
-        the first page the daemon does not hold are left as they were.
+        the first page the daemon does not hold are left as they were. A page that fails the daemon's CRC32C check
+        ends the prefix like a missing one: it is not copied (the daemon dropped and reported it), and the engine
+        recomputes from there.
         """
         keys = self.keys(token_ids)
         ids = self._blocks(block_ids, len(keys), distinct=True)
@@ -149,7 +151,12 @@ class PagedKVAdapter:
         if not keys:
             return 0
         if self.on_cpu:
-            missing = self.client._load_pages(keys, [_Page(f"block {b}", self._segments(b)) for b in ids], exact=True, prefix_only=True)
+            try:
+                missing = self.client._load_pages(keys, [_Page(f"block {b}", self._segments(b)) for b in ids], exact=True, prefix_only=True)
+            except ChecksumError as e:
+                # Nothing after the first page not delivered was copied (prefix_only): the prefix ends at the damage.
+                bad = set(e.keys)
+                return next(i for i, k in enumerate(keys) if k in bad) * self.block_size
             return (missing[0] if missing else len(keys)) * self.block_size
         return self._load_device(ids, keys)
 
