@@ -6,7 +6,10 @@
  * door / redis-server (1.0: as fast as Redis). A run counts only if redis-benchmark exits 0 and prints no error.
  *
  * The door's hierarchy: one host tier (RAM, like redis-server without persistence), pages of the llama-3-8b layout
- * with 2 tokens per page = 256 KiB, so each value is one page; the index in memory.
+ * with 2 tokens per page = 256 KiB, so each value is one page; the index in memory. Values are received into the
+ * host tier's slots and GETs sent from them. With `durable` (`--durable`) the host tier is a /dev/shm file and the
+ * door's catalog durable (resp.catalog): each SET also writes its manifest page before it is acknowledged, and the
+ * acknowledged keys survive a kill -9 of the daemon; redis-server runs as before (no persistence) as the baseline.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -31,6 +34,8 @@ export interface RespBenchOptions {
   repetitions?: number;
   /** Host tier of the door, bytes. Default 512 MiB (prefaulted at start, like memory a cache claims). */
   hostBytes?: number;
+  /** A /dev/shm host tier and a durable catalog (see the file comment). Default false. */
+  durable?: boolean;
   log?: (line: string) => void;
 }
 
@@ -46,6 +51,8 @@ export interface RespBenchReport {
   valueBytes: number;
   clients: number;
   repetitions: number;
+  /** The door's catalog: `durable` (manifest per SET, on a /dev/shm host tier) or `memory`. */
+  catalog: 'durable' | 'memory';
   door: { setRps: number; getRps: number; setGiBps: number; getGiBps: number };
   redis: { setRps: number; getRps: number; setGiBps: number; getGiBps: number };
   /** door / redis-server, medians: 1.0 = as fast as Redis. */
@@ -77,6 +84,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   const repetitions = options.repetitions ?? 3;
   const log = options.log ?? (() => undefined);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-bench-resp-'));
+  const shm = options.durable ? `/dev/shm/tiersync-bench-resp-${process.pid}` : undefined;
   const redis = await startRedis();
   let server: TierSyncServer | undefined;
   const runs: RespRun[] = [];
@@ -86,11 +94,11 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
         model: 'resp-bench',
         layout: 'llama-3-8b',
         tokensPerPage: 2,
-        tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}`, name: 'host' }],
+        tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}${shm ? `&shm=${shm}` : ''}`, name: 'host' }],
         http: { port: 0 },
         peer: { enabled: false },
         log: { level: 'warn' },
-        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes) },
+        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes), catalog: shm ? 'durable' : 'memory' },
       }),
     );
     log(`door on port ${server.respPort} (page ${server.ts.pageBytes} bytes), redis-server on port ${redis.port}`);
@@ -110,6 +118,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
     await server?.close();
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
+    if (shm) rmSync(shm, { force: true });
   }
   const figure = (target: 'door' | 'redis') => {
     const set = median(runs.filter((r) => r.target === target).map((r) => r.setRps));
@@ -124,6 +133,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
     command: `redis-benchmark -d ${o.valueBytes} -c ${o.clients} -t get,set -n ${o.requests}`,
     ...o,
     repetitions,
+    catalog: shm ? 'durable' : 'memory',
     door,
     redis: base,
     ratio: { set: round(door.setRps / base.setRps), get: round(door.getRps / base.getRps) },
@@ -136,14 +146,15 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   };
 }
 
-const usage = `Usage: tiersync bench resp [--json] [--requests N] [--bytes N] [--clients N] [--repetitions N]
+const usage = `Usage: tiersync bench resp [--json] [--requests N] [--bytes N] [--clients N] [--repetitions N] [--durable]
 
 redis-benchmark -d BYTES -c CLIENTS -t get,set -n REQUESTS against the RESP door of a TierSyncServer and against a
 redis-server started in the same run (alternating); reports both and the ratio.
   --requests N     requests per test (default 20000)
   --bytes N        value size in bytes (default 262144)
   --clients N      parallel clients (default 50)
-  --repetitions N  door/redis pairs (default 3)`;
+  --repetitions N  door/redis pairs (default 3)
+  --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)`;
 
 function positive(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -154,7 +165,7 @@ function positive(v: string | undefined, name: string): number | undefined {
 
 /** `tiersync bench resp ...` (its own options). */
 export async function respBenchCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, help: { type: 'boolean' } } });
   if (values.help) {
     console.log(usage);
     return 0;
@@ -169,11 +180,12 @@ export async function respBenchCommand(args: string[]): Promise<number> {
   if (bytes) opts.valueBytes = bytes;
   if (clients) opts.clients = clients;
   if (repetitions) opts.repetitions = repetitions;
+  if (values.durable) opts.durable = true;
   const r = await runRespBench(opts);
   console.log(
     values.json
       ? JSON.stringify(r)
-      : [`${r.command}`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`].join('\n'),
+      : [`${r.command} (door catalog: ${r.catalog})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`].join('\n'),
   );
   return 0;
 }

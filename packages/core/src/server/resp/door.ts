@@ -41,6 +41,7 @@ import type { DoorApi, ReadValue, RespDoorStats } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
 import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, VALUE_PAGE_TAG, type Manifest } from './manifest.js';
 import type { RespPageStore } from './page-store.js';
+import type { PinnedSlot } from './slot-access.js';
 import { SlotWriter } from './slot-writer.js';
 import { StagingArea, type StagingSlice } from './staging.js';
 import { streamValue, ValueWriter, type ReplyOut, type StagingLane, type StreamHost, type ValueSink } from './value-stream.js';
@@ -595,7 +596,8 @@ export class RespDoor implements StreamHost, DoorApi {
     const now = Date.now();
     const entries = keys.map((k) => ks.get(k, now, this.#onDead) ?? null);
     // Values whose pages are all in the first tier are sent from their pinned slots; the rest go through staging.
-    const pinned = this.store.slots ? await Promise.all(entries.map((e) => (e && e.length ? this.#pinEntry(e) : undefined))) : [];
+    const slots = this.store.slots;
+    const pinned = !slots ? [] : slots.verifiesOnRead ? await Promise.all(entries.map((e) => (e && e.length ? this.#pinVerified(e) : undefined))) : entries.map((e) => (e && e.length ? this.#pinEntry(e) : undefined));
     if (!pinned.some(Boolean)) return this.#stagedValues(tenant, keys, entries);
     const rest = entries.map((e, i) => (pinned[i] ? null : e));
     let others: Array<ReadValue | null>;
@@ -632,11 +634,27 @@ export class RespDoor implements StreamHost, DoorApi {
   }
 
   /**
-   * A value whose pages are all in the first tier, pinned there (its slots are not freed or reused) until release();
-   * undefined when a page is not there. A tier that checks reads (shm) gets the same check here, on native threads:
-   * a mismatch falls back to the hierarchy's read, which reports the damage.
+   * #pinEntry, for a tier that checks its reads (shm): the same check here, on native threads. A mismatch falls
+   * back to the hierarchy's read, which reports the damage.
    */
-  async #pinEntry(e: ValueEntry): Promise<ReadValue | undefined> {
+  async #pinVerified(e: ValueEntry): Promise<ReadValue | undefined> {
+    const v = this.#pinEntry(e);
+    if (!v) return undefined;
+    const slots = this.store.slots!;
+    const at = v.slots!;
+    const sums = await crc32cRanges(slots.arena, Float64Array.from(at, (w) => w.offset), Uint32Array.from(at, (w) => w.length)).catch(() => undefined);
+    if (!sums || at.some((w, i) => sums[i] !== w.crc32c)) {
+      v.release();
+      return undefined;
+    }
+    return v;
+  }
+
+  /**
+   * A value whose pages are all in the first tier, pinned there (its slots are not freed or reused) until release();
+   * undefined when a page is not there.
+   */
+  #pinEntry(e: ValueEntry): (ReadValue & { slots: PinnedSlot[] }) | undefined {
     const slots = this.store.slots!;
     const where = slots.pin(e.pages);
     const held = e.pages.filter((_, i) => where[i]);
@@ -644,7 +662,7 @@ export class RespDoor implements StreamHost, DoorApi {
       slots.unpin(held);
       return undefined;
     }
-    const at = where as Array<{ offset: number; length: number; crc32c: number }>;
+    const at = where as PinnedSlot[];
     e.readers++;
     let released = false;
     const release = () => {
@@ -654,14 +672,7 @@ export class RespDoor implements StreamHost, DoorApi {
       e.readers--;
       if (e.dead && e.readers === 0) this.#discard(e.pages);
     };
-    if (slots.verifiesOnRead) {
-      const sums = await crc32cRanges(slots.arena, Float64Array.from(at, (w) => w.offset), Uint32Array.from(at, (w) => w.length)).catch(() => undefined);
-      if (!sums || at.some((w, i) => sums[i] !== w.crc32c)) {
-        release();
-        return undefined;
-      }
-    }
-    return { length: e.length, bytes: undefined, parts: at.map((w) => slots.arena.view(w.offset, w.length)), release };
+    return { length: e.length, bytes: undefined, parts: at.map((w) => slots.arena.view(w.offset, w.length)), release, slots: at };
   }
 
   /** A long value, held for streaming: pinned on every tier, and kept (one more reader) until release(). */
