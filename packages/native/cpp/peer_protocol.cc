@@ -11,9 +11,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "crc32c.h"
 
@@ -158,20 +161,75 @@ void DeriveFrameKey(const std::string& secret, const char* direction, const uint
   OPENSSL_cleanse(prk, sizeof prk);
 }
 
+namespace {
+
+// The EVP calls frames use. Node's bundled OpenSSL lacks the AES-NI GCM path on some builds (measured here:
+// 0.1 GiB/s encrypting, 1.5 GiB/s GMAC, against 3 GiB/s for the system's libcrypto on the same CPU), so the
+// system's libcrypto is preferred when it loads, bound to itself (RTLD_DEEPBIND) so that it never mixes with
+// Node's copy; Node's exported OpenSSL otherwise. A context only ever meets the functions of the table that made it.
+struct Evp {
+  EVP_CIPHER_CTX* (*ctxNew)() = EVP_CIPHER_CTX_new;
+  void (*ctxFree)(EVP_CIPHER_CTX*) = EVP_CIPHER_CTX_free;
+  const EVP_CIPHER* (*aes256gcm)() = EVP_aes_256_gcm;
+  int (*encryptInit)(EVP_CIPHER_CTX*, const EVP_CIPHER*, ENGINE*, const unsigned char*, const unsigned char*) = EVP_EncryptInit_ex;
+  int (*decryptInit)(EVP_CIPHER_CTX*, const EVP_CIPHER*, ENGINE*, const unsigned char*, const unsigned char*) = EVP_DecryptInit_ex;
+  int (*encryptUpdate)(EVP_CIPHER_CTX*, unsigned char*, int*, const unsigned char*, int) = EVP_EncryptUpdate;
+  int (*decryptUpdate)(EVP_CIPHER_CTX*, unsigned char*, int*, const unsigned char*, int) = EVP_DecryptUpdate;
+  int (*encryptFinal)(EVP_CIPHER_CTX*, unsigned char*, int*) = EVP_EncryptFinal_ex;
+  int (*decryptFinal)(EVP_CIPHER_CTX*, unsigned char*, int*) = EVP_DecryptFinal_ex;
+  int (*ctrl)(EVP_CIPHER_CTX*, int, int, void*) = EVP_CIPHER_CTX_ctrl;
+  const char* source = "node";
+};
+
+template <typename F>
+bool Bind(void* lib, const char* name, F* out) {
+  void* p = dlsym(lib, name);
+  if (!p) return false;
+  *out = reinterpret_cast<F>(p);
+  return true;
+}
+
+const Evp& Crypto() {
+  static Evp evp;
+  static std::once_flag once;
+  std::call_once(once, [] {
+#if !defined(__SANITIZE_ADDRESS__) && defined(RTLD_DEEPBIND)
+    if (getenv("TIERSYNC_PEER_NODE_OPENSSL")) return;
+    void* lib = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!lib) return;
+    Evp sys;
+    if (Bind(lib, "EVP_CIPHER_CTX_new", &sys.ctxNew) && Bind(lib, "EVP_CIPHER_CTX_free", &sys.ctxFree) &&
+        Bind(lib, "EVP_aes_256_gcm", &sys.aes256gcm) && Bind(lib, "EVP_EncryptInit_ex", &sys.encryptInit) &&
+        Bind(lib, "EVP_DecryptInit_ex", &sys.decryptInit) && Bind(lib, "EVP_EncryptUpdate", &sys.encryptUpdate) &&
+        Bind(lib, "EVP_DecryptUpdate", &sys.decryptUpdate) && Bind(lib, "EVP_EncryptFinal_ex", &sys.encryptFinal) &&
+        Bind(lib, "EVP_DecryptFinal_ex", &sys.decryptFinal) && Bind(lib, "EVP_CIPHER_CTX_ctrl", &sys.ctrl)) {
+      sys.source = "system";
+      evp = sys;
+    }
+#endif
+  });
+  return evp;
+}
+
+}  // namespace
+
+const char* FrameCryptoSource() { return Crypto().source; }
+
 FrameAead::~FrameAead() {
-  if (ctx_) EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(ctx_));
+  if (ctx_) Crypto().ctxFree(static_cast<EVP_CIPHER_CTX*>(ctx_));
 }
 
 void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
-  auto* ctx = EVP_CIPHER_CTX_new();
+  const Evp& e = Crypto();
+  auto* ctx = e.ctxNew();
   if (!ctx) throw NativeError(Code::NoMemory, "EVP_CIPHER_CTX_new failed");
-  int ok = sending ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, nullptr)
-                   : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, nullptr);
+  int ok = sending ? e.encryptInit(ctx, e.aes256gcm(), nullptr, key, nullptr)
+                   : e.decryptInit(ctx, e.aes256gcm(), nullptr, key, nullptr);
   if (ok != 1) {
-    EVP_CIPHER_CTX_free(ctx);
+    e.ctxFree(ctx);
     throw NativeError(Code::Auth, "AES-256-GCM is not available in this OpenSSL");
   }
-  if (ctx_) EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(ctx_));
+  if (ctx_) e.ctxFree(static_cast<EVP_CIPHER_CTX*>(ctx_));
   ctx_ = ctx;
   encrypt_ = encrypt;
   sending_ = sending;
@@ -179,18 +237,20 @@ void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
 }
 
 void FrameAead::Begin(const uint8_t header[kHeaderBytes]) {
+  const Evp& e = Crypto();
   if (!ctx_) return;
   auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
   uint8_t iv[12] = {};
   Put64(iv + 4, counter_++);
   int len = 0;
-  int ok = sending_ ? EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) : EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, iv);
+  int ok = sending_ ? e.encryptInit(ctx, nullptr, nullptr, nullptr, iv) : e.decryptInit(ctx, nullptr, nullptr, nullptr, iv);
   if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM: setting the frame nonce failed");
-  ok = sending_ ? EVP_EncryptUpdate(ctx, nullptr, &len, header, kHeaderBytes) : EVP_DecryptUpdate(ctx, nullptr, &len, header, kHeaderBytes);
+  ok = sending_ ? e.encryptUpdate(ctx, nullptr, &len, header, kHeaderBytes) : e.decryptUpdate(ctx, nullptr, &len, header, kHeaderBytes);
   if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM: authenticating the header failed");
 }
 
 void FrameAead::Body(const uint8_t* in, uint8_t* out, size_t n) {
+  const Evp& e = Crypto();
   if (!ctx_ || n == 0) return;
   auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
   // EVP takes int lengths: feed at most 1 GiB at a time.
@@ -199,10 +259,10 @@ void FrameAead::Body(const uint8_t* in, uint8_t* out, size_t n) {
     int len = 0;
     int ok;
     if (encrypt_) {
-      ok = sending_ ? EVP_EncryptUpdate(ctx, out, &len, in, k) : EVP_DecryptUpdate(ctx, out, &len, in, k);
+      ok = sending_ ? e.encryptUpdate(ctx, out, &len, in, k) : e.decryptUpdate(ctx, out, &len, in, k);
       out += k;
     } else {
-      ok = sending_ ? EVP_EncryptUpdate(ctx, nullptr, &len, in, k) : EVP_DecryptUpdate(ctx, nullptr, &len, in, k);
+      ok = sending_ ? e.encryptUpdate(ctx, nullptr, &len, in, k) : e.decryptUpdate(ctx, nullptr, &len, in, k);
     }
     if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM update failed");
     in += k;
@@ -211,21 +271,23 @@ void FrameAead::Body(const uint8_t* in, uint8_t* out, size_t n) {
 }
 
 void FrameAead::SealTag(uint8_t tag[kTag]) {
+  const Evp& e = Crypto();
   auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
   int len = 0;
   uint8_t none[16];
-  if (EVP_EncryptFinal_ex(ctx, none, &len) != 1 || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTag, tag) != 1)
+  if (e.encryptFinal(ctx, none, &len) != 1 || e.ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTag, tag) != 1)
     throw NativeError(Code::Auth, "AES-256-GCM: computing the frame tag failed");
 }
 
 bool FrameAead::CheckTag(const uint8_t tag[kTag]) {
+  const Evp& e = Crypto();
   auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
   int len = 0;
   uint8_t none[16];
   uint8_t copy[kTag];
   std::memcpy(copy, tag, kTag);
-  if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTag, copy) != 1) return false;
-  return EVP_DecryptFinal_ex(ctx, none, &len) == 1;
+  if (e.ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTag, copy) != 1) return false;
+  return e.decryptFinal(ctx, none, &len) == 1;
 }
 
 bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) { return CRYPTO_memcmp(a, b, n) == 0; }

@@ -39,6 +39,8 @@ export interface DriverFigure {
   readRatio: number;
   baseline: string;
   redis?: { setGiBps: number; getGiBps: number; setRatio: number; getRatio: number };
+  /** peer only: the same transfers with frames encrypted as well as authenticated (the main figure authenticates). */
+  encrypted?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
 }
 
 export interface TiersBenchReport {
@@ -130,7 +132,8 @@ export async function runTiersBench(options: TiersBenchOptions = {}): Promise<Ti
 }
 
 function describeFigure(f: DriverFigure): string {
-  const extra = f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '';
+  const enc = f.encrypted ? `; encrypted: write ${f.encrypted.writeGiBps} (ratio ${f.encrypted.writeRatio}), read ${f.encrypted.readGiBps} (ratio ${f.encrypted.readRatio})` : '';
+  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc;
   return `${f.driver.padEnd(6)} ${String(f.pageBytes / KiB).padStart(5)} KiB: write ${f.writeGiBps} GiB/s (ratio ${f.writeRatio}), read ${f.readGiBps} GiB/s (ratio ${f.readRatio}) vs ${f.baseline}${extra}`;
 }
 
@@ -168,17 +171,25 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
   const redis = await startRedis();
   const clients = Array.from({ length: streams }, () => new Redis({ port: redis.port, host: '127.0.0.1', lazyConnect: false, maxRetriesPerRequest: 1 }));
   const runs: Array<[number, number, number, number]> = [];
+  const encryptedRuns: Array<[number, number, number, number]> = [];
   const redisRuns: Array<[number, number]> = [];
+  // Frames are authenticated (a secret is set, as off loopback); the encrypted figure adds AES-256-GCM encryption.
+  const timePeer = async (encrypt: boolean): Promise<[number, number]> => {
+    const driver = createTier(`peer://127.0.0.1:${server.port}?secret=bench-secret&streams=${streams}${encrypt ? '&encrypt=true' : ''}`, { engine, pageBytes, fingerprint: 'bench' });
+    await driver.open();
+    const salt = nextSalt();
+    const times = await timeDriver(driver, src, dst, pageBytes, moved, salt);
+    await driver.delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
+    await driver.close();
+    return times;
+  };
   try {
     for (let r = 0; r < reps; r++) {
-      const driver = createTier(`peer://127.0.0.1:${server.port}?secret=bench-secret&streams=${streams}`, { engine, pageBytes, fingerprint: 'bench' });
-      await driver.open();
-      const salt = nextSalt();
-      const [w, rd] = await timeDriver(driver, src, dst, pageBytes, moved, salt);
-      await driver.delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
-      await driver.close();
+      const [w, rd] = await timePeer(false);
       const t = tcpBaseline(src, dst, moved, pageBytes);
       runs.push([w, rd, t, t]);
+      const [ew, er] = await timePeer(true);
+      encryptedRuns.push([ew, er, t, t]);
       redisRuns.push(await timeRedis(clients, src, dst, pageBytes, moved));
       await clients[0]!.flushall();
     }
@@ -189,6 +200,8 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
     await host.close();
   }
   const f = figure('peer', pageBytes, moved, runs, 'raw TCP between two native threads (loopback, 1 connection)');
+  const e = figure('peer', pageBytes, moved, encryptedRuns, f.baseline);
+  f.encrypted = { writeGiBps: e.writeGiBps, readGiBps: e.readGiBps, writeRatio: e.writeRatio, readRatio: e.readRatio };
   const set = median(redisRuns.map((x) => rate(moved, x[0])));
   const get = median(redisRuns.map((x) => rate(moved, x[1])));
   f.redis = { setGiBps: round(set), getGiBps: round(get), setRatio: round(f.writeGiBps / set), getRatio: round(f.readGiBps / get) };
