@@ -56,6 +56,21 @@ interface Piece {
   length: number;
 }
 
+/** Arenas lend JavaScript views that stay within one of their 1 GiB spans. */
+const VIEW_SPAN = 2 ** 30;
+
+/** Whether `length` bytes at `aOffset` of `a` equal those at `bOffset` of `b` (memcmp, view by view). */
+function sameBytes(a: HostArena, aOffset: number, b: HostArena, bOffset: number, length: number): boolean {
+  for (let done = 0; done < length; ) {
+    const x = aOffset + done;
+    const y = bOffset + done;
+    const n = Math.min(length - done, VIEW_SPAN - (x % VIEW_SPAN), VIEW_SPAN - (y % VIEW_SPAN));
+    if (Buffer.compare(a.view(x, n), b.view(y, n)) !== 0) return false;
+    done += n;
+  }
+  return true;
+}
+
 /** Chunks cut per engine batch: bounds the extra room a publish needs beyond the versions retained. */
 const CUT_WINDOW = 16;
 
@@ -194,8 +209,8 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
 
   /**
    * The previous version's chunk for piece `p` when `p`'s bytes are still exactly that chunk's (compared byte for
-   * byte with the stored copy, about 6x faster than hashing them), else undefined. Only host sources can be
-   * compared here; a device tensor is always copied and hashed.
+   * byte with the stored copy: several times faster than hashing them), else undefined. Only host sources can
+   * be compared here; a device tensor is always copied and hashed.
    */
   #unchanged(before: Map<string, ManifestChunk[]>, p: Piece): ManifestChunk | undefined {
     const chunk = before.get(p.src.name)?.[p.index];
@@ -203,11 +218,7 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
     const e = this.store.pin(chunk.hash);
     if (!e) return undefined;
     try {
-      return Buffer.compare(p.src.arena.view(p.offset, p.length), this.store.arena.view(e.offset, p.length)) === 0 ? chunk : undefined;
-    } catch (error) {
-      // A range across one of the arena's 1 GiB view boundaries cannot be lent to JavaScript: copy and hash it.
-      if (error instanceof TierSyncError && error.code === 'ERR_OUT_OF_RANGE') return undefined;
-      throw error;
+      return sameBytes(p.src.arena, p.offset, this.store.arena, e.offset, p.length) ? chunk : undefined;
     } finally {
       this.store.unpin(chunk.hash);
     }

@@ -147,6 +147,24 @@ describe('weights: publish and pull', () => {
     expect(fresh.manifest('v3')!.tensors).toEqual(pub.manifest('v3')!.tensors);
   });
 
+  it('compares a tensor that straddles its arena\'s 1 GiB view boundary in two parts', async () => {
+    const GiB = 2 ** 30;
+    const arena = HostArena.create({ capacity: GiB + 4 * CHUNK }); // not prefaulted: only the touched pages are real
+    cleanup.push(() => arena.close());
+    const offset = GiB - CHUNK / 2 - 4096;
+    arena.view(offset, CHUNK / 2 + 4096).fill(7);
+    arena.view(GiB, CHUNK).fill(9);
+    const tensors: TensorSource[] = [{ name: 't', dtype: 'u8', shape: [2 * CHUNK], arena, offset, length: 2 * CHUNK }];
+    const pub = publisher();
+    await pub.publishWeights('a', tensors);
+    await pub.publishWeights('b', tensors);
+    expect(pub.metrics().bytesUnchanged).toBe(2 * CHUNK);
+    arena.view(GiB + 5, 1)[0] = 1; // a byte past the boundary, inside the first chunk
+    await pub.publishWeights('c', tensors);
+    expect(pub.metrics().bytesUnchanged).toBe(3 * CHUNK);
+    expect(pub.manifest('c')!.chunks[0]!.hash).not.toBe(pub.manifest('b')!.chunks[0]!.hash);
+  });
+
   it('switches atomically: a lease keeps its version whole, and its slot is not reused until released', async () => {
     const pub = publisher();
     const port = pub.serve();
