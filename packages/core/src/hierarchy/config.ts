@@ -3,7 +3,7 @@
  * and a wrong config names the field and why.
  */
 import { TierSyncError } from '@tiersync/native/errors';
-import { hasPolicy, policyNames, policyWrapperNames } from '@tiersync/policy';
+import { hasPolicy, ORACLE_POLICIES, parsePolicySpec, policyNames, policyWrapperNames } from '@tiersync/policy';
 import { z } from 'zod';
 import { KV_PRESETS } from '../keys/index.js';
 
@@ -144,6 +144,10 @@ export function parseConfig(config: unknown): ResolvedConfig {
   for (const [i, t] of r.data.tiers.entries()) {
     if (!hasPolicy(t.policy)) {
       throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')}; wrappers, as 'wrapper:policy': ${policyWrapperNames().join(', ')})`, 'ERR_CONFIG');
+    }
+    // Bounds read each request's future from a trace: a live tier has none, so they exist only in the simulator.
+    if (ORACLE_POLICIES.includes(parsePolicySpec(t.policy).policy)) {
+      throw new TierSyncError(`config tiers.${i}.policy: '${t.policy}' is an offline bound that needs the trace's future; use it in \`tiersync sim\`, not in a live tier`, 'ERR_CONFIG');
     }
   }
   return r.data;

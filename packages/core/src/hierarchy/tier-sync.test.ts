@@ -109,6 +109,7 @@ describe('TierSync', () => {
     expect(bad({ tiers: [] })).toMatch(/ERR_CONFIG: config tiers/);
     expect(bad({ tiers: [{ url: 'hbm://sim?capacity=1MiB', highWatermark: 2 }] })).toMatch(/tiers.0.highWatermark/);
     expect(bad({ tiers: [{ url: 'hbm://sim?capacity=1MiB', policy: 'belady-online' }] })).toMatch(/unknown policy 'belady-online'/);
+    expect(bad({ tiers: [{ url: 'hbm://sim?capacity=1MiB', policy: 'opt' }] })).toMatch(/tiers.0.policy: 'opt' is an offline bound/);
     expect(bad({ model: '' })).toMatch(/config model/);
     expect(bad({ colour: 'red' })).toMatch(/ERR_CONFIG/);
   });
