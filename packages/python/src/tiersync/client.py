@@ -11,7 +11,7 @@ bytes go through the daemon's shared-memory host tier, mapped into this process:
   on its native threads before answering), one copy out of each slot into the caller's array, ``release``.
 
 Control moves to a framed session on the daemon's Unix socket when it offers one (_frames.py). There, a store or load
-larger than a chunk (_pipeline.PIPELINE_CHUNK_BYTES) is pipelined: the next chunks' requests are in flight while
+larger than a chunk (_pipeline.LOAD_CHUNK_BYTES / STORE_CHUNK_BYTES) is pipelined: the next chunks' requests are in flight while
 this thread copies, so the daemon's CRC32C pass over one chunk overlaps the copy of another instead of following it.
 
 No page byte crosses a socket. Pages the daemon must bring up from its lower tiers, or pull from another host through
@@ -245,8 +245,8 @@ class Client:
                 natively, while it holds the pages pinned (feature ``pin-verify``; against an older daemon this client
                 checks with crcmod whatever ``verify`` says). See the README's "Integrity" for what is guaranteed.
             pipeline: cut large stores and loads into chunks whose requests overlap the copies (needs the daemon's
-                framed Unix-socket session). None (default): when the host has a core to spare at call time
-                (1-minute load average below the cores); True / False: always / never.
+                framed Unix-socket session). None (default): loads always; stores when the host has a core to spare
+                at call time (1-minute load average below the cores). True / False: always / never.
 
         Raises:
             AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
@@ -326,7 +326,8 @@ class Client:
         chunk, else pipelined chunk by chunk (the daemon checksums one chunk while this thread copies the next)."""
         with self._lock:
             shm = self._shm_or_closed()
-            spans = self._spans(len(keys))
+            # A store's chunks pay only with a core to spare (their copies compete with the daemon's checksums).
+            spans = self._spans(len(keys), _pipeline.STORE_CHUNK_BYTES, _pipeline.core_to_spare)
             if len(spans) == 1:
                 answers = [(0, self._store_batch(shm, keys, pages))]
             else:
@@ -466,7 +467,8 @@ class Client:
         """
         with self._lock:
             shm = self._shm_or_closed()
-            spans = self._spans(len(keys))
+            # A load's chunks pay even on busy cores (each copy reads what the daemon's check just brought into cache).
+            spans = self._spans(len(keys), _pipeline.LOAD_CHUNK_BYTES, lambda: True)
             if len(spans) == 1:
                 pin = self._control.call("pin", self._pin_body(keys))
                 refused: List[int] = []
@@ -677,14 +679,14 @@ class Client:
 
     # -- helpers ----------------------------------------------------------------------------------------------------
 
-    def _spans(self, n: int) -> List["tuple[int, int]"]:
-        """``[lo, hi)`` of each request's pages: chunks of about PIPELINE_CHUNK_BYTES when requests are pipelined
-        (a framed session, and ``pipeline`` or a core to spare), else batches of max_batch_pages; never more than
-        max_batch_pages keys."""
+    def _spans(self, n: int, chunk_bytes: int, auto: Callable[[], bool]) -> List["tuple[int, int]"]:
+        """``[lo, hi)`` of each request's pages: chunks of about ``chunk_bytes`` when requests are pipelined
+        (a framed session, and ``pipeline``, or ``auto()`` when it is None), else batches of max_batch_pages; never
+        more than max_batch_pages keys."""
         per = self.hello.max_batch_pages
-        wanted = self._pipeline if self._pipeline is not None else _pipeline.core_to_spare()
+        wanted = self._pipeline if self._pipeline is not None else auto()
         if wanted and self._control.pipelined:
-            per = max(1, min(per, _pipeline.PIPELINE_CHUNK_BYTES // self.hello.page_bytes))
+            per = max(1, min(per, chunk_bytes // self.hello.page_bytes))
         return [(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
     def _shm_or_closed(self) -> SharedArena:
