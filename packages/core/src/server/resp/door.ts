@@ -26,7 +26,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { crc32cRanges, TierSyncError } from '@tiersync/native';
+import { crc32c, crc32cRanges, TierSyncError } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -415,8 +415,14 @@ export class RespDoor implements StreamHost, DoorApi {
       const bytes = Buffer.allocUnsafe(size);
       encodeManifest(m, bytes);
       const offsets = slots.tryReserve(keys) ?? (await slots.reserve(keys));
-      keys.forEach((_, i) => slots.arena.view(offsets[i]!, lengths[i]!).set(bytes.subarray(i * pageBytes, i * pageBytes + lengths[i]!)));
-      await slots.commit(keys, offsets, lengths);
+      const crcs = new Uint32Array(keys.length);
+      keys.forEach((_, i) => {
+        const part = bytes.subarray(i * pageBytes, i * pageBytes + lengths[i]!);
+        slots.arena.view(offsets[i]!, lengths[i]!).set(part);
+        // Small and hot: checksummed here rather than on native threads.
+        crcs[i] = crc32c(part);
+      });
+      await slots.commit(keys, offsets, lengths, crcs);
       return keys;
     }
     const slice = await this.staging.allocate(size, this.config.requestTimeoutMs);
