@@ -64,9 +64,10 @@ export function* traceByteChunks(file: string): Generator<Uint8Array, void, unde
     let total = 0;
     for (;;) {
       const n = read();
-      // The decoders keep references to pushed input: give them a copy of the reused buffer.
+      // The decoders keep references to pushed input: give them a copy of the reused buffer (Buffer#slice would
+      // not copy).
       try {
-        decoder.push(n > 0 ? buf.slice(0, n) : new Uint8Array(0), n === 0);
+        decoder.push(n > 0 ? Uint8Array.prototype.slice.call(buf, 0, n) : new Uint8Array(0), n === 0);
       } catch (e) {
         const what = kind === 'gzip' ? 'not a valid gzip file' : 'not a valid zstd file (fzstd supports windows up to 32 MiB: levels below --ultra 20)';
         throw traceError(file, kind, `${what} (${(e as Error).message})`, e);

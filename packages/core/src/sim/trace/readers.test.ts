@@ -193,6 +193,21 @@ describe('streamed readers', () => {
     expect(n).toBe(180_000);
   });
 
+  it('decodes compressed files longer than one read chunk', () => {
+    // Random ids and sizes barely compress: the gzip file spans several 4 MiB reads.
+    let x = 99;
+    const rnd = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0);
+    const records = Array.from({ length: 600_000 }, (_, i) => ({ time: i, id: rnd() % 1_000_000, size: 1 + (rnd() % 100_000) }));
+    const bytes = encodeOracleGeneral(records);
+    const file = path.join(tmp, 'multi.oracleGeneral.gz');
+    fs.writeFileSync(file, zlib.gzipSync(bytes, { level: 1 }));
+    expect(fs.statSync(file).size).toBeGreaterThan(4 << 20);
+    const whole = parseOracleGeneral(bytes, 'x');
+    const t = readOracleGeneral(file);
+    expect(Buffer.from(t.keys.buffer, t.keys.byteOffset, t.keys.byteLength).equals(Buffer.from(whole.keys.buffer, whole.keys.byteOffset, whole.keys.byteLength))).toBe(true);
+    expect([...t.sizes.subarray(0, 1000)]).toEqual([...whole.sizes.subarray(0, 1000)]);
+  });
+
   it('names a corrupt zstd or gzip file', () => {
     const bad = path.join(tmp, 'bad.oracleGeneral.zst');
     fs.writeFileSync(bad, fs.readFileSync(zst).subarray(0, 200));
