@@ -135,6 +135,16 @@ export interface EvictionPolicy<K extends PolicyKey = PolicyKey> {
   hint?(key: K, hint: PageHint<K>): boolean;
 
   /**
+   * Evicts `key` as though the policy had chosen it as its next victim: the history the policy keeps of its own
+   * victims records it (ARC's B1/B2, S3-FIFO's and 2Q's ghost queues, LIRS's non-resident entries, LFUDA's and
+   * GDSF's cache age), where `remove` would forget it. For wrappers that choose victims themselves
+   * (`prefix-aware:` trims a chain from its tail): a page they evict comes back as a returning page, not a new one.
+   * Optional: callers fall back to `remove` for policies without it (a policy with no history needs none).
+   * @returns `true` when `key` was resident and unpinned and is now evicted; `false` (nothing changed) otherwise
+   */
+  evictKey?(key: K): boolean;
+
+  /**
    * Evicts one victim, as for memory pressure with no incoming object.
    * @returns the evicted key, or `undefined` when every resident object is pinned (or none is resident)
    */

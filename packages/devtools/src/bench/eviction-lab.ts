@@ -231,10 +231,13 @@ export function sessionTable(r: ReturnType<typeof runSessionBench>): string {
   return lines.join('\n');
 }
 
-/** `tiersync bench prefix|session [--json] [--requests N] [--wrapper prefix-aware|prefix-hold]` (N: the first N requests of each bundled trace). */
+/**
+ * `tiersync bench prefix|session [--json] [--requests N] [--wrapper prefix-aware|prefix-hold] [--policies a,b,...]`
+ * (N: the first N requests of each bundled trace; --policies: the prefix bench's base policies, default six).
+ */
 export async function evictionLabCommand(args: string[]): Promise<number> {
   const { parseArgs } = await import('node:util');
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, requests: { type: 'string' }, wrapper: { type: 'string' } } });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' }, requests: { type: 'string' }, wrapper: { type: 'string' }, policies: { type: 'string' } } });
   const log = (line: string) => (values.json ? console.error(line) : console.log(line));
   const requests = values.requests === undefined ? undefined : Number(values.requests);
   if (requests !== undefined && (!Number.isSafeInteger(requests) || requests < 1)) {
@@ -246,8 +249,17 @@ export async function evictionLabCommand(args: string[]): Promise<number> {
     const { TierSyncError } = await import('@tiersync/native');
     throw new TierSyncError(`--wrapper must be prefix-aware or prefix-hold, got '${wrapper}'`, 'ERR_INVALID_ARGUMENT');
   }
+  const policies = values.policies?.split(',').map((p) => p.trim()).filter((p) => p !== '');
+  if (policies !== undefined) {
+    const { hasPolicy } = await import('@tiersync/policy');
+    const bad = policies.find((p) => !hasPolicy(p));
+    if (bad !== undefined || policies.length === 0) {
+      const { TierSyncError } = await import('@tiersync/native');
+      throw new TierSyncError(`--policies must list registered policies, got '${bad ?? values.policies}'`, 'ERR_INVALID_ARGUMENT');
+    }
+  }
   if (positionals[0] === 'prefix') {
-    const report = runPrefixBench({ ...(requests ? { requests } : {}), wrapper, log });
+    const report = runPrefixBench({ ...(requests ? { requests } : {}), ...(policies ? { policies } : {}), wrapper, log });
     console.log(values.json ? JSON.stringify(report) : `\n${prefixTable(report)}`);
     return 0;
   }

@@ -134,6 +134,32 @@ export class ArcPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     return this.#replace();
   }
 
+  /**
+   * Evicts `key` as REPLACE would had it chosen it: from T1 into B1, from T2 into B2, after trimming the ghost
+   * lists exactly as `evict()` does (case IV with no incoming object, nothing trimmed during a ghost hit), so the
+   * directory stays within 2c. A T1 object leaves without a ghost where case IV would evict T1's LRU without one.
+   */
+  evictKey(key: K): boolean {
+    const slot = this.has(key) ? this.slotFor(key)! : undefined;
+    if (slot === undefined || this.isPinned(slot)) return false;
+    const c = this.capacity;
+    if (this.#ghostHit === 0) {
+      if (this.#t1Used + this.#b1Used > c) {
+        if (this.#b1Used > 0) this.#dropOldestGhost(this.#b1);
+        else if (this.#listOf[slot] === T1) {
+          this.links.unlink(this.#t1, slot);
+          this.#t1Used -= this.costOf(slot);
+          this.retire(slot, false);
+          return true;
+        }
+      } else if (this.#t1Used + this.#b1Used + this.#t2Used + this.#b2Used >= 2 * c && this.#b2Used > 0) {
+        this.#dropOldestGhost(this.#b2);
+      }
+    }
+    this.#toGhost(slot, this.#listOf[slot] === T1 ? T1 : T2);
+    return true;
+  }
+
   protected override collectVictims(limit: number, out: K[]): void {
     // Replays evictOne(0) on counters and cursors: T1 and T2 only lose objects (from their LRU ends), and the
     // ghost lists lose their oldest entries and gain the victims in order.

@@ -70,6 +70,16 @@ export class GdsfPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     return this.retire(slot, false);
   }
 
+  /** Evicts `key` as a victim: the clock L becomes its priority H (never lower: L only grows). */
+  evictKey(key: K): boolean {
+    const slot = this.has(key) ? this.slotFor(key)! : undefined;
+    if (slot === undefined || this.isPinned(slot)) return false;
+    this.#heap.delete(slot);
+    this.#clock = Math.max(this.#clock, this.#keys.primary[slot]!);
+    this.retire(slot, false);
+    return true;
+  }
+
   protected override collectVictims(limit: number, out: K[]): void {
     // Evicting raises L but changes no resident's priority, so the next victims are the heap in order.
     for (const slot of this.#heap.sorted()) {

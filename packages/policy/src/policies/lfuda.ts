@@ -67,6 +67,16 @@ export class LfudaPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> 
     return this.retire(slot, false);
   }
 
+  /** Evicts `key` as a victim: the cache age L becomes its key (never lower: L only grows). */
+  evictKey(key: K): boolean {
+    const slot = this.has(key) ? this.slotFor(key)! : undefined;
+    if (slot === undefined || this.isPinned(slot)) return false;
+    this.#heap.delete(slot);
+    this.#age = Math.max(this.#age, this.#keys.primary[slot]!);
+    this.retire(slot, false);
+    return true;
+  }
+
   protected override collectVictims(limit: number, out: K[]): void {
     // Evicting raises L but changes no resident's key, so the next victims are the heap in order.
     for (const slot of this.#heap.sorted()) {

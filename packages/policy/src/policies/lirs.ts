@@ -161,6 +161,25 @@ export class LirsPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     return key;
   }
 
+  /**
+   * Evicts `key` as LIRS evicts: a resident HIR object still in S stays there as a non-resident entry (a quick
+   * return makes it LIR); an LIR object leaves S (then S is pruned if it was its bottom), as when Q is empty.
+   */
+  evictKey(key: K): boolean {
+    const slot = this.has(key) ? this.slotFor(key)! : undefined;
+    if (slot === undefined || this.isPinned(slot)) return false;
+    if (this.#status[slot] === HIR) {
+      this.#evictHir(slot);
+      return true;
+    }
+    const wasBottom = this.#s.tail === slot;
+    this.#leaveS(slot);
+    this.#lirUsed -= this.costOf(slot);
+    this.retire(slot, false);
+    if (wasBottom) this.#prune();
+    return true;
+  }
+
   protected override collectVictims(limit: number, out: K[]): void {
     // Evicting Q's front never reorders the rest; once Q has no unpinned object, LIR objects go bottom-up.
     for (let s = this.#q.tail; s !== NIL && out.length < limit; s = this.#qLinks.newer(s)) {

@@ -164,6 +164,28 @@ export class S3FifoPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K>
     }
   }
 
+  /**
+   * Evicts `key` as the queues would: from small into the ghost queue (whatever its frequency: it was chosen, so it
+   * comes back through main if requested again soon), from main without a ghost entry.
+   */
+  evictKey(key: K): boolean {
+    const slot = this.has(key) ? this.slotFor(key)! : undefined;
+    if (slot === undefined || this.isPinned(slot)) return false;
+    const cost = this.costOf(slot);
+    if (this.#queueOf[slot] === SMALL) {
+      this.links.unlink(this.#small, slot);
+      this.#smallUsed -= cost;
+      this.#smallUnpinned--;
+      this.#evictToGhost(slot);
+    } else {
+      this.links.unlink(this.#main, slot);
+      this.#mainUsed -= cost;
+      this.#mainUnpinned--;
+      this.retire(slot, false);
+    }
+    return true;
+  }
+
   protected override collectVictims(limit: number, out: K[]): void {
     // Replays evictOne on a shadow: cursors over the real queues, moved objects appended to a virtual main tail
     // (pinned objects stay in place, so walking past them once is the same as skipping them every time).

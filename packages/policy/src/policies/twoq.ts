@@ -141,6 +141,15 @@ export class TwoQPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     return fromIn ? this.#evictMain(slot) : this.#evictIn(slot);
   }
 
+  /** Evicts `key` as the queues would: from A1in into the A1out ghost queue, from Am without a ghost entry. */
+  evictKey(key: K): boolean {
+    const slot = this.has(key) ? this.slotFor(key)! : undefined;
+    if (slot === undefined || this.isPinned(slot)) return false;
+    if (this.#queueOf[slot] === A1IN) this.#evictIn(slot);
+    else this.#evictMain(slot);
+    return true;
+  }
+
   protected override collectVictims(limit: number, out: K[]): void {
     // Replays evictOne on cursors: each victim leaves from the tail end of A1in or Am; only A1in's usage decides.
     let inUsed = this.#inUsed;

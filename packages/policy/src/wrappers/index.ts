@@ -6,3 +6,4 @@
 export { PrefixAwarePolicy } from './prefix-aware.js';
 export { PrefixHoldPolicy } from './prefix-hold.js';
 export { SessionAwarePolicy, type SessionAwareOptions } from './session-aware.js';
+export { evictFrom } from './evict-from.js';

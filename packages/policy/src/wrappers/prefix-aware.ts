@@ -15,12 +15,14 @@
  * Without parents every page is a root and the wrapper decides exactly as its inner policy.
  *
  * The inner policy's choice is kept rather than overridden (only its order within a chain is), so its own
- * dynamics (a CLOCK or SIEVE hand, S3-FIFO's queues) are not disturbed. The cost: pages trimmed from a chain leave
- * through `remove`, so policies with ghost history (ARC, S3-FIFO) do not remember them. `prefix-hold:`
- * (prefix-hold.ts) is the other trade: the inner policy orders leaves only, every eviction its own.
+ * dynamics (a CLOCK or SIEVE hand, S3-FIFO's queues) are not disturbed. Pages the wrapper chooses (trimmed from a
+ * chain, stranded) leave through the inner policy's {@link EvictionPolicy.evictKey}, so policies with ghost
+ * history (ARC, S3-FIFO, 2Q, LIRS) remember them as their own victims: a returning chain is a returning one, not
+ * a new one. `prefix-hold:` (prefix-hold.ts) is the other trade: the inner policy orders leaves only.
  */
 import { checkInteger, checkKey, describe } from '../internal/validate.js';
 import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types.js';
+import { evictFrom } from './evict-from.js';
 
 /** Chain-aware victims over an inner policy. */
 export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements EvictionPolicy<K> {
@@ -178,6 +180,17 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     return out;
   }
 
+  /**
+   * Evicts `key` as a victim (for a wrapper around this one): through the inner policy's `evictKey`; its resident
+   * descendants are stranded. `false` for an absent page, one the caller pinned, or an ancestor held for one.
+   */
+  evictKey(key: K): boolean {
+    if (!this.inner.has(key) || this.inner.pinCount(key) > 0) return false;
+    if (!evictFrom(this.inner, key)) return false;
+    this.#left(key);
+    return true;
+  }
+
   remove(key: K): boolean {
     if (!this.inner.has(key)) return this.inner.remove(key);
     const n = this.#pins.get(key);
@@ -267,7 +280,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     for (const s of this.#stranded) {
       if (this.#pins.has(s)) continue;
       this.#settleHolds(s);
-      this.inner.remove(s);
+      this.#evictChosen(s);
       this.#left(s);
       return s;
     }
@@ -295,9 +308,14 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
       node = next;
     }
     if (node === v) return undefined;
-    this.inner.remove(node);
+    this.#evictChosen(node);
     this.#left(node);
     return node;
+  }
+
+  /** Evicts a page the wrapper chose through the inner policy's rules (its ghosts remember it). */
+  #evictChosen(key: K): void {
+    if (!evictFrom(this.inner, key)) this.inner.remove(key);
   }
 
   /** The inner policy's own eviction; a victim taken from inside a chain strands what is below it. */

@@ -21,6 +21,7 @@
 import { checkInteger, checkKey, checkNumber, checkOptions, describe } from '../internal/validate.js';
 import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey, Retention } from '../types.js';
 import { LazyHeap } from './heap.js';
+import { evictFrom } from './evict-from.js';
 
 /** Options of {@link SessionAwarePolicy}. */
 export interface SessionAwareOptions {
@@ -218,6 +219,16 @@ export class SessionAwarePolicy<K extends PolicyKey = PolicyKey> implements Evic
       }
     }
     return out;
+  }
+
+  /**
+   * Evicts `key` as a victim: a page in the inner policy through its `evictKey` (its ghosts remember it); a page
+   * expected back or finished as `remove` does (those bands keep no history). `false` when absent or pinned.
+   */
+  evictKey(key: K): boolean {
+    if (!this.#parked.has(key) && !this.#finished.has(key)) return evictFrom(this.inner, key);
+    if (this.#outPins.has(key)) return false;
+    return this.remove(key);
   }
 
   remove(key: K): boolean {
