@@ -237,7 +237,8 @@ def test_value_of_512_mib_through_bounded_staging():
     assert got is not None and len(got) == len(value)
     assert got == value
     del got
-    assert 0 < peak[0] <= 2 * window, f"staging peak {peak[0]} bytes"
+    # 0 when the first tier is a host tier (values go straight into its slots); at most two windows otherwise.
+    assert 0 <= peak[0] <= 2 * window, f"staging peak {peak[0]} bytes"
     assert r.delete("big512") == 1
     r.close()
 
