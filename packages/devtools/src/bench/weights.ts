@@ -314,6 +314,8 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
     const rawTimes: number[] = [];
     const fanout: WeightsBenchReport['fanout'] = [];
     let delta: WeightsBenchReport['delta'] | undefined;
+    // What the fan-outs pull: v1 first; after the delta steps the newest (the publisher keeps two versions).
+    let fanoutVersion = 'v1';
     for (const n of counts) {
       // A chain: publisher -> r1 -> r2 -> r3, each forwarding chunks as they arrive.
       let upstream = `${lab.publisherAddress}:${port}`;
@@ -331,7 +333,7 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
       const before = await raw();
       const cpu0 = cpuTimes();
       const t0 = performance.now();
-      for (const r of children) r.send('pull v1');
+      for (const r of children) r.send(`pull ${fanoutVersion}`);
       const results = await Promise.all(children.map((r) => r.next('switched', timeoutMs)));
       const seconds = (performance.now() - t0) / 1000;
       const cpuBusy = busyBetween(cpu0, cpuTimes());
@@ -369,6 +371,7 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
         };
         log(`  delta step (${round(changed / total, 3)} of bytes rewritten): moved ${round(moved / total, 4)} of the bytes in ${round(dSeconds)} s, ratio ${delta.ratioToSingleRawTransfer} (raw ${round(rawBefore)} s)`);
         log(`  next delta step: moved ${delta.next.bytesMovedFraction}, ${delta.next.bytesInPlaceFraction} already in place, ${delta.next.seconds} s, ratio ${delta.next.ratioToSingleRawTransfer} (raw ${delta.next.rawSeconds} s)`);
+        fanoutVersion = 'v3';
         // The source copy is no longer needed: free it before the larger fan-outs.
         set.arena.close();
       }
