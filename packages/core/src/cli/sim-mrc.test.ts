@@ -1,0 +1,56 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { runExact } from '../sim/exact.js';
+import { bundledTrace } from '../sim/trace/bundled.js';
+import { encodeOracleGeneral, parseOracleGeneral } from '../sim/trace/oracle-general.js';
+import { planSim, simCommand } from './index.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-mrc-'));
+
+async function run(args: string[]): Promise<string> {
+  const out: string[] = [];
+  const log = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+  try {
+    expect(await simCommand.run(args)).toBe(0);
+  } finally {
+    log.mockRestore();
+  }
+  return out.join('\n');
+}
+
+describe('tiersync sim on streamed traces and --mrc', () => {
+  const records = Array.from({ length: 30_000 }, (_, i) => ({ time: i, id: (i * 7919) % 4001, size: 1 + (i % 300) }));
+  const file = path.join(tmp, 't.oracleGeneral');
+  fs.writeFileSync(file, encodeOracleGeneral(records));
+  const loaded = parseOracleGeneral(encodeOracleGeneral(records), file);
+
+  it('an object trace is replayed streamed with the counts of the loaded trace, the bound included', async () => {
+    const { results } = JSON.parse((await run(['--trace', file, '--policy', 'lru,s3fifo', '--objects', '100,1000', '--json', '--quiet'])).split('\n')[0]!) as { results: Array<{ policy: string; capacityObjects: number; misses: number }> };
+    expect(results.map((r) => r.policy)).toEqual(['lru', 'lru', 's3fifo', 's3fifo', 'opt', 'opt']);
+    for (const r of results) expect(r.misses).toBe(runExact(loaded, { policy: r.policy, unit: 'objects', capacity: r.capacityObjects }).misses);
+    const { results: unbound } = JSON.parse(await run(['--trace', file, '--objects', '100', '--no-bound', '--json', '--quiet'])) as { results: unknown[] };
+    expect(unbound).toHaveLength(1);
+  });
+
+  it('--mrc writes exact LRU and sampled curves, CSV, JSON and the report chart', async () => {
+    const out = path.join(tmp, 'mrc');
+    await run(['--trace', bundledTrace(), '--mrc', '--policy', 'lru,fifo', '--mrc-points', '8', '--sample-rate', '0.5', '--out', out, '--quiet']);
+    const { mrc } = JSON.parse(fs.readFileSync(path.join(out, 'mrc.json'), 'utf8')) as { mrc: { footprint: number; curves: Array<{ policy: string; method: string; points: Array<{ capacity: number; missRatio: number }> }> } };
+    expect(mrc.footprint).toBe(182_790);
+    expect(mrc.curves.map((c) => [c.policy, c.method, c.points.length])).toEqual([['lru', 'stack-distance', 8], ['fifo', 'shards-replay', 8]]);
+    expect(mrc.curves[0]!.points.at(-1)).toEqual({ capacity: 182_790, missRatio: 182_790 / 288_500 });
+    expect(fs.readFileSync(path.join(out, 'mrc.csv'), 'utf8').split('\n')[0]).toBe('policy,method,sampleRate,unit,capacity,missRatio');
+    expect(fs.readFileSync(path.join(out, 'report.html'), 'utf8')).toContain('data-chart="mrc"');
+  });
+
+  it('refuses MRC options that do not fit', () => {
+    expect(() => planSim(['--trace', file, '--objects', '10', '--sample-rate', '0.1'])).toThrow(/--sample-rate goes with --mrc/);
+    expect(() => planSim(['--trace', file, '--mrc', '--sample-rate', '2'])).toThrow(/--sample-rate must be in \(0, 1\]/);
+    expect(() => planSim(['--trace', file, '--mrc', '--policy', 'opt'])).toThrow(/besides opt/);
+    expect(() => planSim(['--trace', file, '--mrc', '--policy', 'lru,opt'])).toThrow(/needs the capacities/);
+    expect(() => planSim(['--trace', file, '--mrc', '--model', 'llama-3-8b'])).toThrow(/exact mode/);
+    expect(planSim(['--trace', file, '--mrc', '--policy', 'lru,opt', '--objects', '10,20']).plan.jobs.map((j) => j.kind === 'exact' && j.job.policy)).toEqual(['opt', 'opt']);
+  });
+});
