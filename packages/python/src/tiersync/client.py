@@ -449,7 +449,14 @@ class Client:
         with self._lock:
             pages, regions = self._pages(keys, out_arrays, write=True)
             try:
-                missing = self._load_pages(keys, pages)
+                try:
+                    missing = self._load_pages(keys, pages)
+                except ChecksumError:
+                    # The pages that passed were copied: they reach staged (CUDA) destinations too.
+                    for r in regions:
+                        if r.finish is not None:
+                            r.finish()
+                    raise
                 for r in regions:
                     if r.finish is not None:
                         r.finish()
