@@ -323,8 +323,10 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
     }
   }
 
-  // request(op, arena | null, keys, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, computeCrc?) -> Promise
-  // put: lengths/crcs describe the pages at offsets; get: lengths is the room at each offset.
+  // request(op, arena | null, keys, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, computeCrc?,
+  //         rangeOffsets?: Float64Array, rangeLengths?: Uint32Array) -> Promise
+  // put: lengths/crcs describe the pages at offsets; get: lengths is the room at each offset, and entries with a
+  // rangeLengths[i] > 0 read bytes [rangeOffsets[i], +rangeLengths[i]) of their page.
   Napi::Value Request(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!client_ || released_) Throw(env, Code::Closed, "peer client is closed");
@@ -377,6 +379,21 @@ class ClientWrap : public Napi::ObjectWrap<ClientWrap> {
           r->computeCrc = info.Length() > 6 && info[6].IsBoolean() && info[6].As<Napi::Boolean>().Value();
         } else {
           r->capacity.push_back(len[i]);
+        }
+      }
+      if (r->op == peer::kGet && info.Length() > 8 && !info[7].IsUndefined()) {
+        typed(7, napi_float64_array, "rangeOffsets");
+        typed(8, napi_uint32_array, "rangeLengths");
+        auto ro = info[7].As<Napi::Float64Array>();
+        auto rl = info[8].As<Napi::Uint32Array>();
+        for (size_t i = 0; i < n; i++) {
+          if (rl[i] == 0) continue;
+          if (!(ro[i] >= 0 && ro[i] < 4294967296.0 && ro[i] == static_cast<double>(static_cast<uint64_t>(ro[i]))))
+            Throw(env, Code::OutOfRange, "rangeOffsets[" + std::to_string(i) + "] must be an integer in [0, 2^32)");
+          if (rl[i] > len[i]) Throw(env, Code::OutOfRange, "entry " + std::to_string(i) + ": the range is longer than its room");
+          r->entries[i].flags |= peer::kEntryRange;
+          r->entries[i].crc32c = static_cast<uint32_t>(ro[i]);
+          r->entries[i].length = rl[i];
         }
       }
     }

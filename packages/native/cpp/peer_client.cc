@@ -286,21 +286,25 @@ void Client::Receive(Link& link, ClientRequest& r) {
     r.statuses[i] = ack[i].status;
     r.lengths[i] = ack[i].length;
     r.crcs[i] = ack[i].crc32c;
-    if (r.op == kGet && ack[i].status == kOk) payloadBytes += ack[i].length;
+    if (r.op == kGet && ack[i].status == kOk) payloadBytes += ack[i].length + (r.entries[i].flags & kEntryRange ? 4 : 0);
   }
   if (payloadBytes != a.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
   if (r.op == kGet) {
     for (size_t i = 0; i < n; i++) {
       if (r.statuses[i] != kOk) continue;
       uint32_t len = r.lengths[i];
-      if (len > r.capacity[i]) {
-        DrainBody(link, len, false);  // cannot land where asked: drain it and report, the stream stays in sync
+      const bool ranged = (r.entries[i].flags & kEntryRange) != 0;
+      if (len > r.capacity[i] || (ranged && len != r.entries[i].length)) {
+        DrainBody(link, len + (ranged ? 4 : 0), false);  // cannot land where asked: drain it, the stream stays in sync
         r.statuses[i] = kFailed;
         continue;
       }
-      // Checked as each chunk lands: the stored copy's CRC32C (catches damage at rest on the serving host).
+      // Checked as each chunk lands: the stored copy's CRC32C (catches damage at rest on the serving host), or for
+      // a range, the CRC32C the server sent after it (the server checked the stored page whole before sending).
       uint32_t crc = RecvBody(link, r.arena->host() + r.offsets[i], len, 0, true);
-      if (crc != r.crcs[i]) r.statuses[i] = kBadChecksum;
+      uint32_t expect = r.crcs[i];
+      if (ranged) RecvBody(link, reinterpret_cast<uint8_t*>(&expect), 4, 0, false);
+      if (crc != expect) r.statuses[i] = kBadChecksum;
     }
   }
   // Statuses and bytes count only once the frame's tag checked; on failure the request fails whole.

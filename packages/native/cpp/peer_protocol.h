@@ -50,6 +50,11 @@ constexpr uint32_t kFlagSecret = 1, kFlagEncrypt = 2;
 // Entry.flags bit 0 (PUT): the client did not compute the page's CRC32C; the server computes it on arrival and
 // returns it in the ack (each page is checksummed once).
 constexpr uint8_t kEntryComputeCrc = 1;
+// Entry.flags bit 1 (GET): a ranged read of bytes [crc32c, crc32c + length) of the page (the request's crc32c field
+// carries the range's offset). The server checks the whole stored page against its CRC32C first (no unverified byte
+// leaves it), then sends the range followed by the range's own CRC32C (u32), checked by the client as it lands; the
+// response entry carries the range's length and the page's CRC32C. A range past the page: kOutOfRange, no bytes.
+constexpr uint8_t kEntryRange = 2;
 
 enum Op : uint16_t {
   kChallenge = 1,
@@ -67,7 +72,7 @@ enum Op : uint16_t {
 };
 
 // Entry statuses.
-enum Status : uint8_t { kOk = 0, kMiss = 1, kExisting = 2, kFull = 3, kBadChecksum = 4, kFailed = 5, kPinned = 6 };
+enum Status : uint8_t { kOk = 0, kMiss = 1, kExisting = 2, kFull = 3, kBadChecksum = 4, kFailed = 5, kPinned = 6, kOutOfRange = 7 };
 
 struct Header {
   uint16_t version = kVersion;

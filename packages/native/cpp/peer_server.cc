@@ -445,6 +445,8 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
       return;
     }
     std::vector<iovec> iov;
+    std::vector<uint32_t> rangeCrcs;
+    rangeCrcs.reserve(n);  // iov points into it: no reallocation
     for (size_t i = 0; i < n; i++) {
       ack[i].key = r->entries[i].key;
       ack[i].status = r->statuses[i];
@@ -454,9 +456,27 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
           ack[i].status = kFailed;
           continue;
         }
-        ack[i].length = len;
+        const uint8_t* page = arena_->host() + static_cast<uint64_t>(r->offsets[i]);
         ack[i].crc32c = r->crcs.at(i);
-        iov.push_back({arena_->host() + static_cast<uint64_t>(r->offsets[i]), len});
+        if (r->entries[i].flags & kEntryRange) {
+          const uint64_t from = r->entries[i].crc32c, count = r->entries[i].length;
+          if (count == 0 || from + count > len) {
+            ack[i].status = kOutOfRange;
+            continue;
+          }
+          // The stored copy is checked whole before any of it leaves (the page's CRC32C covers it only whole).
+          if (Crc32c(0, page, len) != r->crcs.at(i)) {
+            ack[i].status = kBadChecksum;
+            continue;
+          }
+          ack[i].length = static_cast<uint32_t>(count);
+          rangeCrcs.push_back(Crc32c(0, page + from, count));
+          iov.push_back({const_cast<uint8_t*>(page) + from, count});
+          iov.push_back({&rangeCrcs.back(), 4});
+          continue;
+        }
+        ack[i].length = len;
+        iov.push_back({const_cast<uint8_t*>(page), len});
       }
     }
     SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), iov);

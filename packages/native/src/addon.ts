@@ -40,7 +40,7 @@ export interface NativePeerServer {
   takePool(): Float64Array;
 }
 export interface NativePeerClient {
-  request(op: string, arena: NativeEndpoint | null, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean): Promise<{ statuses: Uint8Array; lengths: Uint32Array; crcs: Uint32Array }>;
+  request(op: string, arena: NativeEndpoint | null, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean, rangeOffsets?: Float64Array, rangeLengths?: Uint32Array): Promise<{ statuses: Uint8Array; lengths: Uint32Array; crcs: Uint32Array }>;
   streams(): number;
   close(): void;
 }

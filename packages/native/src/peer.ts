@@ -9,7 +9,7 @@ import type { HostArena } from './arena.js';
 import { TierSyncError, checkInteger } from './errors.js';
 
 /** Per-page status codes on the wire. */
-export const PeerStatus = { ok: 0, miss: 1, existing: 2, full: 3, badChecksum: 4, failed: 5, pinned: 6 } as const;
+export const PeerStatus = { ok: 0, miss: 1, existing: 2, full: 3, badChecksum: 4, failed: 5, pinned: 6, outOfRange: 7 } as const;
 export type PeerStatusCode = (typeof PeerStatus)[keyof typeof PeerStatus];
 
 /** A request batch as the server's control plane sees it. */
@@ -188,9 +188,14 @@ export class PeerClient {
     return this.#native.request('put', arena.native, keys, offsets, lengths, crcs ?? new Uint32Array(keys.length), crcs === undefined);
   }
 
-  /** Fetches pages into `arena` at `offsets` (room: `room[i]` bytes); CRC32C checked on arrival (status badChecksum). */
-  get(arena: HostArena, keys: string[], offsets: Float64Array, room: Uint32Array): Promise<PeerReply> {
-    return this.#native.request('get', arena.native, keys, offsets, room, new Uint32Array(keys.length));
+  /**
+   * Fetches pages into `arena` at `offsets` (room: `room[i]` bytes); CRC32C checked on arrival (status badChecksum).
+   * With `ranges`, entry i with `ranges.lengths[i] > 0` fetches only bytes [ranges.offsets[i], +lengths[i]) of its
+   * page: the server checks the stored page whole first, the range travels with its own CRC32C (checked on arrival);
+   * the reply gives the range's length and the page's CRC32C, or outOfRange for a range past the page.
+   */
+  get(arena: HostArena, keys: string[], offsets: Float64Array, room: Uint32Array, ranges?: { offsets: Float64Array; lengths: Uint32Array }): Promise<PeerReply> {
+    return this.#native.request('get', arena.native, keys, offsets, room, new Uint32Array(keys.length), false, ranges?.offsets, ranges?.lengths);
   }
 
   has(keys: string[]): Promise<PeerReply> {

@@ -66,7 +66,7 @@ export function parsePeerUrl(url: string): PeerTierConfig {
 const SPLIT_BYTES = 4 << 20;
 
 export class PeerTier implements TierDriver {
-  readonly capabilities: TierCapabilities = { kind: 'peer', persistent: false, remote: true, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: true };
+  readonly capabilities: TierCapabilities = { kind: 'peer', persistent: false, remote: true, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: true, rangeReads: true };
   readonly url: string;
   readonly config: PeerTierConfig;
   readonly #context: TierContext;
@@ -230,9 +230,15 @@ export class PeerTier implements TierDriver {
     checkReads(pages, this.#context.pageBytes, 'peer');
     for (const [i, p] of pages.entries()) {
       if (!(p.into.arena instanceof HostArena)) throw this.#error(`pages[${i}].into must be a HostArena`, 'ERR_UNSUPPORTED');
+      const r = p.range;
+      if (r === undefined) continue;
+      if (!Number.isSafeInteger(r.offset) || !Number.isSafeInteger(r.length) || r.offset < 0 || r.length < 1) throw this.#error(`pages[${i}].range must be { offset >= 0, length >= 1 } integers`, 'ERR_INVALID_ARGUMENT');
+      if (r.offset + r.length > this.#context.pageBytes) throw this.#error(`pages[${i}].range [${r.offset}, +${r.length}) is past the page size ${this.#context.pageBytes}`, 'ERR_OUT_OF_RANGE');
+      if (p.into.length < r.length) throw this.#error(`pages[${i}].into holds ${p.into.length} bytes, less than the range's ${r.length}`, 'ERR_OUT_OF_RANGE');
     }
     return this.#inflight.run(() => this.#call(async (client) => {
       const outcomes: ReadOutcome[] = new Array(pages.length);
+      let outOfRange: PageKey | undefined;
       const byArena = new Map<HostArena, number[]>();
       pages.forEach((p, i) => {
         const a = p.into.arena as HostArena;
@@ -244,7 +250,17 @@ export class PeerTier implements TierDriver {
           const part = idx.slice(from, to);
           const keys = part.map((i) => pages[i]!.key);
           requests.push(
-            withDeadline(client.get(arena, keys, Float64Array.from(part, (i) => pages[i]!.into.offset), Uint32Array.from(part, (i) => pages[i]!.into.length)), opts, this.config.timeoutMs).then((r: PeerReply) =>
+            withDeadline(
+              client.get(
+                arena,
+                keys,
+                Float64Array.from(part, (i) => pages[i]!.into.offset),
+                Uint32Array.from(part, (i) => pages[i]!.into.length),
+                part.some((i) => pages[i]!.range) ? { offsets: Float64Array.from(part, (i) => pages[i]!.range?.offset ?? 0), lengths: Uint32Array.from(part, (i) => pages[i]!.range?.length ?? 0) } : undefined,
+              ),
+              opts,
+              this.config.timeoutMs,
+            ).then((r: PeerReply) =>
               part.forEach((i, k) => {
                 const key = keys[k]!;
                 const s = r.statuses[k];
@@ -253,6 +269,9 @@ export class PeerTier implements TierDriver {
                   this.#counters.hits++;
                   this.#counters.reads++;
                   this.#counters.bytesRead += r.lengths[k]!;
+                } else if (s === PeerStatus.outOfRange) {
+                  outOfRange = key;
+                  outcomes[i] = { key, status: 'miss' };
                 } else if (s === PeerStatus.miss) {
                   outcomes[i] = { key, status: 'miss' };
                   this.#counters.misses++;
@@ -270,6 +289,7 @@ export class PeerTier implements TierDriver {
         }
       }
       await settleAll(requests, () => this.#counters.errors++);
+      if (outOfRange !== undefined) throw this.#error(`the range asked of page ${outOfRange} is past the page's stored length`, 'ERR_OUT_OF_RANGE');
       return outcomes;
     }));
   }

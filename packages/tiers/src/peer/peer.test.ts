@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostArena, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
+import { HostArena, TierSyncError, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
 import { testKey, tierConformance } from '../testing.js';
 import { HostTier } from '../host/index.js';
 import { PeerTier, parsePeerUrl } from './index.js';
@@ -228,6 +228,45 @@ describe('peer PUTs into granted slots', () => {
       const big = await tier.write(Array.from({ length: 14 }, (_, i) => page(2 + i)));
       expect(big.written).toHaveLength(14);
       expect(host.stats().pages).toBe(16);
+    } finally {
+      await tier.close();
+      server.close();
+      await host.close();
+      arena.close();
+      await engine.close();
+    }
+  });
+});
+
+describe('peer ranged reads', () => {
+  it('reads ranges byte-exact with the page CRC32C, refuses a range of a page damaged at rest, and delivers nothing unverified', async () => {
+    const engine = new TransferEngine({ threads: 2 });
+    const context = { engine, pageBytes: PAGE, fingerprint: 'range' };
+    const host = new HostTier(`host://?capacity=${8 * PAGE}`, context);
+    await host.open();
+    const server = servePeer(host, { secret: 'range-secret' });
+    const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=range-secret&streams=2`, context);
+    await tier.open();
+    const arena = HostArena.create({ capacity: 8 * PAGE });
+    const view = arena.view(0, 8 * PAGE);
+    for (let i = 0; i < view.length; i++) view[i] = (i * 13 + (i >>> 12)) & 0xff;
+    try {
+      await tier.write([0, 1].map((i) => ({ key: testKey(i), source: { arena, offset: i * PAGE, length: PAGE } })));
+      // Several layer-sized ranges of both pages in flight at once.
+      const layer = PAGE / 8;
+      const reads = await Promise.all(
+        Array.from({ length: 8 }, (_, l) => tier.read([0, 1].map((p) => ({ key: testKey(p), into: { arena, offset: (4 + p) * PAGE + l * layer, length: layer }, range: { offset: l * layer, length: layer } })))),
+      );
+      for (const r of reads) expect(r.map((o) => o.status === 'hit' && o.length === layer && o.crc32c)).toEqual([crc32c(arena.view(0, PAGE)), crc32c(arena.view(PAGE, PAGE))]);
+      for (const p of [0, 1]) expect(Buffer.compare(arena.view((4 + p) * PAGE, PAGE), arena.view(p * PAGE, PAGE))).toBe(0);
+      // Damage page 1 in the serving host's memory, outside the range asked: the range is still refused.
+      const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
+      internals.store.arena.view(internals.store.dataOffset + internals.table.get(testKey(1))!.slot * PAGE + PAGE - 1, 1)[0]! ^= 0x77;
+      const [bad] = await tier.read([{ key: testKey(1), into: { arena, offset: 6 * PAGE, length: 100 }, range: { offset: 0, length: 100 } }]);
+      expect(bad!.status).toBe('error');
+      expect((bad as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
+      // Refused before anything moves: past the page size here, past the stored length at the server.
+      expect(() => tier.read([{ key: testKey(0), into: { arena, offset: 0, length: PAGE }, range: { offset: PAGE - 10, length: 20 } }])).toThrow(/past the page size/);
     } finally {
       await tier.close();
       server.close();
