@@ -3,8 +3,8 @@
  * `{ u32 real_time; u64 obj_id; u32 obj_size; i64 next_access_vtime }` (libCacheSim
  * `traceReader/customizedReader/oracle/oracleGeneralBin.h`), and the same four fields as CSV
  * (`time,obj_id,obj_size,next_access_vtime`, the columns `tracePrint` prints; a header line is optional and the
- * fourth column may be absent). `next_access_vtime` is read for validation but not used: no built-in policy needs
- * the future.
+ * fourth column may be absent). `next_access_vtime` is skipped: the oracle policies (opt, opt-size) get each
+ * request's next access from the simulator's own backward pass over the loaded trace (sim/exact.ts).
  *
  * Both forms are read as streams ({@link oracleGeneralChunks}, {@link oracleCsvChunks}): plain, gzip or zstd files
  * of any length pass through a few MiB of buffers, so a replay that consumes the chunks runs in bounded memory.
