@@ -24,7 +24,7 @@ export interface PeerServeOptions extends PeerServerOptions {
   /**
    * Page slots granted to the data plane in advance, so PUTs never wait on this thread (they are refilled as pages
    * commit). They are reserved in the tier, unavailable to local writes, while granted. 0 sends every PUT through
-   * the page table first. Default: a quarter of the tier, at most 256 MiB of slots.
+   * the page table first. Default: an eighth of the tier, at most 256 MiB of slots (two 64 MiB batches in flight).
    */
   slotPool?: number;
 }
@@ -105,7 +105,7 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   // The tier's slot size (MemoryTier keeps its context protected; slots are pageBytes apart in its arena).
   const slotBytes = (tier as unknown as { context: TierContext }).context.pageBytes;
   const capacitySlots = Math.floor(tier.stats().capacityBytes / slotBytes);
-  const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 4));
+  const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 8));
   /** Up to n free slots of the tier (fewer when it is fuller), reserved for the pool. */
   const reserveSlots = (n: number): Float64Array => {
     for (let k = n; k > 0; k = Math.floor(k / 2)) {
