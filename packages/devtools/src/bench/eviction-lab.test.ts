@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { agentQa, runPrefixBench } from './eviction-lab.js';
+import { agentQa, evictionLabCommand, runPrefixBench } from './eviction-lab.js';
 
 describe('eviction lab benches', () => {
   it('prefix: every base policy with and without the wrapper on every bundled trace and capacity', () => {
@@ -10,6 +10,13 @@ describe('eviction lab benches', () => {
       expect(c.prefixAware).toBeLessThanOrEqual(1);
       expect(c.gain).toBeCloseTo(c.prefixAware - c.plain, 4);
     }
+  });
+
+  it('prefix --policies: refuses a name that is no registered policy, naming it', async () => {
+    await expect(evictionLabCommand(['prefix', '--policies', 'lru,no-such-policy'])).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARGUMENT',
+      message: expect.stringContaining("'no-such-policy'"),
+    });
   });
 
   it('agent QA: each user extends its own conversation, turns ordered in time', () => {
