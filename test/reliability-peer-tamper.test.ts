@@ -21,7 +21,7 @@ type Mode = 'pass' | 'flip' | 'replay';
 
 /** One direction of a proxied connection: reassembles frames and forwards them, tampered or not. */
 class FramePump {
-  #buffer = Buffer.alloc(0);
+  #buffer: Buffer = Buffer.alloc(0);
   #frames = 0;
   #lastTagged: Buffer | undefined;
 
