@@ -49,6 +49,11 @@ export abstract class MemoryTier implements TierDriver {
   protected store: SlotStore | undefined;
   readonly #pins = new PinTable();
   readonly #inflight = new InFlight();
+  /**
+   * @internal Called when an allocation finds too few free slots, before it gives up: the peer server gives back
+   * the slots it holds for incoming PUTs, so they never cost this tier capacity.
+   */
+  reclaimSlots: (() => void) | undefined;
   #closed = false;
   #usedBytes = 0;
 
@@ -98,7 +103,7 @@ export abstract class MemoryTier implements TierDriver {
     checkWrites(pages, this.context.pageBytes, this.capabilities.kind);
     return this.#inflight.run(async () => {
       const fresh = pages.filter((p) => !this.table.has(p.key));
-      const slots = allocator.allocate(fresh.length);
+      const slots = this.#allocate(allocator, fresh.length);
       if (!slots) {
         throw this.error(`${fresh.length} new page(s) do not fit: ${allocator.freeCount} of ${allocator.slots} slots free`, 'ERR_TIER_FULL');
       }
@@ -269,11 +274,18 @@ export abstract class MemoryTier implements TierDriver {
   reserveRemote(keys: readonly PageKey[]): { offsets: Float64Array; existing: boolean[] } | undefined {
     const { allocator, store } = this.#ready();
     const existing = keys.map((k) => this.table.has(k));
-    const slots = allocator.allocate(existing.filter((e) => !e).length);
+    const slots = this.#allocate(allocator, existing.filter((e) => !e).length);
     if (!slots) return undefined;
     let next = 0;
     const offsets = Float64Array.from(keys, (_, i) => (existing[i] ? -1 : this.#offset(store, slots[next++]!)));
     return { offsets, existing };
+  }
+
+  #allocate(allocator: PageAllocator, n: number): Slot[] | undefined {
+    const got = allocator.allocate(n);
+    if (got || !this.reclaimSlots) return got;
+    this.reclaimSlots();
+    return allocator.allocate(n);
   }
 
   /** @internal Makes remotely written pages visible (ok) or frees their reserved slots. */

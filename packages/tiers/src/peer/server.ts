@@ -41,12 +41,8 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
     const n = r.keys.length;
     switch (`${r.op}:${r.phase}`) {
       case 'put:plan': {
-        // A batch the pool could not take: when the tier looks full, the pool's slots are what is missing.
-        let got = tier.reserveRemote(r.keys);
-        if (!got && peer) {
-          slots.release(peer.takePool());
-          got = tier.reserveRemote(r.keys);
-        }
+        // A batch the pool could not take (the tier reclaims the pool's slots itself when they are what is missing).
+        const got = tier.reserveRemote(r.keys);
         const statuses = new Uint8Array(n);
         if (!got) return { offsets: new Float64Array(n).fill(-1), statuses: statuses.fill(PeerStatus.full) };
         got.existing.forEach((e, i) => (statuses[i] = e ? PeerStatus.existing : PeerStatus.ok));
@@ -108,11 +104,17 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 8));
   /** Up to n free slots of the tier (fewer when it is fuller), reserved for the pool. */
   const reserveSlots = (n: number): Float64Array => {
-    for (let k = n; k > 0; k = Math.floor(k / 2)) {
-      const got = tier.reserveRemote(new Array<string>(k).fill(POOL_PLACEHOLDER));
-      if (got) return got.offsets;
+    const reclaim = tier.reclaimSlots;
+    tier.reclaimSlots = undefined; // filling the pool must not empty it
+    try {
+      for (let k = n; k > 0; k = Math.floor(k / 2)) {
+        const got = tier.reserveRemote(new Array<string>(k).fill(POOL_PLACEHOLDER));
+        if (got) return got.offsets;
+      }
+      return new Float64Array(0);
+    } finally {
+      tier.reclaimSlots = reclaim;
     }
-    return new Float64Array(0);
   };
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
@@ -146,6 +148,10 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const { onCommitted: _committed, onDeleted: _deleted, slotPool: _pool, secret, ...server } = options;
   peer = new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) }, poolTarget > 0 ? slots : undefined);
   if (poolTarget > 0) {
+    // Any allocation of the tier that finds too few free slots takes the pool back first: pooled slots are spare
+    // room lent to the data plane, never capacity the tier's owner loses.
+    const server = peer;
+    tier.reclaimSlots = () => slots.release(server.takePool());
     const granted = reserveSlots(poolTarget);
     if (granted.length) peer.grant(granted, slotBytes);
   }
