@@ -45,6 +45,12 @@ describe('the config JSON Schema', () => {
       expect(() => parseServerConfig(bad), field).toThrow(field);
     }
   });
+
+  it('passes peer.encrypt through with a secret and refuses it without one', () => {
+    const good = defaultServerConfig('/tmp/tiersync-schema-test');
+    expect(parseServerConfig({ ...good, peer: { secret: 'a-long-enough-peer-secret', encrypt: true } }).peer).toMatchObject({ encrypt: true });
+    expect(() => parseServerConfig({ ...good, peer: { encrypt: true } })).toThrow(/peer.encrypt: needs peer.secret/);
+  });
 });
 
 describe('TIERSYNC_* environment overrides', () => {

@@ -45,8 +45,10 @@ export const peerConfigSchema = z
     host: z.string().min(1).default('127.0.0.1'),
     /** Port; 0 picks a free one. Default 7070. */
     port: port.default(7070),
-    /** Shared secret of the HMAC handshake (literal or `env:NAME`). Default none (loopback only). */
+    /** Shared secret of the HMAC handshake (literal or `env:NAME`); with it every frame is authenticated (AES-256-GCM). Default none (loopback only). */
     secret: secret.optional(),
+    /** With a secret: also encrypt frames, and refuse peers that do not. Default false (authenticated, not encrypted). */
+    encrypt: z.boolean().default(false),
     /** Name of the host tier to serve. Default: the first tier of kind `host`. */
     tier: z.string().min(1).optional(),
     /** Deadline of every socket read/write of a request, ms. Default 30000. */
@@ -217,6 +219,9 @@ export function parseServerConfig(config: unknown): ResolvedServerConfig {
   checkRespConfig(out.resp!);
   if (!isLoopback(out.http.host) && !out.http.token) {
     throw new TierSyncError(`config http.host: '${out.http.host}' is not loopback; set http.token so mutating endpoints require it`, 'ERR_CONFIG');
+  }
+  if (out.peer.enabled && out.peer.encrypt && !out.peer.secret) {
+    throw new TierSyncError('config peer.encrypt: needs peer.secret (the frame keys derive from it)', 'ERR_CONFIG');
   }
   if (out.peer.enabled && !isLoopback(out.peer.host) && !out.peer.secret) {
     throw new TierSyncError(`config peer.host: '${out.peer.host}' is not loopback; set peer.secret for the handshake`, 'ERR_CONFIG');

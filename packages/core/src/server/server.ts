@@ -267,7 +267,7 @@ export class TierSyncServer {
             timeoutMs: config.peer.timeoutMs,
             maxPayload: config.peer.maxPayloadBytes,
             maxConnections: config.peer.maxConnections,
-            ...(config.peer.secret ? { secret: config.peer.secret } : {}),
+            ...(config.peer.secret ? { secret: config.peer.secret, encrypt: config.peer.encrypt } : {}),
             // Pages other hosts (or remote clients) put into this host tier enter the block index.
             onCommitted: (pages) => void ts.adoptPages(served, pages).catch((e: unknown) => log.error({ err: e, pages: pages.length }, 'could not record pages a peer put')),
             onDeleted: (keys) => ts.forgetPages(served, keys),
