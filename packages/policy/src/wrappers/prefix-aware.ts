@@ -24,6 +24,9 @@ import { checkInteger, checkKey, describe } from '../internal/validate.js';
 import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types.js';
 import { evictFrom } from './evict-from.js';
 
+/** How far into the inner policy's victim order a trim looks for the subtree's first-ranked leaf. */
+const RANK_WINDOW = 256;
+
 /** Chain-aware victims over an inner policy. */
 export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements EvictionPolicy<K> {
   readonly name: string;
@@ -164,18 +167,17 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
         taken.add(s);
       }
     }
-    // Each inner victim's resident subtree in post-order (what trimming takes), then the victim.
-    const emit = (k: K): void => {
-      if (out.length >= count || taken.has(k) || this.inner.pinCount(k) > 0) return;
-      for (const c of this.#children.get(k) ?? []) if (!this.#stranded.has(c)) emit(c);
-      if (out.length < count && !taken.has(k)) {
+    // Each inner victim's resident subtree, leaves first in the inner policy's order (what trimming takes), then
+    // the victim. The inner order is read once, before any of these evictions: exact unless trimming reorders it.
+    const ranked = this.inner.peekVictims(Math.max(count, RANK_WINDOW));
+    const gone = (k: K): boolean => taken.has(k);
+    for (const v of this.inner.peekVictims(count)) {
+      while (out.length < count && !taken.has(v) && this.inner.pinCount(v) === 0) {
+        const k = this.#leafBelow(v, ranked, gone, undefined) ?? v;
         out.push(k);
         taken.add(k);
       }
-    };
-    for (const v of this.inner.peekVictims(count)) {
       if (out.length >= count) break;
-      emit(v);
     }
     return out;
   }
@@ -295,11 +297,38 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
   #trim(keep: K | undefined): K | undefined {
     const v = this.inner.peekVictims(1)[0];
     if (v === undefined || !this.#children.has(v)) return undefined;
+    const node = this.#leafBelow(v, this.inner.peekVictims(RANK_WINDOW), () => false, keep);
+    if (node === undefined) return undefined;
+    this.#evictChosen(node);
+    this.#left(node);
+    return node;
+  }
+
+  /**
+   * The leaf of `v`'s resident subtree to take next: the first page of `ranked` (the inner policy's victim order)
+   * that is below `v` and has no live child, so the inner policy's ranking still decides among the subtree's
+   * leaves (a shared ancestor that a FIFO-like queue ranks first must not hand its whole subtree over in branch
+   * order: hot branches there may sit in the policy's protected queue); failing that (no such leaf within the
+   * window), the end of the subtree's oldest branch. `undefined` when `v` has no live descendant. Pages for which
+   * `gone` answers true count as already taken; `keep` and its subtree are never taken.
+   */
+  #leafBelow(v: K, ranked: readonly K[], gone: (k: K) => boolean, keep: K | undefined): K | undefined {
+    const live = (k: K): boolean => !gone(k) && k !== keep && !this.#stranded.has(k) && this.inner.pinCount(k) === 0;
+    const isLeaf = (k: K): boolean => {
+      for (const c of this.#children.get(k) ?? []) if (!gone(c) && !this.#stranded.has(c)) return false;
+      return true;
+    };
+    const below = (k: K): boolean => {
+      let steps = this.inner.count;
+      for (let a = this.#parentOf.get(k); a !== undefined && steps-- > 0; a = this.#parentOf.get(a)) if (a === v) return true;
+      return false;
+    };
+    for (const k of ranked) if (k !== v && live(k) && isLeaf(k) && below(k)) return k;
     let node = v;
     for (;;) {
       let next: K | undefined;
       for (const c of this.#children.get(node) ?? []) {
-        if (this.inner.pinCount(c) === 0 && c !== keep) {
+        if (live(c)) {
           next = c;
           break;
         }
@@ -307,10 +336,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
       if (next === undefined) break;
       node = next;
     }
-    if (node === v) return undefined;
-    this.#evictChosen(node);
-    this.#left(node);
-    return node;
+    return node === v ? undefined : node;
   }
 
   /** Evicts a page the wrapper chose through the inner policy's rules (its ghosts remember it). */
