@@ -28,6 +28,18 @@
           "ldflags": ["-fsanitize=address,undefined"]
         }]
       ]
+    },
+    {
+      # The same CRC32C behind a C ABI (cpp/crc32c_capi.cc) for the Python client's ctypes: one pass per page that
+      # copies and checksums. Product: build/Release/libtiersync_crc32c.so (the addon itself is unchanged).
+      "target_name": "tiersync_crc32c",
+      "type": "shared_library",
+      "product_prefix": "lib",
+      "product_dir": "<(PRODUCT_DIR)",
+      "sources": ["cpp/crc32c.cc", "cpp/crc32c_capi.cc"],
+      "cflags": ["-fvisibility=hidden"],
+      "cflags_cc": ["-std=c++20", "-O3", "-Wall", "-Wextra", "-fvisibility=hidden"],
+      "ldflags": ["-Wl,-soname,libtiersync_crc32c.so"]
     }
   ]
 }
