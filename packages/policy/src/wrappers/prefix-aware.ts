@@ -305,32 +305,35 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
   }
 
   /**
-   * The leaf of `v`'s resident subtree to take next: the first page of `ranked` (the inner policy's victim order)
-   * that is below `v` and has no live child, so the inner policy's ranking still decides among the subtree's
-   * leaves (a shared ancestor that a FIFO-like queue ranks first must not hand its whole subtree over in branch
-   * order: hot branches there may sit in the policy's protected queue); failing that (no such leaf within the
-   * window), the end of the subtree's oldest branch. `undefined` when `v` has no live descendant. Pages for which
-   * `gone` answers true count as already taken; `keep` and its subtree are never taken.
+   * The leaf of `v`'s resident subtree to take next, chosen the way `v` itself was: the inner policy's first-ranked
+   * page below `v` in `ranked` (its victim order) is where the subtree is cut, and so on down to a leaf. So the
+   * inner policy's ranking decides inside the subtree too (a shared ancestor that a FIFO-like queue ranks first
+   * must not hand over its branches in age order: hot ones may sit in the policy's protected queue). Where no
+   * page below the current one is within the window, its oldest live child. `undefined` when `v` has no live
+   * descendant. Pages for which `gone` answers true count as already taken; `keep` and its subtree are never taken.
    */
   #leafBelow(v: K, ranked: readonly K[], gone: (k: K) => boolean, keep: K | undefined): K | undefined {
     const live = (k: K): boolean => !gone(k) && k !== keep && !this.#stranded.has(k) && this.inner.pinCount(k) === 0;
-    const isLeaf = (k: K): boolean => {
-      for (const c of this.#children.get(k) ?? []) if (!gone(c) && !this.#stranded.has(c)) return false;
-      return true;
-    };
-    const below = (k: K): boolean => {
+    const below = (k: K, top: K): boolean => {
       let steps = this.inner.count;
-      for (let a = this.#parentOf.get(k); a !== undefined && steps-- > 0; a = this.#parentOf.get(a)) if (a === v) return true;
+      for (let a = this.#parentOf.get(k); a !== undefined && steps-- > 0; a = this.#parentOf.get(a)) if (a === top) return true;
       return false;
     };
-    for (const k of ranked) if (k !== v && live(k) && isLeaf(k) && below(k)) return k;
     let node = v;
     for (;;) {
       let next: K | undefined;
-      for (const c of this.#children.get(node) ?? []) {
-        if (live(c)) {
-          next = c;
+      for (const k of ranked) {
+        if (k !== node && live(k) && below(k, node)) {
+          next = k;
           break;
+        }
+      }
+      if (next === undefined) {
+        for (const c of this.#children.get(node) ?? []) {
+          if (live(c)) {
+            next = c;
+            break;
+          }
         }
       }
       if (next === undefined) break;
