@@ -25,7 +25,7 @@ import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types
 import { evictFrom } from './evict-from.js';
 
 /** How far into the inner policy's victim order a trim looks for the subtree's first-ranked leaf. */
-const RANK_WINDOW = 256;
+const RANK_WINDOW = 64;
 
 /** Chain-aware victims over an inner policy. */
 export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements EvictionPolicy<K> {
@@ -306,34 +306,42 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
 
   /**
    * The leaf of `v`'s resident subtree to take next, chosen the way `v` itself was: the inner policy's first-ranked
-   * page below `v` in `ranked` (its victim order) is where the subtree is cut, and so on down to a leaf. So the
-   * inner policy's ranking decides inside the subtree too (a shared ancestor that a FIFO-like queue ranks first
-   * must not hand over its branches in age order: hot ones may sit in the policy's protected queue). Where no
-   * page below the current one is within the window, its oldest live child. `undefined` when `v` has no live
-   * descendant. Pages for which `gone` answers true count as already taken; `keep` and its subtree are never taken.
+   * page below `v` in `ranked` (its victim order) is where the subtree is cut, and so on down (a shared ancestor
+   * that a FIFO-like queue ranks first must not hand over its branches in age order: hot ones may sit in the
+   * policy's protected queue). Below the last page the window ranks, the oldest live child, down to a leaf.
+   * `undefined` when `v` has no live descendant. Pages for which `gone` answers true count as already taken; `keep`
+   * and its subtree are never taken.
    */
   #leafBelow(v: K, ranked: readonly K[], gone: (k: K) => boolean, keep: K | undefined): K | undefined {
     const live = (k: K): boolean => !gone(k) && k !== keep && !this.#stranded.has(k) && this.inner.pinCount(k) === 0;
+    // One pass: a page below `node` ranked before any other page below it becomes the new node (every page below it
+    // is below `node` too, and none ranked earlier is below it). Pages found not below a node are not below any
+    // deeper one either, so walks up the chain stop at them.
+    const notBelow = new Set<K>();
     const below = (k: K, top: K): boolean => {
-      let steps = this.inner.count;
-      for (let a = this.#parentOf.get(k); a !== undefined && steps-- > 0; a = this.#parentOf.get(a)) if (a === top) return true;
-      return false;
-    };
-    let node = v;
-    for (;;) {
-      let next: K | undefined;
-      for (const k of ranked) {
-        if (k !== node && live(k) && below(k, node)) {
-          next = k;
+      const path: K[] = [];
+      let found = false;
+      for (let a = this.#parentOf.get(k); a !== undefined && !notBelow.has(a); a = this.#parentOf.get(a)) {
+        if (a === top) {
+          found = true;
           break;
         }
+        path.push(a);
       }
-      if (next === undefined) {
-        for (const c of this.#children.get(node) ?? []) {
-          if (live(c)) {
-            next = c;
-            break;
-          }
+      if (!found) {
+        notBelow.add(k);
+        for (const a of path) notBelow.add(a);
+      }
+      return found;
+    };
+    let node = v;
+    for (const k of ranked) if (k !== node && !notBelow.has(k) && live(k) && below(k, node)) node = k;
+    for (;;) {
+      let next: K | undefined;
+      for (const c of this.#children.get(node) ?? []) {
+        if (live(c)) {
+          next = c;
+          break;
         }
       }
       if (next === undefined) break;
