@@ -1,4 +1,5 @@
 import type { CapacityUnit, EvictionPolicy, PolicyKey, PolicyOptions } from '../types.js';
+import { IntSlotMap } from './int-map.js';
 import { Links, type List, NIL, resizeFloat64, resizeUint32, resizeUint8, type SlotId } from './list.js';
 import { checkInteger, checkKey, checkOptions, checkSize, checkUnit, describe } from './validate.js';
 
@@ -37,8 +38,16 @@ class SlotTable<K extends PolicyKey> {
   state: Uint8Array;
   /** Key per slot; undefined for free slots. */
   readonly keyOf: (K | undefined)[] = [];
-  /** The key -> slot map of the default path (empty with `denseKeys`). */
+  /** The default path's key -> slot map for non-negative int32 keys (empty with `denseKeys`). */
+  readonly intSlots = new IntSlotMap();
+  /** The default path's key -> slot map for every other key (empty with `denseKeys`). */
   readonly slotOf = new Map<K, SlotId>();
+  /**
+   * The last key looked up in `slotOf` and its slot (-1 = none): a miss looks its key up three times (access,
+   * canAdmit, insert), so two of the three are a comparison. Kept exact by allocate, release and reset.
+   */
+  lastKey: K | undefined = undefined;
+  lastSlot = -1;
   /** The dense path's key -> slot + 1 map (0 = no slot), or null on the default path. */
   dense: Int32Array | null = null;
   /** Keys are integers in [0, denseBound) on the dense path; 0 on the default path. */
@@ -88,9 +97,17 @@ class SlotTable<K extends PolicyKey> {
       if ((k | 0) !== k || k < 0 || k >= this.denseBound) throw badDenseKey(key, this.denseBound);
       return k < dense.length ? dense[k]! - 1 : -1;
     }
+    if (typeof key === 'number' && (key | 0) === key && key >= 0) return this.intSlots.get(key);
+    if (key === this.lastKey) return this.lastSlot;
     checkKey(key);
     const slot = this.slotOf.get(key);
-    return slot === undefined ? -1 : slot;
+    this.lastKey = key;
+    return (this.lastSlot = slot === undefined ? -1 : slot);
+  }
+
+  /** True when the default path keeps `key` in `intSlots` (a non-negative int32). */
+  static isIntKey(key: unknown): key is number {
+    return typeof key === 'number' && (key | 0) === key && key >= 0;
   }
 
   costOf(slot: number): number {
@@ -120,13 +137,23 @@ class SlotTable<K extends PolicyKey> {
       const k = key as unknown as number;
       if (k >= dense.length) this.#growDense(k);
       this.dense![k] = slot + 1;
-    } else this.slotOf.set(key, slot);
+    } else if (SlotTable.isIntKey(key)) this.intSlots.set(key, slot);
+    else {
+      this.slotOf.set(key, slot);
+      this.lastKey = key;
+      this.lastSlot = slot;
+    }
     return slot;
   }
 
   release(slot: number): void {
-    if (this.dense !== null) this.dense[this.keyOf[slot] as unknown as number] = 0;
-    else this.slotOf.delete(this.keyOf[slot] as K);
+    const key = this.keyOf[slot] as K;
+    if (this.dense !== null) this.dense[key as unknown as number] = 0;
+    else if (SlotTable.isIntKey(key)) this.intSlots.delete(key);
+    else {
+      this.slotOf.delete(key);
+      if (key === this.lastKey) this.lastSlot = -1;
+    }
     this.keyOf[slot] = undefined;
     this.state[slot] = FREE;
     this.free[this.freeTop++] = slot;
@@ -134,6 +161,9 @@ class SlotTable<K extends PolicyKey> {
 
   reset(): void {
     this.slotOf.clear();
+    this.intSlots.clear();
+    this.lastKey = undefined;
+    this.lastSlot = -1;
     this.dense?.fill(0);
     this.keyOf.fill(undefined);
     this.state.fill(FREE);
@@ -178,6 +208,8 @@ class SlotTable<K extends PolicyKey> {
  * A subclass implements only its algorithm, through the protected hooks below. The public methods validate
  * their arguments; the hooks trust theirs.
  *
+ * By default non-negative int32 keys map to slots through a typed-array hash table (internal/int-map.ts) and every
+ * other key through a `Map`, with the last `Map` lookup remembered (a miss looks its key up three times).
  * With `options.denseKeys` the key -> slot map is an Int32Array indexed by the key (slot + 1, 0 = none), grown by
  * doubling up to the bound, and the slot arrays never grow past the bound (one slot per key at most). The hot
  * methods (`access`, `canAdmit`, `insert`) then check a key with three integer comparisons and do no hashing.
@@ -242,11 +274,7 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
 
   *keys(): IterableIterator<K> {
     const t = this.#t;
-    if (t.dense !== null) {
-      for (let slot = 0; slot < t.highWater; slot++) if (t.state[slot] === RESIDENT) yield t.keyOf[slot] as K;
-      return;
-    }
-    for (const [key, slot] of t.slotOf) if (t.state[slot] === RESIDENT) yield key;
+    for (let slot = 0; slot < t.highWater; slot++) if (t.state[slot] === RESIDENT) yield t.keyOf[slot] as K;
   }
 
   access(key: K): boolean {
