@@ -125,6 +125,8 @@ def test_a_damaged_page_ends_the_restored_prefix_and_is_never_copied(daemon_url,
     assert target.load([10, 11, 12, 13, 14, 15], seq) == 3 * BLOCK
     for s, d in zip([1, 2, 3], [10, 11, 12]):
         assert same_block(adapter.kv_caches, s, other, d)
-    for b in (13, 14, 15):  # the damaged page and those after it were left alone
+    # The pages after the damaged one were left alone; the damaged page's block too when the daemon checked it at pin
+    # (without the CRC32C library: with it, the block holds the bytes read, which the engine recomputes).
+    for b in (14, 15) if client.native_crc32c else (13, 14, 15):
         assert same_block(untouched, b, other, b)
     client.delete(keys)

@@ -28,8 +28,12 @@ export const CLIENT_PROTOCOL_VERSION = 1;
  *   and holds the rest pinned until `release`. For clients that cannot check their own copy-out natively.
  * - `retention-hint`: `commit` takes `retention` (`{ expectedReturnMs }` or `{ finished: true }`), a soft hint for
  *   the committed and already held pages that `session-aware` tiers order victims by (never a pin).
+ * - `crc32c-library`: `hello.crc32cLibrary` is the absolute path of the daemon's CRC32C as a C library
+ *   (libtiersync_crc32c.so, built beside the native addon: `tiersync_copy_crc32c(dst, src, n, seed)`, ABI
+ *   `tiersync_crc32c_abi()` = 1), so a same-host client in a language without a native CRC32C (Python) can copy and
+ *   checksum a page in one pass: it then commits with `crcs` and checks its own copy-out against `pin.crcs`.
  */
-export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged', 'pin-verify', 'retention-hint'] as const;
+export const CLIENT_FEATURES = ['commit-crc-optional', 'pin-ttl', 'checked-on-serve', 'release-damaged', 'pin-verify', 'retention-hint', 'crc32c-library'] as const;
 
 /** The longest lease a `pin` may ask for with `ttlMs` (1 hour). */
 export const MAX_PIN_TTL_MS = 3_600_000;
@@ -82,6 +86,11 @@ export const helloResponseSchema = z.object({
   peer: z.string().nullable(),
   /** Optional capabilities of this daemon (CLIENT_FEATURES); unknown ones are to be ignored. */
   features: z.array(z.string()),
+  /**
+   * Absolute path of the daemon's CRC32C C library on this host (feature `crc32c-library`), offered with `shm` only;
+   * absent or null when it is not built.
+   */
+  crc32cLibrary: z.string().nullable().optional(),
 });
 
 /** `POST /v1/client/reserve`: room in the shared host tier for new pages. */

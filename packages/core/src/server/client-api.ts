@@ -30,6 +30,7 @@ import type { RetentionHint } from '@tiersync/policy';
 import type { TierSync } from '../hierarchy/index.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
+import { crc32cLibrary } from './crc32c-library.js';
 import {
   CLIENT_FEATURES,
   CLIENT_PROTOCOL_VERSION,
@@ -287,7 +288,9 @@ export class ClientApi {
       // The Unix socket only helps a client that shares this host's filesystem, i.e. one offered shared memory.
       socket: shm ? (this.#o.socketPath ?? null) : null,
       peer: this.#o.peerAddress || null,
-      features: CLIENT_FEATURES.filter((f) => f !== 'checked-on-serve' || this.#checkedOnServe),
+      features: CLIENT_FEATURES.filter((f) => (f !== 'checked-on-serve' || this.#checkedOnServe) && (f !== 'crc32c-library' || (shm && crc32cLibrary()))),
+      // Only a client that maps this host's shared memory can load a library from this host's filesystem.
+      ...(shm && crc32cLibrary() ? { crc32cLibrary: crc32cLibrary() } : {}),
     };
   }
 

@@ -62,6 +62,28 @@ def _run(jobs: List[Job]) -> None:
         _memmove(dst, src, n)
 
 
+#: A copy with CRC32Cs: ``n`` bytes from ``src`` to ``dst`` in pieces of ``page`` bytes (the last may be shorter), the
+#: CRC32C of piece k written to ``crcs[at + k]``.
+CrcJob = Tuple[int, int, int, int, int]
+
+
+def split_pages(jobs: List[CrcJob], parts: int) -> List[List[CrcJob]]:
+    """Cuts copy-with-CRC jobs into ``parts`` lists of about equal bytes, at page boundaries (a CRC covers a page)."""
+    total = sum(n for _, _, n, _, _ in jobs)
+    share = -(-total // parts)
+    out: List[List[CrcJob]] = [[]]
+    room = share
+    for dst, src, n, page, at in jobs:
+        while n > 0:
+            if room <= 0:
+                out.append([])
+                room = share
+            take = min(n, max(page, room // page * page))
+            out[-1].append((dst, src, take, page, at))
+            dst, src, n, at, room = dst + take, src + take, n - take, at + take // page, room - take
+    return out
+
+
 class Copier:
     """Runs batches of copies on ``threads`` native threads (1: on the caller's thread)."""
 
@@ -94,6 +116,29 @@ class Copier:
         _run(parts[0])
         for f in futures:
             f.result()
+
+    def run_crc(self, lib, jobs: List[CrcJob], crcs) -> None:
+        """Copies ``jobs`` with ``lib`` (_native.NativeCrc32c), each page's CRC32C computed in the same pass into
+        ``crcs`` (a ctypes uint32 array); on ``threads`` native threads when the batch is large enough."""
+        start = time.perf_counter()
+        try:
+            total = sum(n for _, _, n, _, _ in jobs)
+            if self._pool is None or total < PARALLEL_MIN_BYTES:
+                for dst, src, n, page, at in jobs:
+                    lib.copy_pages(dst, src, n, page, crcs, at)
+                return
+            parts = split_pages(jobs, self.threads)
+
+            def run(part: List[CrcJob]) -> None:
+                for dst, src, n, page, at in part:
+                    lib.copy_pages(dst, src, n, page, crcs, at)
+
+            futures = [self._pool.submit(run, p) for p in parts[1:]]
+            run(parts[0])
+            for f in futures:
+                f.result()
+        finally:
+            self.seconds += time.perf_counter() - start
 
     def close(self) -> None:
         if self._pool is not None:

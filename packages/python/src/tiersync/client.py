@@ -25,6 +25,7 @@ page is copied out unless its slot matched). While a daemon still requires the c
 
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
 import time
@@ -33,8 +34,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._buffers import Region, region_of, release_all
 from ._control import ControlChannel
-from ._copy import LOAD_PIECE_BYTES, Copier, Job
-from . import _pipeline
+from ._copy import LOAD_PIECE_BYTES, Copier, CrcJob, Job
+from . import _native, _pipeline
 from ._shm import SharedArena
 from .errors import (
     ChecksumError,
@@ -76,6 +77,8 @@ class Hello:
     peer: Optional[str]
     #: Optional protocol capabilities the daemon announces (e.g. ``commit-crc-optional``, ``pin-ttl``).
     features: tuple
+    #: Path of the daemon's CRC32C C library on this host (feature ``crc32c-library``), None when not offered.
+    crc32c_library: Optional[str] = None
 
     @staticmethod
     def parse(d: dict) -> "Hello":
@@ -93,6 +96,7 @@ class Hello:
                 socket=d.get("socket"),
                 peer=d.get("peer"),
                 features=tuple(d.get("features") or ()),
+                crc32c_library=str(d["crc32cLibrary"]) if d.get("crc32cLibrary") else None,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ProtocolError(f"daemon answered hello without {e}") from None
@@ -199,7 +203,7 @@ class Pin:
 class Client:
     """A connection to the local tiersync daemon. Thread-safe: calls are serialized on one control connection."""
 
-    def __init__(self, hello: Hello, control: ControlChannel, shm: SharedArena, copier: Copier, verify: bool, pipeline: Optional[bool] = None):
+    def __init__(self, hello: Hello, control: ControlChannel, shm: SharedArena, copier: Copier, verify: bool, pipeline: Optional[bool] = None, native: Optional[_native.NativeCrc32c] = None):
         self.hello = hello
         self._control = control
         self._shm: Optional[SharedArena] = shm
@@ -216,6 +220,12 @@ class Client:
         self._check_copy = verify or not self._pin_verify
         self._release_damaged = "release-damaged" in hello.features
         self._pipeline = pipeline
+        # The daemon's CRC32C as a C library (_native.py): each page is copied and checksummed in one pass here. A
+        # store then commits its CRC32Cs (recorded without a second read where the daemon checks on serve, or when it
+        # wants them from the client anyway), and a load checks its own copy-out against the pin's CRC32Cs instead of
+        # asking the daemon for a check pass ('pin-verify') before it.
+        self._native = native
+        self._store_crc = native is not None and ("checked-on-serve" in hello.features or not self._daemon_crc)
 
     @classmethod
     def connect(
@@ -229,6 +239,7 @@ class Client:
         populate: bool = False,
         verify: bool = False,
         pipeline: Optional[bool] = None,
+        native_crc32c: Optional[bool] = None,
     ) -> "Client":
         """Asks the daemon what it offers and maps its shared-memory host tier.
 
@@ -247,6 +258,11 @@ class Client:
             pipeline: cut large stores and loads into chunks whose requests overlap the copies (needs the daemon's
                 framed Unix-socket session). None (default): loads always; stores when the host has a core to spare
                 at call time (1-minute load average below the cores). True / False: always / never.
+            native_crc32c: copy and CRC32C each page in one pass with the daemon's CRC32C library (hello's
+                ``crc32cLibrary``, or ``TIERSYNC_CRC32C_LIBRARY``): stores commit their CRC32Cs, loads check their own
+                copies. None (default): when the library loads, unless ``TIERSYNC_NATIVE_CRC32C=0``; False: never (the
+                daemon checksums and checks, as against a daemon without the library); True: required
+                (UnavailableError without it).
 
         Raises:
             AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
@@ -270,10 +286,11 @@ class Client:
             shm = SharedArena(str(s["path"]), int(s["capacity"]), int(s["pageSize"]), str(s["fingerprint"]), populate=populate)
             if use_socket and hello.socket:
                 control.use_socket(hello.socket)
+            native = _native.resolve(hello.crc32c_library, native_crc32c)
         except BaseException:
             control.close()
             raise
-        return cls(hello, control, shm, Copier(threads), verify, pipeline)
+        return cls(hello, control, shm, Copier(threads), verify, pipeline, native)
 
     # -- properties -------------------------------------------------------------------------------------------------
 
@@ -296,6 +313,12 @@ class Client:
         request counts only while this process waited for it, not while it ran behind a copy) and in page copies
         (``copy_s``): where a store's or load's time goes."""
         return {"control_s": self._control.seconds, "copy_s": self._copier.seconds}
+
+    @property
+    def native_crc32c(self) -> Optional[str]:
+        """The CRC32C library this client copies and checksums with (``"PATH (impl)"``), or None: the daemon
+        checksums stored pages and checks loaded ones itself."""
+        return f"{self._native.path} ({self._native.impl})" if self._native is not None else None
 
     @property
     def endpoint(self) -> str:
@@ -327,7 +350,8 @@ class Client:
         with self._lock:
             shm = self._shm_or_closed()
             # A store's chunks pay only with a core to spare (their copies compete with the daemon's checksums).
-            spans = self._spans(len(keys), _pipeline.STORE_CHUNK_BYTES, _pipeline.core_to_spare)
+            # With the CRC32Cs computed here the daemon has no pass to overlap: one request per batch.
+            spans = self._spans(len(keys), _pipeline.STORE_CHUNK_BYTES, lambda: not self._store_crc and _pipeline.core_to_spare())
             if len(spans) == 1:
                 answers = [(0, self._store_batch(shm, keys, pages))]
             else:
@@ -391,6 +415,8 @@ class Client:
     def _fill(self, shm: SharedArena, keys: List[str], pages: List["_Page"], r: dict) -> dict:
         """Copies pages into the slots a reservation gave them; returns the commit's body."""
         offsets = _ints(r, "offsets", len(keys), "reserve")
+        if self._store_crc:
+            return {"lease": r["lease"], "crcs": self._fill_crc(shm, keys, pages, offsets)}
         jobs: List[Job] = []
         for i, o in enumerate(offsets):
             if o < 0:
@@ -407,6 +433,39 @@ class Client:
             crc = self._crc32c()
             body["crcs"] = [crc(shm.view[o : o + p.length]) if o >= 0 else 0 for o, p in zip(offsets, pages)]
         return body
+
+    def _fill_crc(self, shm: SharedArena, keys: List[str], pages: List["_Page"], offsets: List[int]) -> List[int]:
+        """Copies pages into their slots with the CRC32C library, each page's CRC32C computed in the same pass; one
+        native call per run of whole pages that are adjacent both in caller memory and in the arena. Returns the
+        commit's ``crcs`` (0 for pages not copied)."""
+        native = self._native
+        assert native is not None
+        pb = self.hello.page_bytes
+        crcs = (ctypes.c_uint32 * len(keys))()
+        jobs: List[CrcJob] = []
+        for i, o in enumerate(offsets):
+            if o < 0:
+                continue  # the daemon holds this page already: nothing to copy
+            p = pages[i]
+            shm.check(o, p.length, f"reserve of {keys[i]}")
+            slot = shm.address + o
+            if len(p.segments) > 1:
+                crc = 0
+                for address, n in p.segments:
+                    crc = native.copy_crc32c(slot, address, n, crc)
+                    slot += n
+                crcs[i] = crc
+                continue
+            address = p.segments[0][0]
+            if jobs:
+                d, a, n, _, at = jobs[-1]
+                # Continues the previous run: whole pages so far, the next page index, adjacent on both sides.
+                if n % pb == 0 and at + n // pb == i and d + n == slot and a + n == address:
+                    jobs[-1] = (d, a, n + p.length, pb, at)
+                    continue
+            jobs.append((slot, address, p.length, pb, i))
+        self._copier.run_crc(native, jobs, crcs)
+        return [crcs[i] if o >= 0 else 0 for i, o in enumerate(offsets)]
 
     def _abort(self, reserved: dict) -> None:
         try:
@@ -477,7 +536,7 @@ class Client:
             # A load's chunks pay even on busy cores (each copy reads what the daemon's check just brought into cache).
             spans = self._spans(len(keys), _pipeline.LOAD_CHUNK_BYTES, lambda: True)
             if len(spans) == 1:
-                pin = self._control.call("pin", self._pin_body(keys))
+                pin = self._control.call("pin", self._pin_body(keys, self._native is None))
                 refused: List[int] = []
                 try:
                     missing, damaged, refused = self._drain(shm, keys, pages, pin, exact, prefix_only)
@@ -508,7 +567,7 @@ class Client:
 
         def pin(j: int) -> None:
             lo, hi = spans[j]
-            pins[j] = control.send("pin", self._pin_body(keys[lo:hi]))
+            pins[j] = control.send("pin", self._pin_body(keys[lo:hi], self._native is None))
 
         try:
             for j in range(min(_pipeline.PIPELINE_DEPTH, len(spans))):
@@ -550,6 +609,8 @@ class Client:
         lengths = _ints(pin, "lengths", len(keys), "pin")
         crcs = _ints(pin, "crcs", len(keys), "pin")
         refused = set(_ints(pin, "damaged", None, "pin")) if "damaged" in pin else set()
+        if self._native is not None:
+            return self._drain_crc(shm, keys, pages, offsets, lengths, crcs, refused, exact, stop)
         missing: List[int] = []
         damaged: List[int] = []
         found_here: List[int] = []
@@ -583,10 +644,75 @@ class Client:
         self._copier.run(jobs, piece=LOAD_PIECE_BYTES)
         return missing, damaged, found_here
 
-    def _pin_body(self, keys: List[str]) -> dict:
-        # The daemon checks each page's CRC32C natively before answering ('pin-verify'): this process has no native
-        # checksum of its own on the data path.
-        return {"keys": keys, "verify": True} if self._pin_verify else {"keys": keys}
+    def _drain_crc(self, shm: SharedArena, keys: List[str], pages: List["_Page"], offsets: List[int], lengths: List[int], crcs: List[int], refused: set, exact: bool, stop: bool) -> "tuple[List[int], List[int], List[int]]":
+        """_drain with the CRC32C library: each page is copied and checksummed in one pass (the bytes checked are the
+        bytes copied) and compared with the CRC32C recorded for it. A page that fails is not delivered (raised as
+        ChecksumError by the caller); its destination holds whatever was read. ``stop``: pages are copied one at a
+        time, in order, and nothing after the first page not delivered is copied."""
+        native = self._native
+        assert native is not None
+        pb = self.hello.page_bytes
+        missing: List[int] = []
+        damaged: List[int] = []
+        plan: List[int] = []
+        # First every check that needs no copy, so that an OutOfRangeError leaves the destinations untouched.
+        for i, o in enumerate(offsets):
+            n, p = lengths[i], pages[i]
+            if stop and (missing or damaged):
+                missing.append(i)
+                continue
+            if i in refused:
+                damaged.append(i)  # the daemon's own check failed (a verified pin): it answered no slot
+                continue
+            if o < 0 or (exact and n != p.length):
+                missing.append(i)
+                continue
+            shm.check(o, n, f"pin of {keys[i]}")
+            if n > p.length:
+                raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
+            plan.append(i)
+        found_here: List[int] = []
+        got = (ctypes.c_uint32 * len(keys))()
+        jobs: List[CrcJob] = []
+        start = time.perf_counter()
+        for k, i in enumerate(plan):
+            n, p = lengths[i], pages[i]
+            slot = shm.address + offsets[i]
+            if stop or len(p.segments) > 1:
+                crc, left = 0, n
+                for address, room in p.segments:
+                    take = min(room, left)
+                    crc = native.copy_crc32c(address, slot, take, crc)
+                    slot, left = slot + take, left - take
+                    if left == 0:
+                        break
+                if crc != crcs[i]:
+                    damaged.append(i)
+                    found_here.append(i)
+                    if stop:
+                        missing.extend(plan[k + 1 :])  # a prefix ends here: the pages after it stay as they were
+                        break
+                continue
+            address = p.segments[0][0]
+            if jobs:
+                a, d, m, _, at = jobs[-1]
+                if m % pb == 0 and at + m // pb == i and a + m == address and d + m == slot:
+                    jobs[-1] = (a, d, m + n, pb, at)
+                    continue
+            jobs.append((address, slot, n, pb, i))
+        self._copier.seconds += time.perf_counter() - start
+        self._copier.run_crc(native, jobs, got)
+        for _, _, m, _, at in jobs:
+            for i in range(at, at + -(-m // pb)):
+                if got[i] != crcs[i]:
+                    damaged.append(i)
+                    found_here.append(i)
+        return sorted(missing), sorted(damaged), sorted(found_here)
+
+    def _pin_body(self, keys: List[str], verify: bool = True) -> dict:
+        # The daemon checks each page's CRC32C natively before answering ('pin-verify') unless this process checks
+        # its own copies with the CRC32C library (verify False: loads with the library).
+        return {"keys": keys, "verify": True} if verify and self._pin_verify else {"keys": keys}
 
     def _release_body(self, pin: dict, damaged: List[int]) -> dict:
         body: dict = {"lease": pin["lease"]}
