@@ -13,6 +13,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
@@ -36,11 +37,17 @@ export interface RespBenchOptions {
   hostBytes?: number;
   /** A /dev/shm host tier and a durable catalog (see the file comment). Default false. */
   durable?: boolean;
+  /**
+   * Also run a third target: a bare Node.js RESP sink in this process (net.Server, Node's own socket reads,
+   * values counted and dropped, GETs answered from one fixed buffer). It stores nothing: it is the ceiling any
+   * door running on Node's socket path can reach on this machine. Default false.
+   */
+  nodeSink?: boolean;
   log?: (line: string) => void;
 }
 
 export interface RespRun {
-  target: 'door' | 'redis';
+  target: 'door' | 'redis' | 'node-sink';
   setRps: number;
   getRps: number;
 }
@@ -59,6 +66,8 @@ export interface RespBenchReport {
   ratio: { set: number; get: number };
   /** Median over repetitions of door / the redis-server run right after it (steadier on a noisy machine). */
   pairRatio: { set: number; get: number };
+  /** With `nodeSink`: the bare Node sink's medians, and door / sink and sink / redis-server (medians). */
+  nodeSink?: { setRps: number; getRps: number; doorRatio: { set: number; get: number }; redisRatio: { set: number; get: number } };
   runs: RespRun[];
   machine: string;
 }
@@ -79,6 +88,72 @@ async function redisBenchmark(port: number, o: Required<Pick<RespBenchOptions, '
   return { setRps: rps('SET'), getRps: rps('GET') };
 }
 
+/**
+ * The bare Node.js RESP sink (`nodeSink`): parses arrays of bulk strings as they arrive, never copies a bulk longer
+ * than 4 KiB (its bytes are counted and dropped), answers SET with +OK, GET with one fixed value of `valueBytes`,
+ * CONFIG GET with an empty value (redis-benchmark asks for `save` and `appendonly`), anything else with +OK.
+ */
+async function startNodeSink(valueBytes: number): Promise<{ port: number; stop: () => Promise<void> }> {
+  const OK = Buffer.from('+OK\r\n');
+  const value = Buffer.concat([Buffer.from(`$${valueBytes}\r\n`), Buffer.alloc(valueBytes, 0x78), Buffer.from('\r\n')]);
+  const server = net.createServer({ noDelay: true }, (socket) => {
+    let head: Buffer = Buffer.alloc(0);
+    let skip = 0;
+    let args: string[] | undefined;
+    let count = 0;
+    const reply = (a: string[]) => {
+      const name = (a[0] ?? '').toUpperCase();
+      if (name === 'GET') socket.write(value);
+      else if (name === 'CONFIG') socket.write(`*2\r\n$${(a[2] ?? '').length}\r\n${a[2] ?? ''}\r\n$0\r\n\r\n`);
+      else socket.write(OK);
+    };
+    socket.on('error', () => undefined);
+    socket.on('data', (chunk: Buffer) => {
+      let c = chunk;
+      if (skip) {
+        const n = Math.min(skip, c.length);
+        skip -= n;
+        c = c.subarray(n);
+        if (skip) return;
+      }
+      head = head.length ? Buffer.concat([head, c]) : c;
+      for (;;) {
+        if (!args) {
+          const eol = head.indexOf('\r\n');
+          if (eol < 0) return;
+          count = Number(head.subarray(1, eol).toString('latin1'));
+          args = [];
+          head = head.subarray(eol + 2);
+        }
+        if (args.length === count) {
+          reply(args);
+          args = undefined;
+          continue;
+        }
+        const eol = head.indexOf('\r\n');
+        if (eol < 0) return;
+        const len = Number(head.subarray(1, eol).toString('latin1'));
+        if (len > 4096) {
+          args.push('');
+          const have = head.length - eol - 2;
+          if (have >= len + 2) {
+            head = head.subarray(eol + 2 + len + 2);
+            continue;
+          }
+          skip = len + 2 - have;
+          head = Buffer.alloc(0);
+          return;
+        }
+        if (head.length < eol + 2 + len + 2) return;
+        args.push(head.subarray(eol + 2, eol + 2 + len).toString('latin1'));
+        head = head.subarray(eol + 4 + len);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, stop: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
 export async function runRespBench(options: RespBenchOptions = {}): Promise<RespBenchReport> {
   const o = { requests: options.requests ?? 20_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50 };
   const repetitions = options.repetitions ?? 3;
@@ -86,6 +161,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-bench-resp-'));
   const shm = options.durable ? `/dev/shm/tiersync-bench-resp-${process.pid}` : undefined;
   const redis = await startRedis();
+  const sink = options.nodeSink ? await startNodeSink(o.valueBytes) : undefined;
   let server: TierSyncServer | undefined;
   const runs: RespRun[] = [];
   try {
@@ -106,6 +182,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
     const warm = { ...o, requests: Math.max(500, Math.floor(o.requests / 10)) };
     await redisBenchmark(server.respPort, warm);
     await redisBenchmark(redis.port, warm);
+    if (sink) await redisBenchmark(sink.port, warm);
     for (let i = 0; i < repetitions; i++) {
       const door = await redisBenchmark(server.respPort, o);
       runs.push({ target: 'door', ...door });
@@ -113,22 +190,31 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
       const base = await redisBenchmark(redis.port, o);
       runs.push({ target: 'redis', ...base });
       log(`redis  SET ${round(base.setRps, 0)} req/s  GET ${round(base.getRps, 0)} req/s`);
+      if (sink) {
+        const bare = await redisBenchmark(sink.port, o);
+        runs.push({ target: 'node-sink', ...bare });
+        log(`sink   SET ${round(bare.setRps, 0)} req/s  GET ${round(bare.getRps, 0)} req/s`);
+      }
     }
   } finally {
     await server?.close();
     await redis.stop();
+    await sink?.stop();
     rmSync(dir, { recursive: true, force: true });
     if (shm) rmSync(shm, { force: true });
   }
-  const figure = (target: 'door' | 'redis') => {
+  const figure = (target: RespRun['target']) => {
     const set = median(runs.filter((r) => r.target === target).map((r) => r.setRps));
     const get = median(runs.filter((r) => r.target === target).map((r) => r.getRps));
     return { setRps: round(set, 0), getRps: round(get, 0), setGiBps: round((set * o.valueBytes) / 1024 ** 3), getGiBps: round((get * o.valueBytes) / 1024 ** 3) };
   };
   const pairs: Array<[RespRun, RespRun]> = [];
-  for (let i = 0; i + 1 < runs.length; i += 2) pairs.push([runs[i]!, runs[i + 1]!]);
+  const doorRuns = runs.filter((r) => r.target === 'door');
+  const redisRuns = runs.filter((r) => r.target === 'redis');
+  for (let i = 0; i < Math.min(doorRuns.length, redisRuns.length); i++) pairs.push([doorRuns[i]!, redisRuns[i]!]);
   const door = figure('door');
   const base = figure('redis');
+  const bare = sink ? figure('node-sink') : undefined;
   return {
     command: `redis-benchmark -d ${o.valueBytes} -c ${o.clients} -t get,set -n ${o.requests}`,
     ...o,
@@ -141,6 +227,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
       set: round(median(pairs.map(([d, b]) => d.setRps / b.setRps))),
       get: round(median(pairs.map(([d, b]) => d.getRps / b.getRps))),
     },
+    ...(bare ? { nodeSink: { setRps: bare.setRps, getRps: bare.getRps, doorRatio: { set: round(door.setRps / bare.setRps), get: round(door.getRps / bare.getRps) }, redisRatio: { set: round(bare.setRps / base.setRps), get: round(bare.getRps / base.getRps) } } } : {}),
     runs,
     machine: `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${round(os.totalmem() / 1024 ** 3, 1)} GiB`,
   };
@@ -154,7 +241,8 @@ redis-server started in the same run (alternating); reports both and the ratio.
   --bytes N        value size in bytes (default 262144)
   --clients N      parallel clients (default 50)
   --repetitions N  door/redis pairs (default 3)
-  --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)`;
+  --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)
+  --node-sink      also run a bare Node.js RESP sink (stores nothing: the ceiling of Node's socket path here)`;
 
 function positive(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -165,7 +253,7 @@ function positive(v: string | undefined, name: string): number | undefined {
 
 /** `tiersync bench resp ...` (its own options). */
 export async function respBenchCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, 'node-sink': { type: 'boolean' }, help: { type: 'boolean' } } });
   if (values.help) {
     console.log(usage);
     return 0;
@@ -181,11 +269,12 @@ export async function respBenchCommand(args: string[]): Promise<number> {
   if (clients) opts.clients = clients;
   if (repetitions) opts.repetitions = repetitions;
   if (values.durable) opts.durable = true;
+  if (values['node-sink']) opts.nodeSink = true;
   const r = await runRespBench(opts);
   console.log(
     values.json
       ? JSON.stringify(r)
-      : [`${r.command} (door catalog: ${r.catalog})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`].join('\n'),
+      : [`${r.command} (door catalog: ${r.catalog})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`, ...(r.nodeSink ? [`node sink    SET ${r.nodeSink.setRps} req/s  GET ${r.nodeSink.getRps} req/s  (door / sink: SET ${r.nodeSink.doorRatio.set}  GET ${r.nodeSink.doorRatio.get}; sink / redis: SET ${r.nodeSink.redisRatio.set}  GET ${r.nodeSink.redisRatio.get})`] : [])].join('\n'),
   );
   return 0;
 }
