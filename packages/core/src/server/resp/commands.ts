@@ -132,7 +132,7 @@ function errorOf(e: unknown): string {
   return `ERR ${(e as Error).message}`;
 }
 
-async function set(c: RespConnection, args: Uint8Array[]): Promise<void> {
+function set(c: RespConnection, args: Uint8Array[]): void | Promise<void> {
   const key = c.key(args[1]!);
   let expiresAt = 0;
   let nx = false;
@@ -151,11 +151,24 @@ async function set(c: RespConnection, args: Uint8Array[]): Promise<void> {
       expiresAt = opt === 'EX' ? Date.now() + n * 1000 : opt === 'PX' ? Date.now() + n : opt === 'EXAT' ? n * 1000 : n;
     } else fail('ERR syntax error');
   }
+  if (!withGet) {
+    // A value received into first-tier slots and committed there as it arrived: acknowledged in this turn.
+    const writer = c.writerOf(args[2]!);
+    const done = writer && c.door.commitValueNow(tenantOf(c), key, writer, { expiresAt, keepTtl, nx, xx });
+    if (done !== undefined) {
+      c.send([done ? OK : replyNull(c.protocol)]);
+      return;
+    }
+  }
+  return setSlow(c, key, args[2]!, { expiresAt, keepTtl, nx, xx }, withGet);
+}
+
+async function setSlow(c: RespConnection, key: string, arg: Uint8Array, options: { expiresAt: number; keepTtl: boolean; nx: boolean; xx: boolean }, withGet: boolean): Promise<void> {
   let previous: ReadValue | null = null;
   if (withGet) previous = (await c.door.getValues(tenantOf(c), [key]))[0] ?? null;
   let done: boolean;
   try {
-    done = await storeValue(c, key, args[2]!, { expiresAt, keepTtl, nx, xx });
+    done = await storeValue(c, key, arg, options);
   } catch (e) {
     previous?.release();
     throw e;
@@ -436,11 +449,12 @@ function ttl(c: RespConnection, key: Uint8Array, unit: number): number {
 }
 
 /** Runs one command and queues its reply (an error reply when it fails; nothing here throws). */
-export async function executeCommand(c: RespConnection, args: Uint8Array[]): Promise<void> {
+export function executeCommand(c: RespConnection, args: Uint8Array[]): void | Promise<void> {
   const name = upper(args[0]);
   const s = COMMANDS.get(name);
   const start = process.hrtime.bigint();
-  let failed = false;
+  const label = s ? name.toLowerCase() : 'other';
+  let pending: void | Promise<void>;
   try {
     if (!s) {
       const preview = args
@@ -451,15 +465,27 @@ export async function executeCommand(c: RespConnection, args: Uint8Array[]): Pro
     }
     if (!c.tenant && !s!.open) fail('NOAUTH Authentication required.');
     if ((s!.arity > 0 && args.length !== s!.arity) || (s!.arity < 0 && args.length < -s!.arity)) fail(`ERR wrong number of arguments for '${name.toLowerCase()}' command`);
-    await s!.run(c, args);
+    pending = s!.run(c, args);
   } catch (e) {
-    failed = true;
-    if (e instanceof ReplyCut) {
-      c.door.countCommand(s ? name.toLowerCase() : 'other', failed, Number(process.hrtime.bigint() - start) / 1e9);
-      return;
-    }
+    commandFailed(c, name, label, start, e);
+    return;
+  }
+  // A command answered in this turn (e.g. a SET committed as its bytes arrived) costs no promise.
+  if (!pending) {
+    c.door.countCommand(label, false, Number(process.hrtime.bigint() - start) / 1e9);
+    return;
+  }
+  return pending.then(
+    () => c.door.countCommand(label, false, Number(process.hrtime.bigint() - start) / 1e9),
+    (e: unknown) => commandFailed(c, name, label, start, e),
+  );
+}
+
+/** Answers a failed command with its error (none for a reply already cut) and counts it. */
+function commandFailed(c: RespConnection, name: string, label: string, start: bigint, e: unknown): void {
+  if (!(e instanceof ReplyCut)) {
     if (!(e instanceof ReplyError) && !(e instanceof TierSyncError)) c.door.log?.error({ err: e, command: name }, 'RESP command failed');
     c.send([encodeError(errorOf(e))]);
   }
-  c.door.countCommand(s ? name.toLowerCase() : 'other', failed, Number(process.hrtime.bigint() - start) / 1e9);
+  c.door.countCommand(label, true, Number(process.hrtime.bigint() - start) / 1e9);
 }

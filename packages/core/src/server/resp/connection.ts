@@ -20,7 +20,7 @@ const UNAUTHENTICATED_LIMITS = { maxBulkBytes: 16 * 1024, maxArrayLength: 10 };
 const MAX_AUTH_FAILURES = 10;
 
 /** Runs one command of a connection (commands.ts's executeCommand; handed in by the door, so no import cycle). */
-export type CommandExecutor = (c: RespConnection, args: Uint8Array[]) => Promise<void>;
+export type CommandExecutor = (c: RespConnection, args: Uint8Array[]) => void | Promise<void>;
 
 export class RespConnection implements ReplyOut {
   readonly id: number;
@@ -173,7 +173,9 @@ export class RespConnection implements ReplyOut {
         this.midSince = this.parser.pendingBytes > 0 || this.parser.midValue ? Date.now() : 0;
         this.#filling = undefined;
         try {
-          await this.#execute(this, args);
+          // A command answered in this turn returns nothing: the next one runs without a microtask hop.
+          const pending = this.#execute(this, args);
+          if (pending) await pending;
         } finally {
           this.#releaseStaged();
         }

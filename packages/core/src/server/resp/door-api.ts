@@ -65,6 +65,8 @@ export interface DoorApi {
   setValue(tenant: string, key: string, value: Uint8Array, options?: WriteOptions): Promise<boolean>;
   beginValue(tenant: string, key: string | undefined, length: number, lane: StagingLane): ValueSink;
   commitValue(tenant: string, key: string, writer: ValueSink, options?: WriteOptions): Promise<boolean>;
+  /** commitValue() in the calling turn where nothing needs waiting for; undefined: call commitValue(). */
+  commitValueNow(tenant: string, key: string, writer: ValueSink, options?: WriteOptions): boolean | undefined;
   deleteKeys(tenant: string, keys: readonly string[]): Promise<number>;
   flush(tenant: string): Promise<number>;
   entry(tenant: string, key: string): ValueEntry | undefined;

@@ -37,7 +37,7 @@ const RESP_LATENCY_BUCKETS = [0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 
 import { executeCommand } from './commands.js';
 import type { ResolvedRespConfig } from './config.js';
 import { RespConnection } from './connection.js';
-import type { DoorApi, ReadValue, RespDoorStats } from './door-api.js';
+import type { DoorApi, ReadValue, RespDoorStats, WriteOptions } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
 import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, VALUE_PAGE_TAG, type Manifest } from './manifest.js';
 import type { RespPageStore } from './page-store.js';
@@ -352,10 +352,60 @@ export class RespDoor implements StreamHost, DoorApi {
    * false when a condition kept it from being set (its pages are then deleted).
    * @throws TierSyncError ERR_TIER_FULL when the hierarchy refused pages, ERR_OUT_OF_RANGE past the key limits
    */
-  async commitValue(tenant: string, key: string, writer: ValueSink, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
+  async commitValue(tenant: string, key: string, writer: ValueSink, options: WriteOptions = {}): Promise<boolean> {
     await writer.finish();
+    if (!this.durable) return this.#install(tenant, key, writer, options);
     const ks = this.keyspace(tenant);
-    let current = ks.get(key, Date.now(), this.#onDead);
+    let current = this.#admit(ks, key, writer, options);
+    if (current === false) return false;
+    let manifest: PageKey[] | undefined;
+    // Written after every page of the value is committed, and before the key is visible or acknowledged. Its
+    // generation is taken now, so manifests are numbered in the order their SETs commit.
+    const id = `${tenant}\0${key}`;
+    const op = ++this.#op;
+    const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
+    w.latest = op;
+    w.pending++;
+    this.#writes.set(id, w);
+    try {
+      const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
+      manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: writer.length, expiresAt, pages: [...writer.pages] });
+    } catch (e) {
+      writer.abort();
+      throw e;
+    } finally {
+      this.#endWrite(id, w);
+    }
+    if (w.latest !== op) {
+      // A later SET or DEL of this key committed meanwhile: it wins, this value was overwritten at once.
+      void this.#discard(manifest);
+      writer.abort();
+      return true;
+    }
+    current = ks.get(key, Date.now(), this.#onDead);
+    // A SET of this key begun earlier and still writing loses to this one.
+    this.#supersede(tenant, key);
+    writer.commit();
+    const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
+    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest }, this.#onDead);
+    return true;
+  }
+
+  /**
+   * commitValue() in the calling turn, where nothing needs waiting for: a catalog in memory and a writer whose pages
+   * are all committed already (the slot writer commits each group as its last byte arrives). undefined: not
+   * possible now, call commitValue(). The guarantees are commitValue()'s: every page is in the first tier before
+   * the key points at it (and before the caller acknowledges); the block index records them in the background.
+   * @throws TierSyncError as commitValue()
+   */
+  commitValueNow(tenant: string, key: string, writer: ValueSink, options: WriteOptions = {}): boolean | undefined {
+    if (this.durable || !writer.finishNow?.()) return undefined;
+    return this.#install(tenant, key, writer, options);
+  }
+
+  /** NX/XX and the key limits, checked when the command runs: the live entry (or undefined), or false (condition unmet, writer aborted). */
+  #admit(ks: TenantKeyspace, key: string, writer: ValueSink, options: WriteOptions): ValueEntry | undefined | false {
+    const current = ks.get(key, Date.now(), this.#onDead);
     if ((options.nx && current) || (options.xx && !current)) {
       writer.abort();
       return false;
@@ -365,38 +415,19 @@ export class RespDoor implements StreamHost, DoorApi {
       writer.abort();
       throw new TierSyncError(`key limit reached (${this.config.maxKeys} keys or ${this.config.maxKeyBytesTotal} bytes of key names)`, 'ERR_OUT_OF_RANGE');
     }
-    let manifest: PageKey[] | undefined;
-    if (this.durable) {
-      // Written after every page of the value is committed, and before the key is visible or acknowledged. Its
-      // generation is taken now, so manifests are numbered in the order their SETs commit.
-      const id = `${tenant}\0${key}`;
-      const op = ++this.#op;
-      const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
-      w.latest = op;
-      w.pending++;
-      this.#writes.set(id, w);
-      try {
-        const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-        manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: writer.length, expiresAt, pages: [...writer.pages] });
-      } catch (e) {
-        writer.abort();
-        throw e;
-      } finally {
-        this.#endWrite(id, w);
-      }
-      if (w.latest !== op) {
-        // A later SET or DEL of this key committed meanwhile: it wins, this value was overwritten at once.
-        void this.#discard(manifest);
-        writer.abort();
-        return true;
-      }
-      current = ks.get(key, Date.now(), this.#onDead);
-    }
+    return current;
+  }
+
+  /** A finished writer's value becomes `key`'s (catalog in memory: no manifest). */
+  #install(tenant: string, key: string, writer: ValueSink, options: WriteOptions): boolean {
+    const ks = this.keyspace(tenant);
+    const current = this.#admit(ks, key, writer, options);
+    if (current === false) return false;
     // A SET of this key begun earlier and still writing loses to this one.
     this.#supersede(tenant, key);
     writer.commit();
     const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest }, this.#onDead);
+    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest: undefined }, this.#onDead);
     return true;
   }
 

@@ -42,6 +42,11 @@ export interface SlotAccess {
    * computed it while the bytes were hot (the RESP parser's windows); computed here on native threads otherwise.
    */
   commit(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs?: Uint32Array): Promise<void>;
+  /**
+   * commit() with the CRC32Cs given, done now: the pages are in the tier when it returns (the index records them
+   * in the background, as after commit()). Lets a SET be acknowledged in the turn its last byte arrived.
+   */
+  commitNow(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): void;
   /** Frees reserved slots that will not be committed. */
   cancel(keys: readonly PageKey[], offsets: Float64Array): void;
   /** Pins pages in the tier and says where they are (undefined: not in this tier). */
@@ -113,6 +118,10 @@ export class HostSlots implements SlotAccess {
       this.cancel(keys, offsets);
       throw e;
     }
+    this.commitNow(keys, offsets, lengths, crcs);
+  }
+
+  commitNow(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): void {
     this.tier.commitRemote(keys, offsets, lengths, crcs, () => true);
     this.#record(keys.map((key, i) => ({ key, length: lengths[i]!, crc32c: crcs[i]! })));
   }

@@ -38,7 +38,6 @@ export class SlotWriter implements ValueSink {
   readonly #slots: SlotAccess;
   readonly #pageBytes: number;
   readonly #groupPages: number;
-  readonly #commits: Array<Promise<void>> = [];
   readonly #stored: boolean[];
   #group: Group | undefined;
   #reserving: Promise<void> | undefined;
@@ -141,28 +140,31 @@ export class SlotWriter implements ValueSink {
     if (g.filled < g.keys.length) return;
     this.#group = undefined;
     const lengths = Uint32Array.from(g.keys, (_, i) => Math.min(this.#pageBytes, this.length - (g.first + i) * this.#pageBytes));
-    const p = this.#slots.commit(g.keys, g.offsets, lengths, g.crcs).then(
-      () => {
-        for (let i = 0; i < g.keys.length; i++) this.#stored[g.first + i] = true;
-      },
-      (e: unknown) => {
-        this.#error ??= e;
-      },
-    );
-    this.#commits.push(p);
-    // The next group is reserved while this one is being committed.
+    // Committed now (the CRC32Cs are known): no promise per group, and finishNow() can answer in this turn.
+    try {
+      this.#slots.commitNow(g.keys, g.offsets, lengths, g.crcs);
+      for (let i = 0; i < g.keys.length; i++) this.#stored[g.first + i] = true;
+    } catch (e) {
+      this.#error ??= e;
+    }
+    // The next group is reserved before its bytes arrive.
     if (this.#offset < this.length) this.#reserveNext(g.first + g.keys.length);
   }
 
   async finish(): Promise<void> {
+    this.finishNow();
+  }
+
+  /** finish(), now: every group was committed synchronously as it filled, so nothing is ever pending here. */
+  finishNow(): boolean {
     if (this.#state !== 'open') throw new TierSyncError('internal: a value writer finished twice', 'ERR_INVALID_ARGUMENT');
     if (!this.complete) throw new TierSyncError('internal: a value was committed before all its bytes arrived', 'ERR_INVALID_ARGUMENT');
-    await Promise.all(this.#commits);
     if (this.#error !== undefined) {
       const e = this.#error;
       this.abort();
       throw e instanceof TierSyncError && e.code === 'ERR_TIER_FULL' ? e : new TierSyncError(`the value could not be stored: ${(e as Error).message}`, 'ERR_TIER_FULL', { cause: e });
     }
+    return true;
   }
 
   commit(): void {
@@ -177,9 +179,7 @@ export class SlotWriter implements ValueSink {
       this.#slots.cancel(this.#group.keys, this.#group.offsets);
       this.#group = undefined;
     }
-    void Promise.allSettled(this.#commits).then(() => {
-      const written = this.pages.filter((_, i) => this.#stored[i]);
-      if (written.length) this.#host.discard(written);
-    });
+    const written = this.pages.filter((_, i) => this.#stored[i]);
+    if (written.length) this.#host.discard(written);
   }
 }

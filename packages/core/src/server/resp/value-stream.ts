@@ -99,6 +99,11 @@ export interface ValueSink extends BulkSink {
   wait(timeoutMs: number): Promise<void>;
   /** Waits for every page to be stored; on failure aborts and throws (ERR_TIER_FULL when the hierarchy refused pages). */
   finish(): Promise<void>;
+  /**
+   * finish() without waiting, where the sink can: true when every page is stored (finish() is then done), false
+   * when some are still on their way (call finish()); throws as finish() does. Absent: always call finish().
+   */
+  finishNow?(): boolean;
   /** The pages now belong to the catalog (after finish()). */
   commit(): void;
   /** Drops the value: frees what it holds and deletes the pages it stored. Idempotent. */
