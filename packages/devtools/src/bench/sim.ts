@@ -3,15 +3,16 @@
  * (288,500 accesses, 182,790 distinct pages) are replayed in object-count mode through LRU and S3-FIFO, the policies
  * alternating (A B A B) and each figure the median of the repetitions, as accesses per second on one core (the
  * replay is single-threaded). The simulator's loop runs as `tiersync sim` does: the trace's ids are dense, so the
- * policies take the dense-key fast path (`denseKeys`). Each way of replaying is timed in its own phase. Also measured: the same loop with the default `Map`-keyed
- * policies, `@tiersync/policy`'s own `replay()` on the same accesses (the reference loop, with its per-request
+ * policies take the dense-key fast path (`denseKeys`). Each way of replaying is timed in its own phase. Also measured: the same loop with default
+ * policies (no `denseKeys`: the integer ids go through the policies' own typed-array hash), the same loop on string keys (each id as 64 hex
+ * digits, the form of the live hierarchy's page keys, which the policies keep in a `Map`), `@tiersync/policy`'s own `replay()` on the same accesses (the reference loop, with its per-request
  * checks, default policies) and the memory per resident page. Last, sim/live parity (bench/parity.ts): the same
  * hierarchy configs replayed live with real bytes and through the planner by counting, `parity: {cells, identical}`.
  */
 import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { replay, type EvictionPolicy, type TraceRequest } from '@tiersync/policy';
+import { replay, type EvictionPolicy, type PolicyKey, type TraceRequest } from '@tiersync/policy';
 import { bundledTrace, denseKeyBound, makePolicy, missRatioCurves, type ObjectTrace, readMooncake, replayObjects } from '@tiersync/core/sim';
 import { runParity } from '@tiersync/core';
 import { median, round } from './stats.js';
@@ -40,8 +41,13 @@ export interface SimBenchResult {
   policy: string;
   /** Median page accesses per second through the simulator's loop (dense-key policies, as `sim`), one core. */
   accessesPerSec: number;
-  /** Median accesses per second through the same loop with default (`Map`-keyed) policies. */
+  /**
+   * Median accesses per second through the same loop with default policies (no `denseKeys`): the trace's integer
+   * ids, which the policies map to slots through their typed-array hash (a `Map` before e070b77; the name stays).
+   */
   mapAccessesPerSec: number;
+  /** Median accesses per second with every id as a 64-hex-digit string (the live page key form): the `Map` path. */
+  stringAccessesPerSec: number;
   /** Median accesses per second through `@tiersync/policy`'s `replay()` (the checked reference loop). */
   replayAccessesPerSec: number;
   /** Miss ratio at the benchmark capacity (a sanity check that the work was done). */
@@ -73,6 +79,18 @@ export interface SimBenchReport {
 
 export { bundledTrace };
 
+/** The simulator's object loop (sim/exact.ts replayObjects, sizes 1) on keys of any type; returns the misses. */
+function replayKeys<K extends PolicyKey>(policy: EvictionPolicy<K>, keys: readonly K[]): number {
+  let misses = 0;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    if (policy.access(key)) continue;
+    misses++;
+    if (policy.canAdmit(key, 1)) policy.insert(key, 1);
+  }
+  return misses;
+}
+
 function gc(): void {
   v8.setFlagsFromString('--expose-gc');
   (vm.runInNewContext('gc') as () => void)();
@@ -101,10 +119,10 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
    * other, not interleaved, so each is measured with the JIT state of a process that replays only that way
    * (`tiersync sim` only ever takes the dense path on reader traces). Every way must count the same misses.
    */
-  const phase = async (
+  const phase = async <K extends PolicyKey>(
     label: string,
-    make: (p: string) => EvictionPolicy<number>,
-    run: (policy: EvictionPolicy<number>) => number,
+    make: (p: string) => EvictionPolicy<K>,
+    run: (policy: EvictionPolicy<K>) => number,
   ): Promise<Map<string, number[]>> => {
     const rates = new Map<string, number[]>(policies.map((p) => [p, []]));
     for (const p of policies) run(make(p));
@@ -125,6 +143,9 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
   };
   const fast = await phase('sim loop, dense keys', (p) => makePolicy(p, capacity, 'objects', dense), (policy) => replayObjects(policy, trace).misses);
   const viaMap = await phase('sim loop, Map keys', (p) => makePolicy(p, capacity, 'objects'), (policy) => replayObjects(policy, trace).misses);
+  // Strings made once, outside the timed region (their hashes are then cached, as a live key's is after its first use).
+  const strings = Array.from(keys, (key) => key.toString(16).padStart(64, '0'));
+  const viaStrings = await phase('sim loop, string keys', (p) => makePolicy(p, capacity, 'objects') as EvictionPolicy<PolicyKey>, (policy) => replayKeys(policy, strings));
   const ref = await phase('replay()', (p) => makePolicy(p, capacity, 'objects'), (policy) => replay(policy, requests).misses);
 
   // Memory: heap and ArrayBuffer growth of an unbounded LRU that ends up holding every distinct page.
@@ -178,6 +199,7 @@ export async function runSimBench(options: SimBenchOptions = {}): Promise<SimBen
       policy: p,
       accessesPerSec: Math.round(median(fast.get(p)!)),
       mapAccessesPerSec: Math.round(median(viaMap.get(p)!)),
+      stringAccessesPerSec: Math.round(median(viaStrings.get(p)!)),
       replayAccessesPerSec: Math.round(median(ref.get(p)!)),
       missRatio: round(missRatio.get(p)!, 4),
     })),
