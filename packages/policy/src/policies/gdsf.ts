@@ -18,6 +18,7 @@
 import { SlotPolicy } from '../internal/slot-policy.js';
 import { HeapKeys, SlotHeap } from '../internal/slot-heap.js';
 import { resizeFloat64, type SlotId } from '../internal/list.js';
+import { heapFirst } from './heap-order.js';
 import type { PolicyKey, PolicyOptions } from '../types.js';
 
 /** The cost libCacheSim's GDSF gives every object. */
@@ -82,10 +83,7 @@ export class GdsfPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
 
   protected override collectVictims(limit: number, out: K[]): void {
     // Evicting raises L but changes no resident's priority, so the next victims are the heap in order.
-    for (const slot of this.#heap.sorted()) {
-      if (out.length >= limit) return;
-      out.push(this.keyAt(slot));
-    }
+    heapFirst(this.#heap, limit, (slot) => out.push(this.keyAt(slot)));
   }
 
   protected override onRemove(slot: SlotId): void {

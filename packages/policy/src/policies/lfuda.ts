@@ -18,6 +18,7 @@
 import { SlotPolicy } from '../internal/slot-policy.js';
 import { HeapKeys, SlotHeap } from '../internal/slot-heap.js';
 import { resizeFloat64, type SlotId } from '../internal/list.js';
+import { heapFirst } from './heap-order.js';
 import type { PolicyKey, PolicyOptions } from '../types.js';
 
 /** LFU with dynamic aging. O(log n) per request. */
@@ -79,10 +80,7 @@ export class LfudaPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> 
 
   protected override collectVictims(limit: number, out: K[]): void {
     // Evicting raises L but changes no resident's key, so the next victims are the heap in order.
-    for (const slot of this.#heap.sorted()) {
-      if (out.length >= limit) return;
-      out.push(this.keyAt(slot));
-    }
+    heapFirst(this.#heap, limit, (slot) => out.push(this.keyAt(slot)));
   }
 
   protected override onRemove(slot: SlotId): void {
