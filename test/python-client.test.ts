@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostArena } from '@tiersync/native';
+import { HostArena, crc32c } from '@tiersync/native';
 import { KV_PRESETS, createNamespace, kvLayout, pageKeys, type KvLayoutInput } from '@tiersync/core';
 import { TierSyncClient } from '@tiersync/core/client';
 import { DEBIAN_PYTHON, requirePythonModules } from '../scripts/system-packages.mjs';
@@ -69,6 +69,33 @@ describe('Python client (packages/python) against a daemon', () => {
     const r = await python(['-m', 'pytest', 'packages/python/tests', '-q', '-rs'], { env: { TIERSYNC_TEST_URL: daemon.url }, timeoutMs: 230_000 });
     if (r.code !== 0) throw new Error(`pytest exited ${r.code}:\n${r.stdout.slice(-8000)}\n${r.stderr.slice(-4000)}`);
     expect(r.stdout).toMatch(/\d+ passed/);
+  });
+
+  it('passes its pytest suite with the CRC32C library turned off (the daemon checksums and checks)', { timeout: 240_000 }, async () => {
+    const r = await python(['-m', 'pytest', 'packages/python/tests', '-q', '-rs'], { env: { TIERSYNC_TEST_URL: daemon.url, TIERSYNC_NATIVE_CRC32C: '0' }, timeoutMs: 230_000 });
+    if (r.code !== 0) throw new Error(`pytest exited ${r.code}:\n${r.stdout.slice(-8000)}\n${r.stderr.slice(-4000)}`);
+    expect(r.stdout).toMatch(/\d+ passed/);
+  });
+
+  it("computes with the daemon's CRC32C library what Node's crc32c computes", async () => {
+    const sizes = [0, 1, 7, 4096, 65_537, 1 << 20];
+    const bufs = sizes.map((n) => randomFillSync(new Uint8Array(n)));
+    const script = [
+      'import json, sys, ctypes, tiersync',
+      'from tiersync._native import NativeCrc32c',
+      `c = tiersync.Client.connect(${JSON.stringify(daemon.url)}, token="token-alice")`,
+      'lib = NativeCrc32c(c.hello.crc32c_library)',
+      'out = []',
+      'for h in json.load(sys.stdin):',
+      '    b = bytes.fromhex(h); src = ctypes.create_string_buffer(b, len(b) or 1); dst = ctypes.create_string_buffer(len(b) or 1)',
+      '    out.append([lib.crc32c(ctypes.addressof(src), len(b)), lib.copy_crc32c(ctypes.addressof(dst), ctypes.addressof(src), len(b)), dst.raw[: len(b)] == b])',
+      'c.close()',
+      'print(json.dumps({"crcs": out, "impl": lib.impl}))',
+    ].join('\n');
+    const r = await python(['-c', script], { input: JSON.stringify(bufs.map((b) => Buffer.from(b).toString('hex'))) });
+    if (r.code !== 0) throw new Error(`python exited ${r.code}: ${r.stderr}`);
+    const got = JSON.parse(r.stdout) as { crcs: Array<[number, number, boolean]>; impl: string };
+    expect(got.crcs).toEqual(bufs.map((b) => [crc32c(b), crc32c(b), true]));
   });
 
   it('computes the same namespaces and page keys as @tiersync/core', async () => {

@@ -5,10 +5,9 @@ lookup, pin, release, delete), on one kept-alive connection, or its Unix socket 
 bytes go through the daemon's shared-memory host tier, mapped into this process:
 
 - store = ``reserve`` (the daemon answers a slot offset per new page, -1 for pages it already holds), one copy from
-  the caller's array into each slot (native memmove, no temporary), ``commit`` (the daemon checks each page's CRC32C
-  on its native threads before the page becomes visible);
-- load = ``pin`` (the daemon makes the pages resident in the host tier, holds them, and checks each page's CRC32C
-  on its native threads before answering), one copy out of each slot into the caller's array, ``release``.
+  the caller's array into each slot (native, no temporary), ``commit``;
+- load = ``pin`` (the daemon makes the pages resident in the host tier and holds them), one copy out of each slot
+  into the caller's array, ``release``.
 
 Control moves to a framed session on the daemon's Unix socket when it offers one (_frames.py). There, a store or load
 larger than a chunk (_pipeline.LOAD_CHUNK_BYTES / STORE_CHUNK_BYTES) is pipelined: the next chunks' requests are in flight while
@@ -18,9 +17,12 @@ No page byte crosses a socket. Pages the daemon must bring up from its lower tie
 the cluster registry, arrive in the host tier during ``pin``: a Python process reaches every tier and every host
 through its local daemon.
 
-Checksums: the daemon computes and checks CRC32C natively: at commit (the CRC32C it records) and at every pin (no
-page is copied out unless its slot matched). While a daemon still requires the client's CRC32C at commit, or lacks
-``pin-verify``, this client computes it with crcmod's C extension (Debian's python3-crcmod), never in pure Python.
+Checksums, always native: with the daemon's CRC32C library (hello ``crc32cLibrary``, _native.py) this process copies
+and checksums each page in one pass: a store commits the CRC32Cs it computed (recorded without a second read by a
+``checked-on-serve`` daemon), a load compares each page's copy with the pin's CRC32C (no ``pin-verify`` pass). Without
+the library the daemon computes and checks them: at commit (the CRC32C it records) and at every pin (no page is copied
+out unless its slot matched); a daemon that still requires the client's CRC32C at commit, or lacks ``pin-verify``,
+leaves them to crcmod's C extension (Debian's python3-crcmod), never pure Python.
 """
 
 from __future__ import annotations
@@ -456,6 +458,8 @@ class Client:
                     slot += n
                 crcs[i] = crc
                 continue
+            # The CRC32C is of the source bytes copied (a page changed in the caller's array meanwhile is refused
+            # when served: its slot does not match).
             address = p.segments[0][0]
             if jobs:
                 d, a, n, _, at = jobs[-1]
@@ -495,14 +499,14 @@ class Client:
     def load(self, keys: Sequence[str], out_arrays: Any) -> List[str]:
         """Loads page ``i`` into ``out_arrays[i]`` (or into one array at ``i * page_bytes``, as ``store`` takes them).
 
-        Every page copied was checked against its CRC32C first (by the daemon, natively, while it held the page
-        pinned: see the README's "Integrity"). Each destination must have room for the stored page
-        (OutOfRangeError otherwise, raised before any page of its chunk is copied). Returns the keys found nowhere
-        (recompute those).
+        Every page delivered matched its CRC32C: checked by this process in the same pass as its copy (the CRC32C
+        library), or by the daemon while it held the page pinned (without it): see the README's "Integrity". Each
+        destination must have room for the stored page (OutOfRangeError otherwise, raised before any page of its
+        chunk is copied). Returns the keys found nowhere (recompute those).
 
-        Raises ChecksumError (``e.keys``) when pages failed their check: none of their bytes were copied, the other
-        pages were; the daemon dropped the damaged copies, so a second load reads another tier's copy or reports them
-        missing.
+        Raises ChecksumError (``e.keys``) when pages failed their check, after delivering the others: a failed
+        page's destination holds the bytes read with the library, and is untouched without it. The daemon drops
+        the damaged copies, so a second load reads another tier's copy or reports them missing.
         """
         keys = self._keys(keys)
         with self._lock:
