@@ -6,7 +6,9 @@ process's copy run one after the other. On a framed session (_frames.py) request
 call is cut into chunks: the daemon checksums chunk j while this process copies chunk j+1 (a store), or checks chunk
 j+1 while this process copies chunk j (a load), and the bytes the CRC32C reads were just written (or are about to be
 read) by the copy, so they are still in the CPU's last-level cache. Over HTTP a call goes in max_batch_pages batches,
-one request at a time. Loads are pipelined by default; stores only with a core to spare (core_to_spare).
+one request at a time. Loads are pipelined by default; stores only with a core to spare (core_to_spare). With the
+daemon's CRC32C library (_native.py) this process checksums in its own copy and the daemon has no pass to overlap:
+neither is pipelined by default then.
 """
 
 import os

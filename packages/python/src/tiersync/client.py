@@ -537,8 +537,9 @@ class Client:
         """
         with self._lock:
             shm = self._shm_or_closed()
-            # A load's chunks pay even on busy cores (each copy reads what the daemon's check just brought into cache).
-            spans = self._spans(len(keys), _pipeline.LOAD_CHUNK_BYTES, lambda: True)
+            # Without the CRC32C library a load's chunks pay even on busy cores (each copy reads what the daemon's
+            # check just brought into cache); with it the daemon does no check pass to overlap: one pin per batch.
+            spans = self._spans(len(keys), _pipeline.LOAD_CHUNK_BYTES, lambda: self._native is None)
             if len(spans) == 1:
                 pin = self._control.call("pin", self._pin_body(keys, self._native is None))
                 refused: List[int] = []
