@@ -21,7 +21,7 @@ export { SlruPolicy, type SlruOptions } from './policies/slru.js';
 export { TwoQPolicy, type TwoQOptions } from './policies/twoq.js';
 export { WTinyLfuPolicy, type WTinyLfuOptions } from './policies/wtinylfu.js';
 
-export { PrefixAwarePolicy, PrefixHoldPolicy, SessionAwarePolicy, type SessionAwareOptions } from './wrappers/index.js';
+export { evictFrom, PrefixAwarePolicy, PrefixHoldPolicy, SessionAwarePolicy, type SessionAwareOptions } from './wrappers/index.js';
 
 export {
   createPolicy,
