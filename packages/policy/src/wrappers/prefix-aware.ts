@@ -20,97 +20,26 @@
  * history (ARC, S3-FIFO, 2Q, LIRS) remember them as their own victims: a returning chain is a returning one, not
  * a new one. `prefix-hold:` (prefix-hold.ts) is the other trade: the inner policy orders leaves only.
  */
-import { checkInteger, checkKey, describe } from '../internal/validate.js';
-import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types.js';
+import { checkInteger, checkKey } from '../internal/validate.js';
+import type { EvictionPolicy, PageHint, PolicyKey } from '../types.js';
+import { ChainTreePolicy } from './chain-tree.js';
 import { evictFrom } from './evict-from.js';
 
 /** How far into the inner policy's victim order a trim looks for the subtree's first-ranked leaf. */
 const RANK_WINDOW = 64;
 
-/** Chain-aware victims over an inner policy. */
-export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements EvictionPolicy<K> {
-  readonly name: string;
-  /** The policy that chooses where chains are cut. */
-  readonly inner: EvictionPolicy<K>;
-  /** Parent of each resident page that named one (kept for a stranded page whose parent is gone). */
-  readonly #parentOf = new Map<K, K>();
-  /** Resident children by parent key, in insertion order (the parent may be absent: its children are stranded). */
-  readonly #children = new Map<K, Set<K>>();
-  /** Resident pages whose chain is broken, in the order they were stranded. */
-  readonly #stranded = new Set<K>();
+/** Chain-aware victims over an inner policy (which chooses where chains are cut). */
+export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> extends ChainTreePolicy<K> {
   /** Per resident page, how many pinned pages below it hold it (it is pinned in the inner policy while > 0). */
   readonly #pinnedBelow = new Map<K, number>();
-  /** The caller's pin counts. */
-  readonly #pins = new Map<K, number>();
-  #pinnedUsed = 0;
 
   /** @param inner the policy to make chain-aware (fresh: the wrapper must see every call) */
   constructor(inner: EvictionPolicy<K>) {
-    if (typeof inner !== 'object' || inner === null || typeof inner.insert !== 'function') {
-      throw new TypeError(`inner must be an EvictionPolicy, got ${describe(inner)}`);
-    }
-    this.inner = inner;
-    this.name = `prefix-aware:${inner.name}`;
-  }
-
-  get capacity(): number {
-    return this.inner.capacity;
-  }
-  get unit(): CapacityUnit {
-    return this.inner.unit;
-  }
-  get used(): number {
-    return this.inner.used;
-  }
-  get usedBytes(): number {
-    return this.inner.usedBytes;
-  }
-  get count(): number {
-    return this.inner.count;
-  }
-  get pinnedCount(): number {
-    return this.#pins.size;
-  }
-  get pinnedUsed(): number {
-    return this.#pinnedUsed;
-  }
-  /** Resident pages whose chain is broken (dropped before any other victim). */
-  get strandedCount(): number {
-    return this.#stranded.size;
-  }
-
-  /** The parent a resident page was stored with, `undefined` for a root or an absent page. */
-  parentOf(key: K): K | undefined {
-    return this.#parentOf.get(key);
-  }
-
-  /** Whether a resident page is stranded (an ancestor is gone). */
-  isStranded(key: K): boolean {
-    return this.#stranded.has(key);
-  }
-
-  has(key: K): boolean {
-    return this.inner.has(key);
-  }
-  sizeOf(key: K): number | undefined {
-    return this.inner.sizeOf(key);
-  }
-  keys(): IterableIterator<K> {
-    return this.inner.keys();
-  }
-  access(key: K): boolean {
-    return this.inner.access(key);
-  }
-
-  canAdmit(key: K, size: number): boolean {
-    return this.inner.canAdmit(key, size);
+    super(inner, 'prefix-aware');
   }
 
   insert(key: K, size: number, hint?: PageHint<K>): K[] {
-    if (this.inner.has(key)) throw new RangeError(`key ${describe(key)} is already resident`);
-    if (!this.inner.canAdmit(key, size)) {
-      throw new RangeError(`size: an object of ${size} bytes cannot be admitted now (check canAdmit first)`);
-    }
+    this.checkInsert(key, size);
     const parent = hint?.parent;
     if (parent !== undefined && parent !== null) checkKey(parent, 'hint.parent');
     const cost = this.inner.unit === 'objects' ? 1 : size;
@@ -128,24 +57,24 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     evicted.push(...victims);
     let broken = false;
     if (parent !== undefined && parent !== null && parent !== key) {
-      this.#link(key, parent);
-      broken = !this.inner.has(parent) || this.#stranded.has(parent);
-      if (broken) this.#stranded.add(key);
+      this.link(key, parent);
+      broken = !this.inner.has(parent) || this.stranded.has(parent);
+      if (broken) this.stranded.add(key);
     }
     // Orphans waiting for this page are reachable again (unless this page is itself stranded).
-    if (!broken && this.#children.has(key)) this.#mark(key, false);
+    if (!broken && this.children.has(key)) this.mark(key, false);
     return evicted;
   }
 
   hint(key: K, hint: PageHint<K>): boolean {
     if (!this.inner.has(key)) return false;
     const parent = hint.parent;
-    if (parent !== undefined && parent !== null && parent !== key && !this.#parentOf.has(key)) {
+    if (parent !== undefined && parent !== null && parent !== key && !this.parents.has(key)) {
       checkKey(parent, 'hint.parent');
-      this.#link(key, parent);
-      if (!this.inner.has(parent) || this.#stranded.has(parent)) {
-        this.#stranded.add(key);
-        this.#mark(key, true);
+      this.link(key, parent);
+      if (!this.inner.has(parent) || this.stranded.has(parent)) {
+        this.stranded.add(key);
+        this.mark(key, true);
       }
     }
     this.inner.hint?.(key, hint);
@@ -160,9 +89,9 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     checkInteger(count, 'count', 0);
     const out: K[] = [];
     const taken = new Set<K>();
-    for (const s of this.#stranded) {
+    for (const s of this.stranded) {
       if (out.length >= count) return out;
-      if (!this.#pins.has(s)) {
+      if (!this.pins.has(s)) {
         out.push(s);
         taken.add(s);
       }
@@ -195,12 +124,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
 
   remove(key: K): boolean {
     if (!this.inner.has(key)) return this.inner.remove(key);
-    const n = this.#pins.get(key);
-    if (n !== undefined) {
-      this.#pins.delete(key);
-      this.#pinnedUsed -= this.#cost(key);
-      this.#holdAncestors(key, -1);
-    }
+    if (this.dropPins(key)) this.#holdAncestors(key, -1);
     // Pinned pages below lose their hold on the ancestors above this one (the chain is cut here).
     const below = this.#pinnedBelow.get(key);
     if (below !== undefined) this.#holdAncestors(key, -below);
@@ -210,64 +134,23 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     return true;
   }
 
-  pin(key: K): number {
-    if (this.inner.pin(key) === 0) return 0;
-    const n = (this.#pins.get(key) ?? 0) + 1;
-    this.#pins.set(key, n);
-    if (n === 1) {
-      this.#pinnedUsed += this.#cost(key);
-      this.#holdAncestors(key, 1);
-    }
-    return n;
+  protected override onFirstPin(key: K): void {
+    this.#holdAncestors(key, 1);
   }
 
-  unpin(key: K): number {
-    const n = this.#pins.get(key);
-    if (n === undefined) {
-      checkKey(key);
-      return 0;
-    }
-    this.inner.unpin(key);
-    if (n > 1) this.#pins.set(key, n - 1);
-    else {
-      this.#pins.delete(key);
-      this.#pinnedUsed -= this.#cost(key);
-      this.#holdAncestors(key, -1);
-    }
-    return n - 1;
+  protected override onLastUnpin(key: K): void {
+    this.#holdAncestors(key, -1);
   }
 
-  pinCount(key: K): number {
-    checkKey(key);
-    return this.#pins.get(key) ?? 0;
-  }
-
-  reset(): void {
-    this.inner.reset();
-    this.#parentOf.clear();
-    this.#children.clear();
-    this.#stranded.clear();
+  protected override onReset(): void {
     this.#pinnedBelow.clear();
-    this.#pins.clear();
-    this.#pinnedUsed = 0;
   }
 
   // ---- internals -----------------------------------------------------------------------------------------------
 
-  #cost(key: K): number {
-    return this.inner.unit === 'objects' ? 1 : this.inner.sizeOf(key)!;
-  }
-
-  #link(child: K, parent: K): void {
-    this.#parentOf.set(child, parent);
-    let kids = this.#children.get(parent);
-    if (kids === undefined) this.#children.set(parent, (kids = new Set()));
-    kids.add(child);
-  }
-
   /** Adds `delta` pinned descendants to every resident ancestor of `key`, up to a cut in its chain. */
   #holdAncestors(key: K, delta: number): void {
-    for (let a = this.#parentOf.get(key); a !== undefined && this.inner.has(a); a = this.#parentOf.get(a)) {
+    for (let a = this.parents.get(key); a !== undefined && this.inner.has(a); a = this.parents.get(a)) {
       const before = this.#pinnedBelow.get(a) ?? 0;
       const after = before + delta;
       if (after > 0) this.#pinnedBelow.set(a, after);
@@ -279,8 +162,8 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
 
   /** Drops the oldest unpinned stranded page, if any. */
   #dropStranded(): K | undefined {
-    for (const s of this.#stranded) {
-      if (this.#pins.has(s)) continue;
+    for (const s of this.stranded) {
+      if (this.pins.has(s)) continue;
       this.#settleHolds(s);
       this.#evictChosen(s);
       this.#left(s);
@@ -296,7 +179,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
    */
   #trim(keep: K | undefined): K | undefined {
     const v = this.inner.peekVictims(1)[0];
-    if (v === undefined || !this.#children.has(v)) return undefined;
+    if (v === undefined || !this.children.has(v)) return undefined;
     const node = this.#leafBelow(v, this.inner.peekVictims(RANK_WINDOW), () => false, keep);
     if (node === undefined) return undefined;
     this.#evictChosen(node);
@@ -313,7 +196,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
    * and its subtree are never taken.
    */
   #leafBelow(v: K, ranked: readonly K[], gone: (k: K) => boolean, keep: K | undefined): K | undefined {
-    const live = (k: K): boolean => !gone(k) && k !== keep && !this.#stranded.has(k) && this.inner.pinCount(k) === 0;
+    const live = (k: K): boolean => !gone(k) && k !== keep && !this.stranded.has(k) && this.inner.pinCount(k) === 0;
     // One pass: a page below `node` ranked before any other page below it becomes the new node (every page below it
     // is below `node` too, and none ranked earlier is below it). Pages found not below a node are not below any
     // deeper one either, so walks up the chain stop at them.
@@ -321,7 +204,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     const below = (k: K, top: K): boolean => {
       const path: K[] = [];
       let found = false;
-      for (let a = this.#parentOf.get(k); a !== undefined && !notBelow.has(a); a = this.#parentOf.get(a)) {
+      for (let a = this.parents.get(k); a !== undefined && !notBelow.has(a); a = this.parents.get(a)) {
         if (a === top) {
           found = true;
           break;
@@ -338,7 +221,7 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
     for (const k of ranked) if (k !== node && !notBelow.has(k) && live(k) && below(k, node)) node = k;
     for (;;) {
       let next: K | undefined;
-      for (const c of this.#children.get(node) ?? []) {
+      for (const c of this.children.get(node) ?? []) {
         if (live(c)) {
           next = c;
           break;
@@ -375,29 +258,9 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> implements Evict
    * are stranded from now on and stay linked to it (so they are reachable again if it comes back).
    */
   #left(key: K): void {
-    this.#stranded.delete(key);
+    this.stranded.delete(key);
     this.#pinnedBelow.delete(key);
-    if (this.#children.has(key)) this.#mark(key, true);
-    const parent = this.#parentOf.get(key);
-    if (parent === undefined) return;
-    this.#parentOf.delete(key);
-    const siblings = this.#children.get(parent)!;
-    siblings.delete(key);
-    if (siblings.size === 0) this.#children.delete(parent);
-  }
-
-  /** Marks (or clears) the stranding of every resident descendant of `key`. */
-  #mark(key: K, stranded: boolean): void {
-    const stack = [key];
-    while (stack.length) {
-      const kids = this.#children.get(stack.pop()!);
-      if (kids === undefined) continue;
-      for (const c of kids) {
-        if (stranded ? this.#stranded.has(c) : !this.#stranded.has(c)) continue;
-        if (stranded) this.#stranded.add(c);
-        else this.#stranded.delete(c);
-        stack.push(c);
-      }
-    }
+    if (this.children.has(key)) this.mark(key, true);
+    this.unlink(key);
   }
 }

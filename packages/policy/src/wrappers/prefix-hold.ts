@@ -12,99 +12,28 @@
  * Pins taken through the wrapper are the caller's; the structural holds are not counted in `pinnedCount`. The
  * ancestors of a pinned page are never victims either (that would strand the pinned page).
  */
-import { checkInteger, checkKey, describe } from '../internal/validate.js';
-import type { CapacityUnit, EvictionPolicy, PageHint, PolicyKey } from '../types.js';
+import { checkInteger, checkKey } from '../internal/validate.js';
+import type { EvictionPolicy, PageHint, PolicyKey } from '../types.js';
+import { ChainTreePolicy } from './chain-tree.js';
 
 /** Chain-aware victims over an inner policy that orders leaves only. */
-export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements EvictionPolicy<K> {
-  readonly name: string;
-  /** The policy that orders victims among leaves. */
-  readonly inner: EvictionPolicy<K>;
-  /** Parent of each resident page that named one. */
-  readonly #parentOf = new Map<K, K>();
-  /** Resident children by parent key (the parent may be absent: its children are then stranded). */
-  readonly #children = new Map<K, Set<K>>();
-  /** Resident pages whose chain is broken, in the order they were stranded. */
-  readonly #stranded = new Set<K>();
+export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> extends ChainTreePolicy<K> {
   /** Pages this wrapper pinned in the inner policy because they have resident children. */
   readonly #held = new Set<K>();
-  /** The caller's pin counts. */
-  readonly #pins = new Map<K, number>();
-  #pinnedUsed = 0;
 
   /** @param inner the policy to make chain-aware (fresh: the wrapper must see every call) */
   constructor(inner: EvictionPolicy<K>) {
-    if (typeof inner !== 'object' || inner === null || typeof inner.insert !== 'function') {
-      throw new TypeError(`inner must be an EvictionPolicy, got ${describe(inner)}`);
-    }
-    this.inner = inner;
-    this.name = `prefix-hold:${inner.name}`;
-  }
-
-  get capacity(): number {
-    return this.inner.capacity;
-  }
-  get unit(): CapacityUnit {
-    return this.inner.unit;
-  }
-  get used(): number {
-    return this.inner.used;
-  }
-  get usedBytes(): number {
-    return this.inner.usedBytes;
-  }
-  get count(): number {
-    return this.inner.count;
-  }
-  get pinnedCount(): number {
-    return this.#pins.size;
-  }
-  get pinnedUsed(): number {
-    return this.#pinnedUsed;
-  }
-  /** Resident pages whose chain is broken (dropped before any other victim). */
-  get strandedCount(): number {
-    return this.#stranded.size;
-  }
-
-  /** The parent a resident page was stored with, `undefined` for a root or an absent page. */
-  parentOf(key: K): K | undefined {
-    return this.#parentOf.get(key);
-  }
-
-  /** Whether a resident page is stranded (an ancestor is gone). */
-  isStranded(key: K): boolean {
-    return this.#stranded.has(key);
-  }
-
-  has(key: K): boolean {
-    return this.inner.has(key);
-  }
-  sizeOf(key: K): number | undefined {
-    return this.inner.sizeOf(key);
-  }
-  keys(): IterableIterator<K> {
-    return this.inner.keys();
-  }
-  access(key: K): boolean {
-    return this.inner.access(key);
-  }
-
-  canAdmit(key: K, size: number): boolean {
-    return this.inner.canAdmit(key, size);
+    super(inner, 'prefix-hold');
   }
 
   insert(key: K, size: number, hint?: PageHint<K>): K[] {
-    if (this.inner.has(key)) throw new RangeError(`key ${describe(key)} is already resident`);
-    if (!this.inner.canAdmit(key, size)) {
-      throw new RangeError(`size: an object of ${size} bytes cannot be admitted now (check canAdmit first)`);
-    }
+    this.checkInsert(key, size);
     const parent = hint?.parent;
     let broken = false;
     if (parent !== undefined && parent !== null) {
       checkKey(parent, 'hint.parent');
       if (parent !== key) {
-        this.#link(key, parent);
+        this.link(key, parent);
         // Hold the parent before room is made, so making room for its child never takes it.
         if (this.inner.has(parent)) {
           this.#hold(parent);
@@ -115,9 +44,9 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
     }
     const evicted: K[] = [];
     const cost = this.inner.unit === 'objects' ? 1 : size;
-    for (const s of this.#stranded) {
+    for (const s of this.stranded) {
       if (this.inner.used + cost <= this.inner.capacity) break;
-      if (this.#pins.has(s)) continue;
+      if (this.pins.has(s)) continue;
       this.#drop(s);
       evicted.push(s);
     }
@@ -126,14 +55,14 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
       evicted.push(v);
     }
     if (parent !== undefined && parent !== null && parent !== key) {
-      broken = !this.inner.has(parent) || this.#stranded.has(parent);
-      if (broken) this.#stranded.add(key);
+      broken = !this.inner.has(parent) || this.stranded.has(parent);
+      if (broken) this.stranded.add(key);
     }
-    const kids = this.#children.get(key);
+    const kids = this.children.get(key);
     if (kids !== undefined && kids.size > 0) {
       this.#hold(key);
       // Orphans waiting for this page are reachable again (unless this page is itself stranded).
-      if (!broken) this.#mark(key, false);
+      if (!broken) this.mark(key, false);
     }
     return evicted;
   }
@@ -141,13 +70,13 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
   hint(key: K, hint: PageHint<K>): boolean {
     if (!this.inner.has(key)) return false;
     const parent = hint.parent;
-    if (parent !== undefined && parent !== null && parent !== key && !this.#parentOf.has(key)) {
+    if (parent !== undefined && parent !== null && parent !== key && !this.parents.has(key)) {
       checkKey(parent, 'hint.parent');
-      this.#link(key, parent);
+      this.link(key, parent);
       if (this.inner.has(parent)) this.#hold(parent);
-      if (!this.inner.has(parent) || this.#stranded.has(parent)) {
-        this.#stranded.add(key);
-        this.#mark(key, true);
+      if (!this.inner.has(parent) || this.stranded.has(parent)) {
+        this.stranded.add(key);
+        this.mark(key, true);
       }
     }
     this.inner.hint?.(key, hint);
@@ -155,8 +84,8 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
   }
 
   evict(): K | undefined {
-    for (const s of this.#stranded) {
-      if (this.#pins.has(s)) continue;
+    for (const s of this.stranded) {
+      if (this.pins.has(s)) continue;
       this.#drop(s);
       return s;
     }
@@ -168,9 +97,9 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
   peekVictims(count: number): K[] {
     checkInteger(count, 'count', 0);
     const out: K[] = [];
-    for (const s of this.#stranded) {
+    for (const s of this.stranded) {
       if (out.length >= count) return out;
-      if (!this.#pins.has(s)) out.push(s);
+      if (!this.pins.has(s)) out.push(s);
     }
     if (out.length >= count) return out;
     // The inner order among today's leaves; a parent whose last child would leave is released (briefly unpinned
@@ -186,10 +115,10 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
         if (leaving.has(v)) continue;
         out.push(v);
         leaving.add(v);
-        const p = this.#parentOf.get(v);
-        if (p === undefined || !this.#held.has(p) || this.#pins.has(p) || this.#stranded.has(v)) continue;
+        const p = this.parents.get(v);
+        if (p === undefined || !this.#held.has(p) || this.pins.has(p) || this.stranded.has(v)) continue;
         let free = true;
-        for (const c of this.#children.get(p)!) if (!leaving.has(c)) free = false;
+        for (const c of this.children.get(p)!) if (!leaving.has(c)) free = false;
         if (!free) continue;
         this.inner.unpin(p);
         released.push(p);
@@ -204,65 +133,20 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
 
   remove(key: K): boolean {
     if (!this.inner.has(key)) return this.inner.remove(key);
-    const kids = this.#children.get(key);
-    if (this.#pins.delete(key)) this.#pinnedUsed -= this.#cost(key);
+    const kids = this.children.get(key);
+    this.dropPins(key);
     this.inner.remove(key);
     this.#gone(key);
     // Its descendants can never be reached again: they go first from now on.
-    if (kids !== undefined && kids.size > 0) this.#mark(key, true);
+    if (kids !== undefined && kids.size > 0) this.mark(key, true);
     return true;
   }
 
-  pin(key: K): number {
-    if (this.inner.pin(key) === 0) return 0;
-    const n = (this.#pins.get(key) ?? 0) + 1;
-    this.#pins.set(key, n);
-    if (n === 1) this.#pinnedUsed += this.#cost(key);
-    return n;
-  }
-
-  unpin(key: K): number {
-    const n = this.#pins.get(key);
-    if (n === undefined) {
-      checkKey(key);
-      return 0;
-    }
-    this.inner.unpin(key);
-    if (n > 1) this.#pins.set(key, n - 1);
-    else {
-      this.#pins.delete(key);
-      this.#pinnedUsed -= this.#cost(key);
-    }
-    return n - 1;
-  }
-
-  pinCount(key: K): number {
-    checkKey(key);
-    return this.#pins.get(key) ?? 0;
-  }
-
-  reset(): void {
-    this.inner.reset();
-    this.#parentOf.clear();
-    this.#children.clear();
-    this.#stranded.clear();
+  protected override onReset(): void {
     this.#held.clear();
-    this.#pins.clear();
-    this.#pinnedUsed = 0;
   }
 
   // ---- internals -----------------------------------------------------------------------------------------------
-
-  #cost(key: K): number {
-    return this.inner.unit === 'objects' ? 1 : this.inner.sizeOf(key)!;
-  }
-
-  #link(child: K, parent: K): void {
-    this.#parentOf.set(child, parent);
-    let kids = this.#children.get(parent);
-    if (kids === undefined) this.#children.set(parent, (kids = new Set()));
-    kids.add(child);
-  }
 
   #hold(key: K): void {
     if (this.#held.has(key)) return;
@@ -287,30 +171,8 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> implements Evicti
    */
   #gone(key: K): void {
     this.#held.delete(key);
-    this.#stranded.delete(key);
-    const parent = this.#parentOf.get(key);
-    if (parent === undefined) return;
-    this.#parentOf.delete(key);
-    const siblings = this.#children.get(parent)!;
-    siblings.delete(key);
-    if (siblings.size === 0) {
-      this.#children.delete(parent);
-      this.#release(parent);
-    }
-  }
-
-  /** Marks (or clears) the stranding of every resident descendant of `key`. */
-  #mark(key: K, stranded: boolean): void {
-    const stack = [key];
-    while (stack.length) {
-      const kids = this.#children.get(stack.pop()!);
-      if (kids === undefined) continue;
-      for (const c of kids) {
-        if (stranded ? this.#stranded.has(c) : !this.#stranded.has(c)) continue;
-        if (stranded) this.#stranded.add(c);
-        else this.#stranded.delete(c);
-        stack.push(c);
-      }
-    }
+    this.stranded.delete(key);
+    const emptied = this.unlink(key);
+    if (emptied !== undefined) this.#release(emptied);
   }
 }
