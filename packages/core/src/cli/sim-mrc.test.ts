@@ -2,9 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { runExact } from '../sim/exact.js';
-import { bundledTrace } from '../sim/trace/bundled.js';
-import { encodeOracleGeneral, parseOracleGeneral } from '../sim/trace/oracle-general.js';
+import { bundledTrace, encodeOracleGeneral, parseOracleGeneral, runExact } from '../sim/index.js';
 import { planSim, simCommand } from './index.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-mrc-'));

@@ -14,9 +14,8 @@ import {
   accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, isOracle, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
   type ExactJob, type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
+  chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult, isObjectSource, streamObjects,
 } from '../sim/index.js';
-import { chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult } from '../sim/mrc/index.js';
-import { isObjectSource, streamObjects } from '../sim/trace/index.js';
 import type { Command } from './command.js';
 import { loadReplayConfig } from './replay-config.js';
 

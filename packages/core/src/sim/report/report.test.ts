@@ -11,7 +11,7 @@ import { exactCsv, tieredCsv } from './csv.js';
 import { renderHtml } from './html.js';
 import { renderLineChart } from './svg.js';
 import { requireTools } from '../../../../../scripts/system-packages.mjs';
-import { planSim } from '../../cli/sim.js';
+import { planSim } from '../../cli/index.js';
 import { missRatioCurves } from '../mrc/curves.js';
 import { traceChunks } from '../mrc/sources.js';
 import { runSweep } from '../sweep.js';
