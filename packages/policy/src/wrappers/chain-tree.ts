@@ -88,10 +88,26 @@ export abstract class ChainTreePolicy<K extends PolicyKey = PolicyKey> implement
   }
 
   abstract insert(key: K, size: number, hint?: PageHint<K>): K[];
-  abstract hint(key: K, hint: PageHint<K>): boolean;
   abstract evict(): K | undefined;
   abstract peekVictims(count: number): K[];
   abstract remove(key: K): boolean;
+
+  /** Records a parent named after the page was stored (the first one named counts); passes the hint on. */
+  hint(key: K, hint: PageHint<K>): boolean {
+    if (!this.inner.has(key)) return false;
+    const parent = hint.parent;
+    if (parent !== undefined && parent !== null && parent !== key && !this.parents.has(key)) {
+      checkKey(parent, 'hint.parent');
+      this.link(key, parent);
+      this.onLateLink(key, parent);
+      if (!this.inner.has(parent) || this.stranded.has(parent)) {
+        this.stranded.add(key);
+        this.mark(key, true);
+      }
+    }
+    this.inner.hint?.(key, hint);
+    return true;
+  }
 
   pin(key: K): number {
     if (this.inner.pin(key) === 0) return 0;
@@ -142,6 +158,9 @@ export abstract class ChainTreePolicy<K extends PolicyKey = PolicyKey> implement
 
   /** The caller's last pin of a page is gone. */
   protected onLastUnpin(_key: K): void {}
+
+  /** `hint` linked a resident page to `parent` (before its stranding is settled). */
+  protected onLateLink(_key: K, _parent: K): void {}
 
   /** The wrapper's own state is cleared (the shared state already is). */
   protected onReset(): void {}

@@ -66,21 +66,6 @@ export class PrefixAwarePolicy<K extends PolicyKey = PolicyKey> extends ChainTre
     return evicted;
   }
 
-  hint(key: K, hint: PageHint<K>): boolean {
-    if (!this.inner.has(key)) return false;
-    const parent = hint.parent;
-    if (parent !== undefined && parent !== null && parent !== key && !this.parents.has(key)) {
-      checkKey(parent, 'hint.parent');
-      this.link(key, parent);
-      if (!this.inner.has(parent) || this.stranded.has(parent)) {
-        this.stranded.add(key);
-        this.mark(key, true);
-      }
-    }
-    this.inner.hint?.(key, hint);
-    return true;
-  }
-
   evict(): K | undefined {
     return this.#dropStranded() ?? this.#trim(undefined) ?? this.#evictInner();
   }

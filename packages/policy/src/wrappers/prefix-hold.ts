@@ -67,22 +67,6 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> extends ChainTree
     return evicted;
   }
 
-  hint(key: K, hint: PageHint<K>): boolean {
-    if (!this.inner.has(key)) return false;
-    const parent = hint.parent;
-    if (parent !== undefined && parent !== null && parent !== key && !this.parents.has(key)) {
-      checkKey(parent, 'hint.parent');
-      this.link(key, parent);
-      if (this.inner.has(parent)) this.#hold(parent);
-      if (!this.inner.has(parent) || this.stranded.has(parent)) {
-        this.stranded.add(key);
-        this.mark(key, true);
-      }
-    }
-    this.inner.hint?.(key, hint);
-    return true;
-  }
-
   evict(): K | undefined {
     for (const s of this.stranded) {
       if (this.pins.has(s)) continue;
@@ -144,6 +128,11 @@ export class PrefixHoldPolicy<K extends PolicyKey = PolicyKey> extends ChainTree
 
   protected override onReset(): void {
     this.#held.clear();
+  }
+
+  /** A parent named late holds its resident parent like one named on insert. */
+  protected override onLateLink(_key: K, parent: K): void {
+    if (this.inner.has(parent)) this.#hold(parent);
   }
 
   // ---- internals -----------------------------------------------------------------------------------------------
