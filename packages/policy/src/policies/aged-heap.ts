@@ -6,26 +6,20 @@
  *
  * Pinned objects leave the ranking while pinned and come back with the priority they had.
  */
-import { SlotPolicy } from '../internal/slot-policy.js';
-import { HeapKeys, SlotHeap } from '../internal/slot-heap.js';
 import { resizeFloat64, type SlotId } from '../internal/list.js';
 import { heapFirst } from './heap-order.js';
+import { HeapSlotPolicy } from './heap-policy.js';
 import type { PolicyKey, PolicyOptions } from '../types.js';
 
 /** A min-heap on `L + worth(frequency, cost)` with L the last victim's priority. O(log n) per request. */
-export abstract class AgedHeapPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
-  readonly #keys: HeapKeys;
-  readonly #heap: SlotHeap;
+export abstract class AgedHeapPolicy<K extends PolicyKey = PolicyKey> extends HeapSlotPolicy<K> {
   #freq: Float64Array;
   /** The aging clock L: the priority of the last victim. */
   #clock = 0;
-  #seq = 0;
 
   /** @throws TypeError / RangeError naming a bad option */
   constructor(options: PolicyOptions) {
     super(options);
-    this.#keys = new HeapKeys(this.slotCapacity);
-    this.#heap = new SlotHeap(this.#keys);
     this.#freq = new Float64Array(this.slotCapacity);
   }
 
@@ -39,25 +33,25 @@ export abstract class AgedHeapPolicy<K extends PolicyKey = PolicyKey> extends Sl
 
   /** Priority of a resident object, `undefined` when absent. */
   protected priorityAt(key: K): number | undefined {
-    return this.has(key) ? this.#keys.primary[this.slotFor(key)!] : undefined;
+    return this.has(key) ? this.heapKeys.primary[this.slotFor(key)!] : undefined;
   }
 
   protected override onHit(slot: SlotId): void {
     const freq = this.#freq[slot]! + 1;
     this.#freq[slot] = freq;
-    this.#stamp(slot, this.#clock + this.worth(freq, this.costOf(slot)));
-    if (this.#keys.pos[slot]! >= 0) this.#heap.update(slot);
+    this.stamp(slot, this.#clock + this.worth(freq, this.costOf(slot)));
+    this.reorder(slot);
   }
 
   protected override place(slot: SlotId): void {
     this.#freq[slot] = 1;
-    this.#stamp(slot, this.#clock + this.worth(1, this.costOf(slot)));
-    this.#heap.push(slot);
+    this.stamp(slot, this.#clock + this.worth(1, this.costOf(slot)));
+    this.heap.push(slot);
   }
 
   protected override evictOne(): K {
-    const slot = this.#heap.pop();
-    this.#clock = this.#keys.primary[slot]!;
+    const slot = this.heap.pop();
+    this.#clock = this.heapKeys.primary[slot]!;
     return this.retire(slot, false);
   }
 
@@ -65,40 +59,24 @@ export abstract class AgedHeapPolicy<K extends PolicyKey = PolicyKey> extends Sl
   evictKey(key: K): boolean {
     const slot = this.has(key) ? this.slotFor(key)! : undefined;
     if (slot === undefined || this.isPinned(slot)) return false;
-    this.#heap.delete(slot);
-    this.#clock = Math.max(this.#clock, this.#keys.primary[slot]!);
+    this.heap.delete(slot);
+    this.#clock = Math.max(this.#clock, this.heapKeys.primary[slot]!);
     this.retire(slot, false);
     return true;
   }
 
   protected override collectVictims(limit: number, out: K[]): void {
     // Evicting raises L but changes no resident's priority, so the next victims are the heap in order.
-    heapFirst(this.#heap, limit, (slot) => out.push(this.keyAt(slot)));
-  }
-
-  protected override onRemove(slot: SlotId): void {
-    if (this.#keys.pos[slot]! >= 0) this.#heap.delete(slot);
-  }
-
-  protected override onPinChange(slot: SlotId, pinned: boolean): void {
-    if (pinned) this.#heap.delete(slot);
-    else this.#heap.push(slot);
+    heapFirst(this.heap, limit, (slot) => out.push(this.keyAt(slot)));
   }
 
   protected override onGrow(slots: number): void {
-    this.#keys.grow(slots);
+    super.onGrow(slots);
     this.#freq = resizeFloat64(this.#freq, slots);
   }
 
   protected override onReset(): void {
-    this.#heap.clear();
-    this.#keys.reset();
+    super.onReset();
     this.#clock = 0;
-    this.#seq = 0;
-  }
-
-  #stamp(slot: SlotId, priority: number): void {
-    this.#keys.primary[slot] = priority;
-    this.#keys.secondary[slot] = this.#seq++;
   }
 }

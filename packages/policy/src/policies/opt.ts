@@ -16,9 +16,8 @@
  * variable sizes (that problem is NP-hard); `opt-size` is the size-aware variant. Pinned objects leave the heap
  * while pinned.
  */
-import { SlotPolicy } from '../internal/slot-policy.js';
-import { HeapKeys, SlotHeap } from '../internal/slot-heap.js';
 import type { SlotId } from '../internal/list.js';
+import { HeapSlotPolicy } from './heap-policy.js';
 import type { PolicyKey, PolicyOptions } from '../types.js';
 
 /** Validates an oracle distance: `undefined` (unknown), or a number >= 1 (`Infinity` = never again). */
@@ -66,14 +65,11 @@ export function nextAccessDistances<K extends PolicyKey>(keys: ArrayLike<K>, den
 }
 
 /** Belady's OPT (MIN): evicts the object requested again farthest in the future. Needs `access(key, nextAccess)`. */
-export class OptPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
+export class OptPolicy<K extends PolicyKey = PolicyKey> extends HeapSlotPolicy<K> {
   override readonly name: string = 'opt';
-  readonly #keys: HeapKeys;
-  /** Unpinned residents, farthest next request first. */
-  readonly #heap: SlotHeap;
+  // The heap holds unpinned residents farthest next request first (priority: minus the next request).
   /** Requests seen (`access` calls). */
   #clock = 0;
-  #seq = 0;
   /** The key of the last `access` and its next request (absolute), for the `insert` that follows a miss. */
   #pendingKey: K | undefined;
   #pendingNext = Infinity;
@@ -81,8 +77,6 @@ export class OptPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
   /** @throws TypeError / RangeError naming a bad option */
   constructor(options: PolicyOptions) {
     super(options);
-    this.#keys = new HeapKeys(this.slotCapacity);
-    this.#heap = new SlotHeap(this.#keys);
   }
 
   /** The request clock: `access` calls since creation or `reset`. */
@@ -107,54 +101,38 @@ export class OptPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
 
   /** @internal White-box view for tests: resident keys with their next request (absolute), farthest first. */
   snapshot(): { order: [K, number][] } {
-    return { order: this.#heap.sorted().map((s) => [this.keyAt(s), -this.#keys.primary[s]!]) };
+    return { order: this.heap.sorted().map((s) => [this.keyAt(s), -this.heapKeys.primary[s]!]) };
   }
 
   protected override onHit(slot: SlotId): void {
     this.#stamp(slot, this.#pendingNext);
-    if (this.#keys.pos[slot]! >= 0) this.#heap.update(slot);
+    this.reorder(slot);
   }
 
   protected override place(slot: SlotId): void {
     this.#stamp(slot, this.#pendingKey === this.keyAt(slot) ? this.#pendingNext : Infinity);
-    this.#heap.push(slot);
+    this.heap.push(slot);
   }
 
   protected override evictOne(): K {
-    return this.retire(this.#heap.pop(), false);
+    return this.retire(this.heap.pop(), false);
   }
 
   protected override collectVictims(limit: number, out: K[]): void {
-    for (const slot of this.#heap.sorted()) {
+    for (const slot of this.heap.sorted()) {
       if (out.length >= limit) return;
       out.push(this.keyAt(slot));
     }
   }
 
-  protected override onRemove(slot: SlotId): void {
-    if (this.#keys.pos[slot]! >= 0) this.#heap.delete(slot);
-  }
-
-  protected override onPinChange(slot: SlotId, pinned: boolean): void {
-    if (pinned) this.#heap.delete(slot);
-    else this.#heap.push(slot);
-  }
-
-  protected override onGrow(slots: number): void {
-    this.#keys.grow(slots);
-  }
-
   protected override onReset(): void {
-    this.#heap.clear();
-    this.#keys.reset();
+    super.onReset();
     this.#clock = 0;
-    this.#seq = 0;
     this.#pendingKey = undefined;
     this.#pendingNext = Infinity;
   }
 
   #stamp(slot: SlotId, next: number): void {
-    this.#keys.primary[slot] = -next;
-    this.#keys.secondary[slot] = this.#seq++;
+    this.stamp(slot, -next);
   }
 }
