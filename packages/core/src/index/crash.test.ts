@@ -76,6 +76,9 @@ describe('block index: kill -9 during commits', () => {
         expect([0, PAGES]).toContain(hit);
         if (done.has(c) && !gone.has(c) && c !== removing) expect(hit, `chain ${c} was reported committed`).toBe(PAGES);
         if (gone.has(c)) expect(hit, `chain ${c} was reported removed`).toBe(0);
+        // The writer is dead: what the reopened index shows of that chain is final for the later rounds too
+        // (a removal that landed unreported was later taken for a loss: failed once in CI on Node 24).
+        if (c === removing && hit === 0) gone.add(c);
       }
       expect(index.stats().tiers.fs!.pending + index.stats().tiers.host!.pending).toBe(0);
       index.close();

@@ -218,6 +218,10 @@ describe('client protocol at the daemon', () => {
       const r = (await send({ url: server.url }, 'reserve', { keys, lengths: [PAGE, PAGE, PAGE] })).json;
       for (const o of r.offsets) randomFillSync(mapped.view(o, PAGE));
       expect((await send({ url: server.url }, 'commit', { lease: r.lease })).json.stored).toBe(3);
+      // The write-through copy to fs reads the host slots once the index records them: let it finish first, so
+      // the damage below is found by the pin's check alone (else the copy may count it too).
+      await expect.poll(() => server.stats().clients!.unrecordedPages, { timeout: 10_000 }).toBe(0);
+      await server.ts.flush();
       // Behind the daemon's back: one byte of the second page changes in the shared file.
       mapped.view(r.offsets[1] + 5, 1)[0]! ^= 0x80;
       const plain = (await send({ url: server.url }, 'pin', { keys })).json;
