@@ -13,6 +13,12 @@ const PAGE = 64 * 1024;
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../../../..');
 
+/** Flips bits of one byte (`at` into the page) of a page held by a serving host tier, in its memory. */
+function damageHostPage(host: HostTier, key: string, at: number, mask: number): void {
+  const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
+  internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * PAGE + at, 1)[0]! ^= mask;
+}
+
 tierConformance('peer:// (loopback, with secret)', () => {
   const servers: Array<{ server: PeerServer; host: HostTier }> = [];
   return {
@@ -29,10 +35,7 @@ tierConformance('peer:// (loopback, with secret)', () => {
     },
     async corrupt(_driver, key) {
       // Damage the remote copy in the serving host's memory.
-      const { host } = servers[servers.length - 1]!;
-      const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
-      const slot = internals.table.get(key)!.slot;
-      internals.store.arena.view(internals.store.dataOffset + slot * PAGE + 3, 1)[0]! ^= 0x5a;
+      damageHostPage(servers[servers.length - 1]!.host, key, 3, 0x5a);
     },
     async cleanup() {
       for (const { server, host } of servers) {
@@ -260,8 +263,7 @@ describe('peer ranged reads', () => {
       for (const r of reads) expect(r.map((o) => o.status === 'hit' && o.length === layer && o.crc32c)).toEqual([crc32c(arena.view(0, PAGE)), crc32c(arena.view(PAGE, PAGE))]);
       for (const p of [0, 1]) expect(Buffer.compare(arena.view((4 + p) * PAGE, PAGE), arena.view(p * PAGE, PAGE))).toBe(0);
       // Damage page 1 in the serving host's memory, outside the range asked: the range is still refused.
-      const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
-      internals.store.arena.view(internals.store.dataOffset + internals.table.get(testKey(1))!.slot * PAGE + PAGE - 1, 1)[0]! ^= 0x77;
+      damageHostPage(host, testKey(1), PAGE - 1, 0x77);
       const [bad] = await tier.read([{ key: testKey(1), into: { arena, offset: 6 * PAGE, length: 100 }, range: { offset: 0, length: 100 } }]);
       expect(bad!.status).toBe('error');
       expect((bad as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
