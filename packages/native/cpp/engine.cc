@@ -401,18 +401,22 @@ void Engine::ExecuteMemory(Batch& b, const Group& g) {
       if (b.Stopped(now)) return;
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000)));
     }
-    if (crc) {
-      b.crcs[piece.descriptor] = sum;
-      if (!b.expected.empty() && b.expected[piece.descriptor] != sum) {
-        std::lock_guard<std::mutex> lock(b.errorMutex);
-        b.mismatches.push_back(piece.descriptor);
-        mismatches_++;
-      }
-    }
-    int p = static_cast<int>(b.paths[piece.descriptor]);
-    bytes_[p] += len;
-    ops_[p]++;
+    PieceDone(b, piece, crc, sum);
   }
+}
+
+void Engine::PieceDone(Batch& b, const Piece& piece, bool crc, uint32_t sum) {
+  if (crc) {
+    b.crcs[piece.descriptor] = sum;
+    if (!b.expected.empty() && b.expected[piece.descriptor] != sum) {
+      std::lock_guard<std::mutex> lock(b.errorMutex);
+      b.mismatches.push_back(piece.descriptor);
+      mismatches_++;
+    }
+  }
+  int p = static_cast<int>(b.paths[piece.descriptor]);
+  bytes_[p] += piece.length;
+  ops_[p]++;
 }
 
 void Engine::ExecuteCuda(Batch& b, const Group& g) {
@@ -463,20 +467,7 @@ void Engine::ExecuteCuda(Batch& b, const Group& g) {
     e.sum = Crc32c(0, e.landed, b.pieces[e.piece].length);
   }
   q.Drain();  // one wait for the group: the stream ran its copies in order
-  for (const Enqueued& e : enqueued) {
-    const Piece& piece = b.pieces[e.piece];
-    if (crc) {
-      b.crcs[piece.descriptor] = e.sum;
-      if (!b.expected.empty() && b.expected[piece.descriptor] != e.sum) {
-        std::lock_guard<std::mutex> lock(b.errorMutex);
-        b.mismatches.push_back(piece.descriptor);
-        mismatches_++;
-      }
-    }
-    int p = static_cast<int>(b.paths[piece.descriptor]);
-    bytes_[p] += piece.length;
-    ops_[p]++;
-  }
+  for (const Enqueued& e : enqueued) PieceDone(b, b.pieces[e.piece], crc, e.sum);
 }
 
 void Engine::ExecuteFile(Batch& b, const Group& g, IoQueue& io) {

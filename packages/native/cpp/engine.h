@@ -126,6 +126,8 @@ class Engine {
   void Execute(Batch& batch, const Group& group, class IoQueue& io);
   void ExecuteMemory(Batch& batch, const Group& group);
   void ExecuteCuda(Batch& batch, const Group& group);
+  // A memory or CUDA piece landed: records its checksum (a mismatch against the expected one) and its bytes.
+  void PieceDone(Batch& batch, const Piece& piece, bool crc, uint32_t sum);
   void ExecuteFile(Batch& batch, const Group& group, IoQueue& io);
   void FinishGroup(const std::shared_ptr<Batch>& batch);
 
