@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <thread>
 
 #include "binding.h"
@@ -43,7 +42,7 @@ Napi::Value Crc32cJs(const Napi::CallbackInfo& info) {
   // Third argument (tests, benchmarks): true = the table path, or an implementation's name (crc32cImpls).
   if (info.Length() > 2 && info[2].IsString()) {
     std::string name = info[2].As<Napi::String>().Utf8Value();
-    for (Crc32cImpl impl : {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32cImpl::Hw3, Crc32cImpl::Hw3Clmul}) {
+    for (Crc32cImpl impl : kCrc32cImpls) {
       if (name != Crc32cImplName(impl)) continue;
       if (!Crc32cAvailable(impl)) Throw(env, Code::Unsupported, "CRC32C implementation '" + name + "' is not available on this CPU/build");
       // Fourth argument: a TypedArray of at least as many bytes to copy the data into (the copy-and-checksum path).
@@ -68,7 +67,7 @@ Napi::Value Crc32cImpls(Napi::Env env) {
   o.Set("selected", Crc32cImplName(Crc32cSelected()));
   Napi::Array list = Napi::Array::New(env);
   uint32_t n = 0;
-  for (Crc32cImpl impl : {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32cImpl::Hw3, Crc32cImpl::Hw3Clmul})
+  for (Crc32cImpl impl : kCrc32cImpls)
     if (Crc32cAvailable(impl)) list.Set(n++, Crc32cImplName(impl));
   o.Set("available", list);
   return o;

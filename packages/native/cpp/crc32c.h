@@ -13,6 +13,8 @@ enum class Crc32cImpl {
   Hw3,        // three interleaved instruction streams joined by a portable GF(2) multiply (ARMv8 default)
   Hw3Clmul,   // three interleaved SSE4.2 streams joined by carry-less multiplication (x86-64 with PCLMULQDQ)
 };
+// Every implementation, in the order above (fastest last).
+constexpr Crc32cImpl kCrc32cImpls[] = {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32cImpl::Hw3, Crc32cImpl::Hw3Clmul};
 
 // Continues a CRC: pass 0 to start, then the previous result to extend it over more bytes.
 uint32_t Crc32c(uint32_t crc, const void* data, size_t length);
