@@ -95,6 +95,30 @@ export class SlotHeap {
     this.items.length = 0;
   }
 
+  /**
+   * Calls `take` with the first `limit` slots in the order `pop` would return them (the heap is unchanged). A
+   * best-first walk of the heap's tree: the next slot is the first of a frontier of at most `limit + 1` slots, so a
+   * short peek (what eviction planning and the chain-aware wrappers ask for) costs O(limit^2), not a sort.
+   */
+  first(limit: number, take: (slot: SlotId) => void): void {
+    const items = this.items;
+    const keys = this.keys;
+    if (items.length === 0 || limit <= 0) return;
+    // Frontier of heap indices whose parents were taken.
+    const frontier: number[] = [0];
+    for (let n = 0; n < limit && frontier.length > 0; n++) {
+      let best = 0;
+      for (let i = 1; i < frontier.length; i++) if (keys.before(items[frontier[i]!]!, items[frontier[best]!]!)) best = i;
+      const at = frontier[best]!;
+      frontier[best] = frontier[frontier.length - 1]!;
+      frontier.pop();
+      take(items[at]! as SlotId);
+      const left = 2 * at + 1;
+      if (left < items.length) frontier.push(left);
+      if (left + 1 < items.length) frontier.push(left + 1);
+    }
+  }
+
   /** The slots in the order they would be popped (a sorted copy; the heap is unchanged). */
   sorted(): SlotId[] {
     return [...this.items].sort((a, b) => (this.keys.before(a, b) ? -1 : this.keys.before(b, a) ? 1 : 0)) as SlotId[];

@@ -7,7 +7,6 @@
  * Pinned objects leave the ranking while pinned and come back with the priority they had.
  */
 import { resizeFloat64, type SlotId } from '../internal/list.js';
-import { heapFirst } from './heap-order.js';
 import { HeapSlotPolicy } from './heap-policy.js';
 import type { PolicyKey, PolicyOptions } from '../types.js';
 
@@ -63,11 +62,6 @@ export abstract class AgedHeapPolicy<K extends PolicyKey = PolicyKey> extends He
     this.#clock = Math.max(this.#clock, this.heapKeys.primary[slot]!);
     this.retire(slot, false);
     return true;
-  }
-
-  protected override collectVictims(limit: number, out: K[]): void {
-    // Evicting raises L but changes no resident's priority, so the next victims are the heap in order.
-    heapFirst(this.heap, limit, (slot) => out.push(this.keyAt(slot)));
   }
 
   protected override onGrow(slots: number): void {

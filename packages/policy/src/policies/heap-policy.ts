@@ -1,7 +1,7 @@
 /**
  * The slot heap the priority-ordered policies (GDSF, LFUDA, OPT) keep: unpinned residents in a binary heap on
  * `(primary, stamp order)`, lowest first; pinned objects leave the heap while pinned and come back with the
- * priority they had. Subclasses decide the priorities and the victims.
+ * priority they had. Subclasses decide the priorities; the next victims are the heap's first slots.
  */
 import { SlotPolicy } from '../internal/slot-policy.js';
 import { HeapKeys, SlotHeap } from '../internal/slot-heap.js';
@@ -32,6 +32,11 @@ export abstract class HeapSlotPolicy<K extends PolicyKey = PolicyKey> extends Sl
   /** Restores the heap order after `slot` was stamped again (a pinned slot is not in the heap). */
   protected reorder(slot: SlotId): void {
     if (this.heapKeys.pos[slot]! >= 0) this.heap.update(slot);
+  }
+
+  protected override collectVictims(limit: number, out: K[]): void {
+    // An eviction changes no other resident's priority, so the next victims are the heap in pop order.
+    this.heap.first(limit, (slot) => out.push(this.keyAt(slot)));
   }
 
   protected override onRemove(slot: SlotId): void {

@@ -118,13 +118,6 @@ export class OptPolicy<K extends PolicyKey = PolicyKey> extends HeapSlotPolicy<K
     return this.retire(this.heap.pop(), false);
   }
 
-  protected override collectVictims(limit: number, out: K[]): void {
-    for (const slot of this.heap.sorted()) {
-      if (out.length >= limit) return;
-      out.push(this.keyAt(slot));
-    }
-  }
-
   protected override onReset(): void {
     super.onReset();
     this.#clock = 0;
