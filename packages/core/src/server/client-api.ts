@@ -30,6 +30,7 @@ import type { RetentionHint } from '@tiersync/policy';
 import type { TierSync } from '../hierarchy/index.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
+import { PageRecorder } from './page-recorder.js';
 import { crc32cLibrary } from './crc32c-library.js';
 import {
   CLIENT_FEATURES,
@@ -115,15 +116,10 @@ export class ClientApi {
   readonly #tierPins = new Map<PageKey, number>();
   /** Pages the hierarchy evicted from the host tier while a lease held them: freed when the last lease closes. */
   readonly #evictedWhilePinned = new Set<PageKey>();
-  /** Committed pages the block index has yet to record (the recorder's next batch). */
-  readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
+  /** Committed pages on their way to the block index (the same recorder as the RESP door's). */
+  readonly #unrecorded: PageRecorder;
   /** Retention hints of committed pages waiting for the index (applied once it records them). */
   readonly #retention = new Map<PageKey, RetentionHint>();
-  #recording: Promise<void> | undefined;
-  /** Keys of the batch the recorder is writing to the block index now. */
-  readonly #recordingNow = new Set<PageKey>();
-  /** Callers of recorded() waiting for the recorder's next batch to finish. */
-  readonly #batchWaiters: Array<() => void> = [];
   /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
   readonly #damagedByReads = new Set<PageKey>();
   #nextLease = 1;
@@ -134,6 +130,17 @@ export class ClientApi {
 
   constructor(options: ClientApiOptions) {
     this.#o = options;
+    this.#unrecorded = new PageRecorder({
+      ts: options.ts,
+      tierName: options.hostTierName,
+      turn: () => this.#recordTurn(),
+      onRecorded: (batch) => this.#retainRecorded(batch),
+      onFailed: (batch, e) => {
+        // The bytes stay in the host tier (its slot table records them); the index adopts them at its next open.
+        this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
+        for (const p of batch) this.#retention.delete(p.key);
+      },
+    });
     this.#sweep = setInterval(() => this.#expire(Date.now()), Math.min(1000, Math.max(50, options.leaseMs / 4)));
     this.#sweep.unref();
     this.#pages = new Counter({ name: 'tiersync_client_pages_total', help: 'Pages handled for clients, per tenant and operation (store, load, lookup_hit, lookup_miss, pulled, pushed).', labelNames: ['tenant', 'op'], registers: [options.metrics] });
@@ -505,33 +512,8 @@ export class ClientApi {
    * is being recorded) go into one adoptPages call, i.e. one index transaction, not one per request.
    */
   #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>, retention?: RetentionHint): void {
-    for (const p of pages) {
-      this.#unrecorded.set(p.key, p);
-      if (retention) this.#retention.set(p.key, retention);
-    }
-    this.#recording ??= this.#recordTurn().then(async () => {
-      try {
-        while (this.#unrecorded.size) {
-          const batch = [...this.#unrecorded.values()];
-          for (const p of batch) this.#recordingNow.add(p.key);
-          try {
-            await this.#o.ts.adoptPages(this.#o.hostTierName, batch);
-            this.#retainRecorded(batch);
-          } catch (e) {
-            // The bytes stay in the host tier (its slot table records them); the index adopts them at its next open.
-            this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
-            for (const p of batch) this.#retention.delete(p.key);
-          }
-          for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
-          this.#recordingNow.clear();
-          for (const w of this.#batchWaiters.splice(0)) w();
-        }
-      } finally {
-        this.#recording = undefined;
-        this.#recordingNow.clear();
-        for (const w of this.#batchWaiters.splice(0)) w();
-      }
-    });
+    if (retention) for (const p of pages) this.#retention.set(p.key, retention);
+    this.#unrecorded.add(pages);
   }
 
   /** When the recorder's next batch starts: the next turn, or once no reservation is open (RECORD_HOLD_MS at most). */
@@ -552,11 +534,8 @@ export class ClientApi {
    * Resolves once `keys` (default: every page committed so far) are recorded in the block index (or failed to be).
    * Pages committed later are not waited for: under a steady stream of commits the recorder never goes idle.
    */
-  async recorded(keys: Iterable<PageKey> = [...this.#unrecorded.keys()]): Promise<void> {
-    const pending = [...keys].filter((k) => this.#unrecorded.has(k));
-    while (pending.some((k) => this.#unrecorded.has(k)) && this.#recording) {
-      await new Promise<void>((resolve) => this.#batchWaiters.push(resolve));
-    }
+  recorded(keys?: Iterable<PageKey>): Promise<void> {
+    return this.#unrecorded.recorded(keys);
   }
 
   #release(tenant: Tenant, id: number, kind: Lease['kind']): ClientResponse<'release'> {
@@ -643,17 +622,9 @@ export class ClientApi {
     const stored = this.#stored(tenant, keys);
     // Committed pages the index has yet to record, and that its current batch does not hold: only the host tier has
     // them (no index row, no planner entry, never announced), so they are freed there, and never recorded.
-    const early = stored.filter((k) => this.#unrecorded.has(k) && !this.#recordingNow.has(k));
-    let direct = { deleted: [] as PageKey[], pinned: [] as PageKey[] };
-    if (early.length) {
-      direct = this.#o.hostTier.deleteNow(early);
-      for (const k of direct.deleted) {
-        this.#unrecorded.delete(k);
-        this.#retention.delete(k);
-      }
-    }
-    const gone = new Set(early);
-    const rest = early.length ? stored.filter((k) => !gone.has(k)) : stored;
+    const direct = this.#unrecorded.dropEarly(this.#o.hostTier, stored);
+    for (const k of direct.deleted) this.#retention.delete(k);
+    const rest = direct.rest;
     // Pages in the batch being recorded would read as missing and stay behind: wait for that batch.
     if (rest.some((k) => this.#unrecorded.has(k))) await this.recorded(rest);
     const r = rest.length ? await this.#o.ts.deleteKeys(rest) : { deleted: [], pinned: [], missing: [] };

@@ -6,7 +6,8 @@
  * - commit: each page's CRC32C (computed by the caller as the bytes arrive, or here on native threads),
  *   `HostTier.commitRemote` (the page is in the tier now: a shm tier
  *   writes its slot record last, so a process killed before that leaves the slot free, never a torn page), and
- *   `TierSync.adoptPages` records the pages in the block index, batched over every commit of an event-loop turn;
+ *   `TierSync.adoptPages` records the pages in the block index, batched over every commit of an event-loop turn
+ *   (PageRecorder, the same recorder);
  * - reads: `HostTier.pinRemote` says where a page is and holds its slot until `unpin`.
  *
  * Threading: everything here runs on the event loop except the CRC32C pass (native threads).
@@ -14,6 +15,7 @@
 import { crc32cRanges, HostArena, TierSyncError } from '@tiersync/native';
 import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { TierSync } from '../../hierarchy/index.js';
+import { PageRecorder } from '../page-recorder.js';
 
 /** Native threads that checksum committed pages (the machine's cores are shared with the event loop). */
 const CRC_THREADS = 2;
@@ -55,18 +57,17 @@ export interface SlotAccess {
 }
 
 export class HostSlots implements SlotAccess {
-  /** Committed pages the block index has yet to record (the recorder's next batch). */
-  readonly #unrecorded = new Map<PageKey, { key: PageKey; length: number; crc32c: number }>();
-  #recording: Promise<void> | undefined;
-  /** Keys of the batch the recorder is writing to the block index now. */
-  readonly #recordingNow = new Set<PageKey>();
-  readonly #waiters: Array<() => void> = [];
+  /** Committed pages on their way to the block index (the same recorder as the daemon's same-host clients). */
+  readonly #recorder: PageRecorder;
 
   constructor(
     private readonly ts: TierSync,
     private readonly tier: HostTier,
     private readonly tierName: string,
-  ) {}
+  ) {
+    // A batch that fails stays in the tier (a shm tier's slot records name them): the index adopts it at its next open.
+    this.#recorder = new PageRecorder({ ts, tierName });
+  }
 
   get arena(): HostArena {
     const a = this.tier.arena;
@@ -79,11 +80,11 @@ export class HostSlots implements SlotAccess {
   }
 
   get unrecordedCount(): number {
-    return this.#unrecorded.size;
+    return this.#recorder.size;
   }
 
   isUnrecorded(key: PageKey): boolean {
-    return this.#unrecorded.has(key);
+    return this.#recorder.has(key);
   }
 
   tryReserve(keys: readonly PageKey[]): Float64Array | undefined {
@@ -101,7 +102,7 @@ export class HostSlots implements SlotAccess {
     await this.ts.makeRoomOn(this.tierName, keys.length);
     let got = this.tryReserve(keys);
     // Committed pages the index has yet to record hold slots the planner cannot count or evict yet: record them, retry.
-    if (!got && this.#unrecorded.size) {
+    if (!got && this.#recorder.size) {
       await this.recorded();
       await this.ts.makeRoomOn(this.tierName, keys.length);
       got = this.tryReserve(keys);
@@ -123,7 +124,7 @@ export class HostSlots implements SlotAccess {
 
   commitNow(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): void {
     this.tier.commitRemote(keys, offsets, lengths, crcs, () => true);
-    this.#record(keys.map((key, i) => ({ key, length: lengths[i]!, crc32c: crcs[i]! })));
+    this.#recorder.add(keys.map((key, i) => ({ key, length: lengths[i]!, crc32c: crcs[i]! })));
   }
 
   cancel(keys: readonly PageKey[], offsets: Float64Array): void {
@@ -142,50 +143,18 @@ export class HostSlots implements SlotAccess {
     if (keys.length) this.tier.unpin(keys);
   }
 
-  /** Queues committed pages for the block index: one adoptPages (one index transaction) per batch, off the reply's path. */
-  #record(pages: Array<{ key: PageKey; length: number; crc32c: number }>): void {
-    for (const p of pages) this.#unrecorded.set(p.key, p);
-    this.#recording ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
-      try {
-        while (this.#unrecorded.size) {
-          const batch = [...this.#unrecorded.values()];
-          for (const p of batch) this.#recordingNow.add(p.key);
-          try {
-            await this.ts.adoptPages(this.tierName, batch);
-          } catch {
-            // The bytes stay in the tier (a shm tier's slot records name them): the index adopts them at its next open.
-          }
-          for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
-          this.#recordingNow.clear();
-          for (const w of this.#waiters.splice(0)) w();
-        }
-      } finally {
-        this.#recording = undefined;
-        this.#recordingNow.clear();
-        for (const w of this.#waiters.splice(0)) w();
-      }
-    });
-  }
-
   /**
    * Deletes pages committed here that the index has yet to record (and whose batch is not being recorded now)
    * straight from the tier: nothing else knows them, so no index transaction is needed. A value overwritten
    * within the same few turns (a hot key) costs no index work at all. Returns the keys it did not handle.
    */
   dropUnrecorded(keys: readonly PageKey[]): { rest: PageKey[]; pinned: PageKey[] } {
-    const early = keys.filter((k) => this.#unrecorded.has(k) && !this.#recordingNow.has(k));
-    if (!early.length) return { rest: [...keys], pinned: [] };
-    const r = this.tier.deleteNow(early);
-    for (const k of r.deleted) this.#unrecorded.delete(k);
-    const gone = new Set(early);
-    return { rest: keys.filter((k) => !gone.has(k)), pinned: r.pinned };
+    const { rest, pinned } = this.#recorder.dropEarly(this.tier, keys);
+    return { rest, pinned };
   }
 
   /** Resolves once `keys` (default: every page committed so far) are recorded in the block index (or failed to be). */
-  async recorded(keys: Iterable<PageKey> = [...this.#unrecorded.keys()]): Promise<void> {
-    const pending = [...keys].filter((k) => this.#unrecorded.has(k));
-    while (pending.some((k) => this.#unrecorded.has(k)) && this.#recording) {
-      await new Promise<void>((resolve) => this.#waiters.push(resolve));
-    }
+  recorded(keys?: Iterable<PageKey>): Promise<void> {
+    return this.#recorder.recorded(keys);
   }
 }

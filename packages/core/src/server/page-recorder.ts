@@ -1,0 +1,116 @@
+/**
+ * PageRecorder: the block-index side of pages committed straight into host-tier slots (commitRemote), shared by
+ * the daemon's same-host clients (client-api.ts) and the RESP door (resp/slot-access.ts). A committed page is in the
+ * tier at once (lookups and pins answer from it); the index records it off the request's path, every commit queued
+ * before a batch starts going into one `TierSync.adoptPages` call, i.e. one index transaction, not one per request.
+ *
+ * Until then only the host tier knows such a page (no index row, no planner entry, never announced), so a delete can
+ * free it there directly (`dropEarly`), and a caller short of slots can wait for the recorder (`recorded`) so the
+ * planner can count and evict those pages.
+ */
+import type { HostTier, PageKey } from '@tiersync/tiers';
+import type { TierSync } from '../hierarchy/index.js';
+
+/** A committed page the block index has yet to record. */
+export interface UnrecordedPage {
+  key: PageKey;
+  length: number;
+  crc32c: number;
+}
+
+export interface PageRecorderOptions {
+  ts: TierSync;
+  /** The host tier's name in the hierarchy. */
+  tierName: string;
+  /** When the recorder's next batch starts (default: the next event-loop turn). */
+  turn?: () => Promise<void>;
+  /** Called with each batch the index recorded. */
+  onRecorded?: (batch: readonly UnrecordedPage[]) => void;
+  /** Called with each batch the index failed to record (the bytes stay in the tier: the index adopts them at its next open). */
+  onFailed?: (batch: readonly UnrecordedPage[], error: unknown) => void;
+}
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export class PageRecorder {
+  readonly #o: PageRecorderOptions;
+  /** Committed pages the block index has yet to record (the recorder's next batch). */
+  readonly #unrecorded = new Map<PageKey, UnrecordedPage>();
+  #recording: Promise<void> | undefined;
+  /** Keys of the batch the recorder is writing to the block index now. */
+  readonly #recordingNow = new Set<PageKey>();
+  /** Callers of recorded() waiting for the recorder's next batch to finish. */
+  readonly #waiters: Array<() => void> = [];
+
+  constructor(options: PageRecorderOptions) {
+    this.#o = options;
+  }
+
+  /** Pages committed and not yet recorded. */
+  get size(): number {
+    return this.#unrecorded.size;
+  }
+
+  has(key: PageKey): boolean {
+    return this.#unrecorded.has(key);
+  }
+
+  get(key: PageKey): UnrecordedPage | undefined {
+    return this.#unrecorded.get(key);
+  }
+
+  /** Forgets a page (dropped from the tier meanwhile): it will not be recorded. */
+  delete(key: PageKey): void {
+    this.#unrecorded.delete(key);
+  }
+
+  /** Queues committed pages for the block index. */
+  add(pages: readonly UnrecordedPage[]): void {
+    for (const p of pages) this.#unrecorded.set(p.key, p);
+    this.#recording ??= (this.#o.turn ?? nextTurn)().then(async () => {
+      try {
+        while (this.#unrecorded.size) {
+          const batch = [...this.#unrecorded.values()];
+          for (const p of batch) this.#recordingNow.add(p.key);
+          try {
+            await this.#o.ts.adoptPages(this.#o.tierName, batch);
+            this.#o.onRecorded?.(batch);
+          } catch (e) {
+            this.#o.onFailed?.(batch, e);
+          }
+          for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
+          this.#recordingNow.clear();
+          for (const w of this.#waiters.splice(0)) w();
+        }
+      } finally {
+        this.#recording = undefined;
+        this.#recordingNow.clear();
+        for (const w of this.#waiters.splice(0)) w();
+      }
+    });
+  }
+
+  /**
+   * Resolves once `keys` (default: every page committed so far) are recorded in the block index (or failed to be).
+   * Pages committed later are not waited for: under a steady stream of commits the recorder never goes idle.
+   */
+  async recorded(keys: Iterable<PageKey> = [...this.#unrecorded.keys()]): Promise<void> {
+    const pending = [...keys].filter((k) => this.#unrecorded.has(k));
+    while (pending.some((k) => this.#unrecorded.has(k)) && this.#recording) {
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+  }
+
+  /**
+   * Deletes those of `keys` that are unrecorded, and not in the batch being recorded now, straight from `tier`:
+   * nothing else knows them, so no index transaction is needed. `rest`: the keys it did not handle.
+   */
+  dropEarly(tier: HostTier, keys: readonly PageKey[]): { deleted: PageKey[]; pinned: PageKey[]; rest: PageKey[] } {
+    const early = keys.filter((k) => this.#unrecorded.has(k) && !this.#recordingNow.has(k));
+    if (!early.length) return { deleted: [], pinned: [], rest: [...keys] };
+    const r = tier.deleteNow(early);
+    for (const k of r.deleted) this.#unrecorded.delete(k);
+    const gone = new Set(early);
+    return { deleted: r.deleted, pinned: r.pinned, rest: keys.filter((k) => !gone.has(k)) };
+  }
+}
