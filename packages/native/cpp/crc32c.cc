@@ -89,6 +89,16 @@ inline uint32_t MulModP(uint32_t a, uint32_t b) {
   }
 }
 
+// x^(2^k) mod P for k = 0..31: powers of x that shift a register over any length by repeated squaring.
+struct SquareTable {
+  uint32_t p[32];
+  SquareTable() {
+    p[0] = 1u << 30;  // x^1
+    for (int k = 1; k < 32; k++) p[k] = MulModP(p[k - 1], p[k - 1]);
+  }
+};
+const SquareTable kSquares;
+
 // Longest block of a round (three blocks); a round's join costs the same whatever its length.
 constexpr size_t kMaxBlock = 8192;
 
@@ -294,6 +304,15 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t length) {
 uint32_t CopyCrc32c(uint32_t crc, void* dst, const void* src, size_t length) {
   if (length == 0) return crc;
   return ~kFn(~crc, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), length);
+}
+
+uint32_t Crc32cCombine(uint32_t crcA, uint32_t crcB, size_t lengthB) {
+  if (lengthB == 0) return crcA;
+  // crcA shifted over lengthB zero bytes (x^(8 lengthB) mod P, zlib's x2nmodp with k = 3), then crcB added.
+  uint32_t shift = 1u << 31;
+  for (unsigned k = 3; lengthB; lengthB >>= 1, k++)
+    if (lengthB & 1) shift = MulModP(kSquares.p[k & 31], shift);
+  return MulModP(shift, crcA) ^ crcB;
 }
 
 uint32_t Crc32cWith(Crc32cImpl impl, uint32_t crc, void* copy, const void* data, size_t length) {

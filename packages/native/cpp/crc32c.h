@@ -24,6 +24,8 @@ uint32_t CopyCrc32c(uint32_t crc, void* dst, const void* src, size_t length);
 // The table path, whatever the CPU: lets tests check both implementations against each other.
 uint32_t Crc32cTable(uint32_t crc, const void* data, size_t length);
 
+// The CRC32C of A || B from crc(A), crc(B) and B's length (both from seed 0), without reading the bytes again.
+uint32_t Crc32cCombine(uint32_t crcA, uint32_t crcB, size_t lengthB);
 // The implementation Crc32c and CopyCrc32c use on this CPU.
 Crc32cImpl Crc32cSelected();
 // Whether this build and CPU can run `impl`.

@@ -464,13 +464,16 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
             ack[i].status = kOutOfRange;
             continue;
           }
-          // The stored copy is checked whole before any of it leaves (the page's CRC32C covers it only whole).
-          if (Crc32c(0, page, len) != r->crcs.at(i)) {
+          // The stored copy is checked whole before any of it leaves (the page's CRC32C covers it only whole). One
+          // pass: the range's own CRC32C is a piece of the page's, joined to the bytes before and after it.
+          const uint32_t rangeCrc = Crc32c(0, page + from, count);
+          const uint32_t upTo = Crc32cCombine(Crc32c(0, page, from), rangeCrc, count);
+          if (Crc32c(upTo, page + from + count, len - from - count) != r->crcs.at(i)) {
             ack[i].status = kBadChecksum;
             continue;
           }
           ack[i].length = static_cast<uint32_t>(count);
-          rangeCrcs.push_back(Crc32c(0, page + from, count));
+          rangeCrcs.push_back(rangeCrc);
           iov.push_back({const_cast<uint8_t*>(page) + from, count});
           iov.push_back({&rangeCrcs.back(), 4});
           continue;
