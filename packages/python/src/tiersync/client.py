@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ._buffers import Region, region_of, release_all
 from ._control import ControlChannel
@@ -620,20 +620,8 @@ class Client:
         damaged: List[int] = []
         found_here: List[int] = []
         jobs: List[Job] = []
-        for i, o in enumerate(offsets):
-            n, p = lengths[i], pages[i]
-            if stop and (missing or damaged):
-                missing.append(i)
-                continue
-            if i in refused:
-                damaged.append(i)  # the daemon's check failed: it answered no slot
-                continue
-            if o < 0 or (exact and n != p.length):
-                missing.append(i)
-                continue
-            shm.check(o, n, f"pin of {keys[i]}")
-            if n > p.length:
-                raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
+        for i in _deliverable(shm, keys, pages, offsets, lengths, refused, exact, stop, missing, damaged):
+            o, n, p = offsets[i], lengths[i], pages[i]
             if self._check_copy and self._crc32c()(shm.view[o : o + n]) != crcs[i]:
                 damaged.append(i)
                 found_here.append(i)
@@ -659,23 +647,8 @@ class Client:
         pb = self.hello.page_bytes
         missing: List[int] = []
         damaged: List[int] = []
-        plan: List[int] = []
         # First every check that needs no copy, so that an OutOfRangeError leaves the destinations untouched.
-        for i, o in enumerate(offsets):
-            n, p = lengths[i], pages[i]
-            if stop and (missing or damaged):
-                missing.append(i)
-                continue
-            if i in refused:
-                damaged.append(i)  # the daemon's own check failed (a verified pin): it answered no slot
-                continue
-            if o < 0 or (exact and n != p.length):
-                missing.append(i)
-                continue
-            shm.check(o, n, f"pin of {keys[i]}")
-            if n > p.length:
-                raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
-            plan.append(i)
+        plan = list(_deliverable(shm, keys, pages, offsets, lengths, refused, exact, stop, missing, damaged))
         found_here: List[int] = []
         got = (ctypes.c_uint32 * len(keys))()
         jobs: List[CrcJob] = []
@@ -896,6 +869,30 @@ class _Page:
         self.segments = segments
         #: Bytes to store (a store) or room available (a load).
         self.length = sum(n for _, n in segments)
+
+
+def _deliverable(shm: SharedArena, keys: List[str], pages: List[_Page], offsets: List[int], lengths: List[int], refused: set, exact: bool, stop: bool, missing: List[int], damaged: List[int]) -> Iterator[int]:
+    """The pages of a pin that may be copied out, in order; the others go to ``missing`` (not found, wrong length, or
+    after the end of a prefix) or ``damaged`` (the daemon's own check failed: a verified pin answered no slot).
+    Lazy: pages the caller adds to ``missing``/``damaged`` while iterating end a ``stop`` (prefix) load too.
+
+    :raises OutOfRangeError: a page is longer than the caller's memory for it
+    """
+    for i, o in enumerate(offsets):
+        n, p = lengths[i], pages[i]
+        if stop and (missing or damaged):
+            missing.append(i)
+            continue
+        if i in refused:
+            damaged.append(i)
+            continue
+        if o < 0 or (exact and n != p.length):
+            missing.append(i)
+            continue
+        shm.check(o, n, f"pin of {keys[i]}")
+        if n > p.length:
+            raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
+        yield i
 
 
 def _list(r: dict, name: str, n: Optional[int], op: str) -> list:
