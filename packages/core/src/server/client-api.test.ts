@@ -13,9 +13,8 @@ import { TierSyncClient } from '../client/index.js';
 import { FRAME_MAGIC, FrameReader, clientOps, clientProtocolJsonSchema, encodeFrame, errorBodySchema, type ClientOp } from '../protocol/index.js';
 import { parseServerConfig } from './config.js';
 import { TierSyncServer } from './server.js';
+import { PAGE, layout, startTestDaemon, type TestDaemon } from './test-daemon.js';
 
-const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
-const PAGE = 8 * 1024;
 const TOKEN = 'token-proto';
 const key = (i: number) => `c0ffee00${i.toString(16).padStart(8, '0')}`;
 
@@ -43,35 +42,21 @@ function send(target: { url: string } | { socketPath: string }, op: string, body
 }
 
 describe('client protocol at the daemon', () => {
+  let daemon: TestDaemon;
   let dir: string;
-  let shm: string;
-  let server: TierSyncServer;
+  let server: TestDaemon['server'];
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-api-'));
-    shm = `/dev/shm/tiersync-client-api-${process.pid}`;
-    server = await TierSyncServer.start(
-      parseServerConfig({
-        model: 'client-api@1',
-        layout,
-        tiers: [
-          { url: `host://?capacity=${64 * PAGE}&shm=${shm}&prefault=false`, name: 'host' },
-          { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, name: 'fs', writeThrough: true },
-        ],
-        index: { path: path.join(dir, 'index.sqlite') },
-        http: { port: 0 },
-        peer: { port: 0 },
-        tenants: [{ name: 'proto', token: TOKEN }],
-        client: { maxBatchPages: 32, socket: path.join(dir, 'client.sock') },
-        log: { level: 'silent' },
-      }),
-    );
+    daemon = await startTestDaemon('client-api', {
+      hostPages: 64,
+      fsPages: 256,
+      config: (at) => ({ peer: { port: 0 }, tenants: [{ name: 'proto', token: TOKEN }], client: { maxBatchPages: 32, socket: path.join(at, 'client.sock') } }),
+    });
+    ({ dir, server } = daemon);
   });
 
   afterAll(async () => {
-    await server?.close();
-    rmSync(dir, { recursive: true, force: true });
-    rmSync(shm, { force: true });
+    await daemon?.close();
   });
 
   it('answers every op with a body its response schema accepts, over TCP and the Unix socket', async () => {
@@ -338,23 +323,13 @@ describe('client protocol at the daemon', () => {
 
 describe('a load lease under eviction pressure', () => {
   it('keeps the page a client copies from while the hierarchy makes room, and leaves no slot behind when the lease closes', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-evict-'));
-    const shm = `/dev/shm/tiersync-client-evict-${process.pid}`;
-    const server = await TierSyncServer.start(
-      parseServerConfig({
-        model: 'client-evict@1',
-        layout,
-        tiers: [
-          { url: `host://?capacity=${16 * PAGE}&shm=${shm}&prefault=false`, name: 'host', highWatermark: 1, lowWatermark: 0.5 },
-          { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, name: 'fs', writeThrough: true },
-        ],
-        index: { path: path.join(dir, 'index.sqlite') },
-        http: { port: 0 },
-        peer: { enabled: false },
-        client: { socket: false },
-        log: { level: 'silent' },
-      }),
-    );
+    const daemon = await startTestDaemon('client-evict', {
+      hostPages: 16,
+      fsPages: 256,
+      host: { highWatermark: 1, lowWatermark: 0.5 },
+      config: () => ({ peer: { enabled: false }, client: { socket: false } }),
+    });
+    const { server } = daemon;
     const client = await TierSyncClient.connect({ url: server.url, transport: 'shm' });
     const arena = HostArena.create({ capacity: 16 * PAGE });
     try {
@@ -393,9 +368,7 @@ describe('a load lease under eviction pressure', () => {
     } finally {
       arena.close();
       await client.close();
-      await server.close();
-      rmSync(dir, { recursive: true, force: true });
-      rmSync(shm, { force: true });
+      await daemon.close();
     }
   });
 });
@@ -442,23 +415,13 @@ describe('the auto-named client socket', () => {
 
 describe('the block index recorder under a steady stream of commits', () => {
   it('answers a delete of just-committed pages while other clients keep storing (the recorder never goes idle)', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-client-record-'));
-    const shm = `/dev/shm/tiersync-client-record-${process.pid}`;
-    const server = await TierSyncServer.start(
-      parseServerConfig({
-        model: 'client-record@1',
-        layout,
-        tiers: [
-          { url: `host://?capacity=${2048 * PAGE}&shm=${shm}&prefault=false`, name: 'host' },
-          { url: `fs://${dir}/fs?capacity=${2048 * PAGE}`, name: 'fs' },
-        ],
-        index: { path: path.join(dir, 'index.sqlite') },
-        http: { port: 0 },
-        peer: { enabled: false },
-        client: { socket: false },
-        log: { level: 'silent' },
-      }),
-    );
+    const daemon = await startTestDaemon('client-record', {
+      hostPages: 2048,
+      fsPages: 2048,
+      writeThrough: false,
+      config: () => ({ peer: { enabled: false }, client: { socket: false } }),
+    });
+    const { server } = daemon;
     // Each index batch takes a while, as under a busy hierarchy lock (the soak: a thousand sessions' reserves,
     // deletes and write-through copies queued on it), so commits keep landing while one is recorded.
     const adopt = server.ts.adoptPages.bind(server.ts);
@@ -497,9 +460,7 @@ describe('the block index recorder under a steady stream of commits', () => {
     } finally {
       arena.close();
       for (const c of clients) await c.close();
-      await server.close();
-      rmSync(dir, { recursive: true, force: true });
-      rmSync(shm, { force: true });
+      await daemon.close();
     }
   });
 });

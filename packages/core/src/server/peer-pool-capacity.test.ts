@@ -1,50 +1,31 @@
 // The peer server's slot pool (servePeer) must never cost the host tier capacity: with the peer port on, a small
 // host tier takes the client stores it took with the peer port off (the tier reclaims pooled slots on demand).
 import { randomFillSync } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostArena } from '@tiersync/native';
 import { TierSyncClient } from '../client/index.js';
-import { parseServerConfig } from './config.js';
-import { TierSyncServer } from './server.js';
+import { PAGE, startTestDaemon, type TestDaemon } from './test-daemon.js';
 
-const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
-const PAGE = 8 * 1024;
 const TOKEN = 'token-peer-pool';
 const keys = (from: number) => [0, 1, 2, 3].map((i) => `9e3f0011${(from + i).toString(16).padStart(8, '0')}`);
 
 describe('peer slot pool and host-tier capacity', () => {
-  let dir: string;
-  let shm: string;
-  let server: TierSyncServer;
+  let daemon: TestDaemon;
+  let server: TestDaemon['server'];
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-peer-pool-'));
-    shm = `/dev/shm/tiersync-peer-pool-${process.pid}`;
-    server = await TierSyncServer.start(
-      parseServerConfig({
-        model: 'peer-pool@1',
-        layout,
-        tiers: [
-          { url: `host://?capacity=${10 * PAGE}&shm=${shm}&prefault=false`, name: 'host', policy: 'lru', highWatermark: 1, lowWatermark: 1 },
-          { url: `fs://${dir}/fs?capacity=${64 * PAGE}`, name: 'fs', writeThrough: true },
-        ],
-        index: { path: path.join(dir, 'index.sqlite') },
-        http: { port: 0 },
-        peer: { port: 0 },
-        tenants: [{ name: 'agents', token: TOKEN }],
-        client: { maxBatchPages: 32, socket: path.join(dir, 'client.sock') },
-        log: { level: 'silent' },
-      }),
-    );
+    daemon = await startTestDaemon('peer-pool', {
+      hostPages: 10,
+      fsPages: 64,
+      host: { policy: 'lru', highWatermark: 1, lowWatermark: 1 },
+      config: (dir) => ({ peer: { port: 0 }, tenants: [{ name: 'agents', token: TOKEN }], client: { maxBatchPages: 32, socket: path.join(dir, 'client.sock') } }),
+    });
+    server = daemon.server;
   });
 
   afterAll(async () => {
-    await server?.close();
-    rmSync(dir, { recursive: true, force: true });
-    rmSync(shm, { force: true });
+    await daemon?.close();
   });
 
   it('stores three 4-page sessions into a 10-page host tier with the peer port on, evicting by LRU', async () => {
