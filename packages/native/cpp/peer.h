@@ -117,6 +117,8 @@ class Server {
   void Ask(const std::shared_ptr<ServerRequest>& r);
   // A PUT into pool slots: no control-plane round trip. False (nothing taken) when the pool is short.
   bool PutPooled(Link& link, const Header& h, std::vector<Entry>& entries);
+  // The arena bytes [offset, offset + length), or null when a plan or granted slot points outside the arena.
+  uint8_t* ArenaSpan(double offset, uint64_t length) const;
   void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
 
   ServerOptions options_;

@@ -75,6 +75,17 @@ size_t SlotPool::size() {
 
 namespace {
 
+// Receives one PUT page into dst, or drains it when dst is null (a page not kept), filling in the CRC32C the client
+// left to the server. Returns kOk or kBadChecksum for a page that landed, `notKept` for a drained one.
+uint8_t ReceivePutPage(Link& link, Entry& e, uint8_t* dst, uint8_t notKept) {
+  const bool compute = (e.flags & kEntryComputeCrc) != 0;
+  // Checksummed as each chunk lands, while it is still in cache: the only pass over the page here.
+  const uint32_t crc = dst ? RecvBody(link, dst, e.length, 0, true) : DrainBody(link, e.length, compute);
+  if (compute) e.crc32c = crc;
+  if (!dst) return notKept;
+  return crc == e.crc32c ? kOk : kBadChecksum;
+}
+
 int Listen(const std::string& host, uint16_t port, uint16_t* bound) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -299,6 +310,12 @@ void Server::Ask(const std::shared_ptr<ServerRequest>& r) {
     throw NativeError(Code::Timeout, "the page table did not answer within " + std::to_string(options_.timeoutMs) + " ms");
 }
 
+uint8_t* Server::ArenaSpan(double offset, uint64_t length) const {
+  const uint64_t size = arena_->size();
+  if (!(offset >= 0) || static_cast<uint64_t>(offset) > size || length > size - static_cast<uint64_t>(offset)) return nullptr;
+  return arena_->host() + static_cast<uint64_t>(offset);
+}
+
 std::vector<std::shared_ptr<Committed>> Server::DrainCommitted() {
   std::lock_guard<std::mutex> lock(committedMutex_);
   drainScheduled_ = false;
@@ -321,23 +338,10 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   std::vector<double> slots;
   if (!pool_.Take(n, &slots)) return false;
   pooledPuts_++;
-  const uint64_t size = arena_->size();
   std::vector<uint8_t> outcome(n, kOk);
   try {
-    for (size_t i = 0; i < n; i++) {
-      Entry& e = entries[i];
-      const bool compute = (e.flags & kEntryComputeCrc) != 0;
-      const uint64_t off = static_cast<uint64_t>(slots[i]);
-      if (slots[i] < 0 || off > size || e.length > size - off) {  // a granted slot is checked like input
-        uint32_t crc = DrainBody(link, e.length, compute);
-        if (compute) e.crc32c = crc;
-        outcome[i] = kFailed;
-        continue;
-      }
-      uint32_t crc = RecvBody(link, arena_->host() + off, e.length, 0, true);
-      if (compute) e.crc32c = crc;
-      outcome[i] = crc == e.crc32c ? kOk : kBadChecksum;
-    }
+    // A granted slot is checked like input: one outside the arena drains its page.
+    for (size_t i = 0; i < n; i++) outcome[i] = ReceivePutPage(link, entries[i], ArenaSpan(slots[i], entries[i].length), kFailed);
     RecvTag(link);  // nothing of a frame that fails its tag is committed
   } catch (...) {
     for (double s : slots) pool_.Return(s);
@@ -408,10 +412,8 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   Ask(r);
   if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
   if (r->offsets.size() != n || r->statuses.size() != n) throw NativeError(Code::Io, "page table answered the wrong number of entries");
-  // The plan comes from our own control plane, but is checked like input: it must never point outside the arena.
-  const uint64_t size = arena_->size();
-  auto inArena = [&](double off, uint64_t len) { return off >= 0 && static_cast<uint64_t>(off) <= size && len <= size - static_cast<uint64_t>(off); };
-
+  // The plan comes from our own control plane, but is checked like input (ArenaSpan): it must never point outside
+  // the arena.
   std::vector<Entry> ack(n);
   bool sentOrReceived = false;
   try {
@@ -419,17 +421,8 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
       r->outcome.assign(n, kOk);
       for (size_t i = 0; i < n; i++) {
         Entry& e = r->entries[i];
-        const bool compute = (e.flags & kEntryComputeCrc) != 0;
-        if (r->statuses[i] == kOk && inArena(r->offsets[i], e.length)) {
-          // Checksummed as each chunk lands, while it is still in cache: the only pass over the page here.
-          uint32_t crc = RecvBody(link, arena_->host() + static_cast<uint64_t>(r->offsets[i]), e.length, 0, true);
-          if (compute) e.crc32c = crc;
-          r->outcome[i] = crc == e.crc32c ? kOk : kBadChecksum;
-        } else {
-          uint32_t crc = DrainBody(link, e.length, compute);  // a page we do not keep
-          if (compute) e.crc32c = crc;
-          r->outcome[i] = r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i];
-        }
+        uint8_t* dst = r->statuses[i] == kOk ? ArenaSpan(r->offsets[i], e.length) : nullptr;
+        r->outcome[i] = ReceivePutPage(link, e, dst, r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i]);
       }
       RecvTag(link);  // nothing of a frame that fails its tag is committed
       sentOrReceived = true;
@@ -452,11 +445,11 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
       ack[i].status = r->statuses[i];
       if (h.op == kGet && r->statuses[i] == kOk) {
         uint32_t len = r->lengths.at(i);
-        if (!inArena(r->offsets[i], len)) {
+        const uint8_t* page = ArenaSpan(r->offsets[i], len);
+        if (!page) {
           ack[i].status = kFailed;
           continue;
         }
-        const uint8_t* page = arena_->host() + static_cast<uint64_t>(r->offsets[i]);
         ack[i].crc32c = r->crcs.at(i);
         if (r->entries[i].flags & kEntryRange) {
           const uint64_t from = r->entries[i].crc32c, count = r->entries[i].length;
