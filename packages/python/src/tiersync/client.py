@@ -460,14 +460,7 @@ class Client:
                 continue
             # The CRC32C is of the source bytes copied (a page changed in the caller's array meanwhile is refused
             # when served: its slot does not match).
-            address = p.segments[0][0]
-            if jobs:
-                d, a, n, _, at = jobs[-1]
-                # Continues the previous run: whole pages so far, the next page index, adjacent on both sides.
-                if n % pb == 0 and at + n // pb == i and d + n == slot and a + n == address:
-                    jobs[-1] = (d, a, n + p.length, pb, at)
-                    continue
-            jobs.append((slot, address, p.length, pb, i))
+            _add_crc_job(jobs, slot, p.segments[0][0], p.length, pb, i)
         self._copier.run_crc(native, jobs, crcs)
         return [crcs[i] if o >= 0 else 0 for i, o in enumerate(offsets)]
 
@@ -671,13 +664,7 @@ class Client:
                         missing.extend(plan[k + 1 :])  # a prefix ends here: the pages after it stay as they were
                         break
                 continue
-            address = p.segments[0][0]
-            if jobs:
-                a, d, m, _, at = jobs[-1]
-                if m % pb == 0 and at + m // pb == i and a + m == address and d + m == slot:
-                    jobs[-1] = (a, d, m + n, pb, at)
-                    continue
-            jobs.append((address, slot, n, pb, i))
+            _add_crc_job(jobs, p.segments[0][0], slot, n, pb, i)
         self._copier.seconds += time.perf_counter() - start
         self._copier.run_crc(native, jobs, got)
         for _, _, m, _, at in jobs:
@@ -869,6 +856,17 @@ class _Page:
         self.segments = segments
         #: Bytes to store (a store) or room available (a load).
         self.length = sum(n for _, n in segments)
+
+
+def _add_crc_job(jobs: List[CrcJob], dst: int, src: int, n: int, pb: int, i: int) -> None:
+    """Adds the copy of page ``i`` (``n`` bytes, src to dst) to ``jobs``: one native call per run of whole pages that
+    are adjacent in both memories and in page index (the previous job grows when page ``i`` continues it)."""
+    if jobs:
+        d, a, m, _, at = jobs[-1]
+        if m % pb == 0 and at + m // pb == i and d + m == dst and a + m == src:
+            jobs[-1] = (d, a, m + n, pb, at)
+            return
+    jobs.append((dst, src, n, pb, i))
 
 
 def _deliverable(shm: SharedArena, keys: List[str], pages: List[_Page], offsets: List[int], lengths: List[int], refused: set, exact: bool, stop: bool, missing: List[int], damaged: List[int]) -> Iterator[int]:
