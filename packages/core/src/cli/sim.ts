@@ -215,9 +215,6 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
   return { plan: { source, jobs, mode: 'tiered' }, values };
 }
 
-/** Policies whose results are bounds computed from the trace's future (Belady): run in full, not sampled. */
-const BOUND_POLICIES = new Set(['opt', 'opt-size']);
-
 /** `--mrc`: the curves, plus full exact jobs for the bounds at the given capacities. */
 function planMrc(values: Record<string, string | boolean | undefined>, source: TraceSource, policies: string[], blockTokens: number | undefined): SimPlan {
   if (values.model !== undefined || values.config !== undefined) throw invalid('--mrc goes with exact mode (no --model, no --config)');
@@ -232,8 +229,9 @@ function planMrc(values: Record<string, string | boolean | undefined>, source: T
     return v;
   };
   const pageBytes = values['page-bytes'] !== undefined ? parseSize(values['page-bytes'] as string, '--page-bytes') : (blockTokens ?? 512) * kvBytesPerToken(modelPreset('llama-3-8b'));
-  const curves = policies.filter((p) => !BOUND_POLICIES.has(p));
-  const bounds = policies.filter((p) => BOUND_POLICIES.has(p));
+  // The bounds (oracle policies) are computed from the trace's future: run in full, not sampled.
+  const curves = policies.filter((p) => !isOracle(p));
+  const bounds = policies.filter(isOracle);
   if (curves.length === 0) throw invalid('--mrc needs at least one policy besides opt/opt-size');
   if (bounds.length > 0 && capacities === undefined) throw invalid('--mrc with opt/opt-size needs the capacities (--objects or --capacity): the bound is simulated at each');
   const jobs: SweepJob[] = bounds.flatMap((policy) => capacities!.map((capacity) => ({ kind: 'exact' as const, job: { policy, unit, capacity, pageBytes } })));

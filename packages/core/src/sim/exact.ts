@@ -51,7 +51,8 @@ export interface ExactResult {
   prefixPageHitRatio?: number;
 }
 
-function row(job: ExactJob): Pick<ExactResult, 'policy' | 'capacityBytes' | 'capacityObjects'> {
+/** The columns of a result that come from its job (the streamed replay, mrc/replay-stream.ts, fills them too). */
+export function row(job: ExactJob): Pick<ExactResult, 'policy' | 'capacityBytes' | 'capacityObjects'> {
   const finite = Number.isFinite(job.capacity);
   return {
     policy: job.policy,

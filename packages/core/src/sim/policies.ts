@@ -2,7 +2,7 @@
  * Creating policies for the simulator: always through `@tiersync/policy`'s registry, so a replay runs the very
  * objects the live hierarchy runs (custom policies registered with `registerPolicy` work too).
  */
-import { createPolicy, hasPolicy, ORACLE_POLICIES, policyNames, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
+import { createPolicy, hasPolicy, ORACLE_POLICIES, parsePolicySpec, policyNames, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
 import { invalid } from './errors.js';
 
 /** Capacity used for "unbounded" (`--capacity inf`): the largest safe integer, which nothing fills. */
@@ -38,7 +38,7 @@ export function checkPolicies(names: readonly string[]): string[] {
   if (names.length === 0) throw invalid('--policy needs at least one policy name');
   for (const n of names) {
     if (!hasPolicy(n)) throw invalid(`unknown policy '${n}'; known: ${policyNames().join(', ')}`);
-    if (n.includes(':') && isOracle(n.slice(n.lastIndexOf(':') + 1))) throw invalid(`policy '${n}': an oracle policy cannot be wrapped (wrappers do not pass the next access on)`);
+    if (n.includes(':') && isOracle(parsePolicySpec(n).policy)) throw invalid(`policy '${n}': an oracle policy cannot be wrapped (wrappers do not pass the next access on)`);
   }
   return [...names];
 }

@@ -4,7 +4,7 @@
  * the file is read and decoded once for the whole sweep. Counts are those of {@link runExact} on the loaded trace
  * (same loop, `replayObjects`, same dense ids).
  */
-import { replayObjects, type ExactJob, type ExactResult } from '../exact.js';
+import { replayObjects, row, type ExactJob, type ExactResult } from '../exact.js';
 import { makePolicy } from '../policies.js';
 import type { ObjectStream } from '../trace/index.js';
 import type { ObjectTrace } from '../trace/types.js';
@@ -36,16 +36,5 @@ export function runExactStream(stream: ObjectStream, jobs: readonly ExactJob[]):
     }
     requests += chunk.length;
   }
-  return runs.map(({ job, misses, bytesRequested, bytesMissed }) => {
-    const finite = Number.isFinite(job.capacity);
-    return {
-      policy: job.policy,
-      capacityBytes: finite && job.unit === 'bytes' ? job.capacity : null,
-      capacityObjects: finite && job.unit === 'objects' ? job.capacity : null,
-      requests,
-      misses,
-      bytesRequested,
-      bytesMissed,
-    };
-  });
+  return runs.map(({ job, misses, bytesRequested, bytesMissed }) => ({ ...row(job), requests, misses, bytesRequested, bytesMissed }));
 }
