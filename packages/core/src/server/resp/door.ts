@@ -283,19 +283,9 @@ export class RespDoor implements StreamHost, DoorApi {
    */
   async setValue(tenant: string, key: string, value: Uint8Array, options: { expiresAt?: number; keepTtl?: boolean; nx?: boolean; xx?: boolean } = {}): Promise<boolean> {
     const ks = this.keyspace(tenant);
-    const now = Date.now();
-    const current = ks.get(key, now, this.#onDead);
-    if ((options.nx && current) || (options.xx && !current)) return false;
-    const size = current ? undefined : this.#catalogSize();
-    if (size && (size.keys >= this.config.maxKeys || size.keyBytes + key.length > this.config.maxKeyBytesTotal)) {
-      throw new TierSyncError(`key limit reached (${this.config.maxKeys} keys or ${this.config.maxKeyBytesTotal} bytes of key names)`, 'ERR_OUT_OF_RANGE');
-    }
-    const id = `${tenant}\0${key}`;
-    const op = ++this.#op;
-    const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
-    w.latest = op;
-    w.pending++;
-    this.#writes.set(id, w);
+    const current = this.#admit(ks, key, undefined, options);
+    if (current === false) return false;
+    const { id, op, w } = this.#beginWrite(tenant, key);
     let pages: PageKey[] = [];
     const generation = ++this.#generation;
     let manifest: PageKey[] | undefined;
@@ -361,12 +351,7 @@ export class RespDoor implements StreamHost, DoorApi {
     let manifest: PageKey[] | undefined;
     // Written after every page of the value is committed, and before the key is visible or acknowledged. Its
     // generation is taken now, so manifests are numbered in the order their SETs commit.
-    const id = `${tenant}\0${key}`;
-    const op = ++this.#op;
-    const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
-    w.latest = op;
-    w.pending++;
-    this.#writes.set(id, w);
+    const { id, op, w } = this.#beginWrite(tenant, key);
     try {
       const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
       manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: writer.length, expiresAt, pages: [...writer.pages] });
@@ -404,15 +389,15 @@ export class RespDoor implements StreamHost, DoorApi {
   }
 
   /** NX/XX and the key limits, checked when the command runs: the live entry (or undefined), or false (condition unmet, writer aborted). */
-  #admit(ks: TenantKeyspace, key: string, writer: ValueSink, options: WriteOptions): ValueEntry | undefined | false {
+  #admit(ks: TenantKeyspace, key: string, writer: ValueSink | undefined, options: WriteOptions): ValueEntry | undefined | false {
     const current = ks.get(key, Date.now(), this.#onDead);
     if ((options.nx && current) || (options.xx && !current)) {
-      writer.abort();
+      writer?.abort();
       return false;
     }
     const size = current ? undefined : this.#catalogSize();
     if (size && (size.keys >= this.config.maxKeys || size.keyBytes + key.length > this.config.maxKeyBytesTotal)) {
-      writer.abort();
+      writer?.abort();
       throw new TierSyncError(`key limit reached (${this.config.maxKeys} keys or ${this.config.maxKeyBytesTotal} bytes of key names)`, 'ERR_OUT_OF_RANGE');
     }
     return current;
@@ -546,6 +531,17 @@ export class RespDoor implements StreamHost, DoorApi {
     const drop = [...new Set([...stale, ...orphans])].filter((k) => !kept.has(k));
     void this.#discard(drop);
     if (heads.length || orphans.length) this.log?.info({ keys: this.counters.recoveredKeys, dropped: drop.length }, 'RESP door catalog recovered from manifests');
+  }
+
+  /** Marks a write of `key` as begun (and the latest): a later SET or DEL of it makes `w.latest` differ from `op`. */
+  #beginWrite(tenant: string, key: string): { id: string; op: number; w: { latest: number; pending: number } } {
+    const id = `${tenant}\0${key}`;
+    const op = ++this.#op;
+    const w = this.#writes.get(id) ?? { latest: 0, pending: 0 };
+    w.latest = op;
+    w.pending++;
+    this.#writes.set(id, w);
+    return { id, op, w };
   }
 
   #endWrite(id: string, w: { latest: number; pending: number }): void {
