@@ -409,16 +409,7 @@ export class ClientApi {
     this.#claim(tenant, keys.length);
     try {
       // Slots that evicted pages keep for open load leases are invisible to the hierarchy: ask for room for them too.
-      const ghosts = this.#evictedWhilePinned.size;
-      await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length + ghosts);
-      let got = this.#o.hostTier.reserveRemote(keys);
-      // Committed pages the index has yet to record hold slots the hierarchy cannot count or evict yet: record them
-      // first, then make room once more.
-      if (!got && (this.#evictedWhilePinned.size > ghosts || this.#unrecorded.size)) {
-        await this.recorded();
-        await this.#o.ts.makeRoomOn(this.#o.hostTierName, keys.length + this.#evictedWhilePinned.size);
-        got = this.#o.hostTier.reserveRemote(keys);
-      }
+      const got = await this.#unrecorded.reserve(this.#o.hostTier, keys, () => this.#evictedWhilePinned.size);
       if (!got) throw new ProtocolError(`the host tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
       const lease = this.#open({ kind: 'reserve', tenant, keys, offsets: got.offsets, lengths: Uint32Array.from(body.lengths) });
       return { lease: lease.id, offsets: Array.from(got.offsets), deadlineMs: this.#o.leaseMs };

@@ -102,6 +102,24 @@ export class PageRecorder {
   }
 
   /**
+   * Reserves one slot per key in `tier` after the planner makes room (`TierSync.makeRoomOn`). Committed pages the
+   * index has yet to record hold slots the planner cannot count or evict yet: when short, they are recorded first
+   * and room is made once more. `ghosts`: slots the planner cannot see either (evicted pages a lease still holds),
+   * asked for too; more of them after the first try also earns the second. undefined: still no room.
+   */
+  async reserve(tier: HostTier, keys: readonly PageKey[], ghosts: () => number = () => 0): Promise<ReturnType<HostTier['reserveRemote']>> {
+    const before = ghosts();
+    await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + before);
+    let got = tier.reserveRemote(keys);
+    if (!got && (ghosts() > before || this.#unrecorded.size)) {
+      await this.recorded();
+      await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + ghosts());
+      got = tier.reserveRemote(keys);
+    }
+    return got;
+  }
+
+  /**
    * Deletes those of `keys` that are unrecorded, and not in the batch being recorded now, straight from `tier`:
    * nothing else knows them, so no index transaction is needed. `rest`: the keys it did not handle.
    */

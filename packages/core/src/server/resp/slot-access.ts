@@ -89,8 +89,11 @@ export class HostSlots implements SlotAccess {
 
   tryReserve(keys: readonly PageKey[]): Float64Array | undefined {
     const got = this.tier.reserveRemote(keys);
-    if (!got) return undefined;
-    // A key already stored (never the case for the door's fresh keys) would get no slot: refuse rather than alias.
+    return got && this.#checkFresh(keys, got);
+  }
+
+  /** A key already stored (never the case for the door's fresh keys) would get no slot: refused rather than aliased. */
+  #checkFresh(keys: readonly PageKey[], got: { offsets: Float64Array; existing: readonly boolean[] }): Float64Array {
     if (got.existing.some(Boolean)) {
       this.cancel(keys, got.offsets);
       throw new TierSyncError('internal: a fresh RESP page key is already stored', 'ERR_INVALID_ARGUMENT');
@@ -99,14 +102,8 @@ export class HostSlots implements SlotAccess {
   }
 
   async reserve(keys: readonly PageKey[]): Promise<Float64Array> {
-    await this.ts.makeRoomOn(this.tierName, keys.length);
-    let got = this.tryReserve(keys);
-    // Committed pages the index has yet to record hold slots the planner cannot count or evict yet: record them, retry.
-    if (!got && this.#recorder.size) {
-      await this.recorded();
-      await this.ts.makeRoomOn(this.tierName, keys.length);
-      got = this.tryReserve(keys);
-    }
+    const reserved = await this.#recorder.reserve(this.tier, keys);
+    const got = reserved && this.#checkFresh(keys, reserved);
     if (!got) throw new TierSyncError(`the first tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL');
     return got;
   }
