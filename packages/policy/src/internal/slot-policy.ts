@@ -466,6 +466,15 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
     return this.#t.pins[slot]! > 0;
   }
 
+  /** The least recently linked unpinned slot of `list` (walking from its tail), or NIL when every member is pinned. */
+  protected oldestUnpinned(list: List): SlotId {
+    const pins = this.#t.pins;
+    const links = this.links;
+    let slot = list.tail;
+    while (slot !== NIL && pins[slot]! > 0) slot = links.newer(slot);
+    return slot;
+  }
+
   /** The key's ghost slot, if it has one. */
   protected ghostSlot(key: K): SlotId | undefined {
     const t = this.#t;

@@ -122,8 +122,8 @@ export class ArcPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
         this.#dropOldestGhost(this.#b1);
         return this.#replace();
       }
-      const slot = this.#lruUnpinned(this.#t1);
-      if (slot === NIL) return this.#toGhost(this.#lruUnpinned(this.#t2), T2);
+      const slot = this.oldestUnpinned(this.#t1);
+      if (slot === NIL) return this.#toGhost(this.oldestUnpinned(this.#t2), T2);
       this.links.unlink(this.#t1, slot);
       this.#t1Used -= this.costOf(slot);
       return this.retire(slot, false);
@@ -296,9 +296,9 @@ export class ArcPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
   #replace(): K {
     const t1 = this.#t1Used;
     const fromT1 = (t1 > 0 && (t1 > this.#p || (t1 === this.#p && this.#ghostHit === B2))) || this.#t2Used === 0;
-    let slot = this.#lruUnpinned(fromT1 ? this.#t1 : this.#t2);
+    let slot = this.oldestUnpinned(fromT1 ? this.#t1 : this.#t2);
     if (slot !== NIL) return this.#toGhost(slot, fromT1 ? T1 : T2);
-    slot = this.#lruUnpinned(fromT1 ? this.#t2 : this.#t1);
+    slot = this.oldestUnpinned(fromT1 ? this.#t2 : this.#t1);
     return this.#toGhost(slot, fromT1 ? T2 : T1);
   }
 
@@ -325,11 +325,5 @@ export class ArcPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     const slot = list.tail;
     this.onForgetGhost(slot);
     this.dropGhost(slot);
-  }
-
-  #lruUnpinned(list: List): SlotId {
-    let slot = list.tail;
-    while (slot !== NIL && this.isPinned(slot)) slot = this.links.newer(slot);
-    return slot;
   }
 }

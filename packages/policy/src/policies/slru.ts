@@ -90,8 +90,7 @@ export class SlruPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
 
   protected override evictOne(): K {
     for (const list of this.#lists) {
-      let slot = list.tail;
-      while (slot !== NIL && this.isPinned(slot)) slot = this.links.newer(slot);
+      const slot = this.oldestUnpinned(list);
       if (slot === NIL) continue;
       this.#detach(slot);
       return this.retire(slot, false);

@@ -83,7 +83,7 @@ export class TwoQPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     const victims: K[] = [];
     while (this.used + cost > this.capacity) victims.push(this.evict()!);
     while (this.#mainUsed + cost > this.mainCapacity) {
-      const slot = this.#lruUnpinned(this.#main);
+      const slot = this.oldestUnpinned(this.#main);
       if (slot === NIL) break;
       victims.push(this.#evictMain(slot));
     }
@@ -135,9 +135,9 @@ export class TwoQPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
 
   protected override evictOne(): K {
     const fromIn = this.#inUsed > this.inCapacity;
-    let slot = this.#lruUnpinned(fromIn ? this.#in : this.#main);
+    let slot = this.oldestUnpinned(fromIn ? this.#in : this.#main);
     if (slot !== NIL) return fromIn ? this.#evictIn(slot) : this.#evictMain(slot);
-    slot = this.#lruUnpinned(fromIn ? this.#main : this.#in);
+    slot = this.oldestUnpinned(fromIn ? this.#main : this.#in);
     return fromIn ? this.#evictMain(slot) : this.#evictIn(slot);
   }
 
@@ -201,12 +201,6 @@ export class TwoQPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
     this.#mainUsed = 0;
     this.#outUsed = 0;
     this.#ghostHit = undefined;
-  }
-
-  #lruUnpinned(list: List): SlotId {
-    let slot = list.tail;
-    while (slot !== NIL && this.isPinned(slot)) slot = this.links.newer(slot);
-    return slot;
   }
 
   #evictMain(slot: SlotId): K {

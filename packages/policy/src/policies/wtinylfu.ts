@@ -130,7 +130,7 @@ export class WTinyLfuPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<
   protected override place(slot: SlotId): void {
     this.#attach(slot, WINDOW);
     while (this.#windowUsed > this.windowCapacity) {
-      const tail = this.#lruUnpinned(this.#window);
+      const tail = this.oldestUnpinned(this.#window);
       if (tail === NIL || this.#probationUsed + this.#protectedUsed + this.costOf(tail) > this.mainCapacity) break;
       this.#detach(tail);
       this.#attach(tail, PROBATION);
@@ -139,7 +139,7 @@ export class WTinyLfuPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<
 
   protected override evictOne(incomingCost: number): K {
     for (;;) {
-      const candidate = this.#lruUnpinned(this.#window);
+      const candidate = this.oldestUnpinned(this.#window);
       if (this.#windowUsed + incomingCost > this.windowCapacity && candidate !== NIL) {
         const cost = this.costOf(candidate);
         this.#detach(candidate);
@@ -235,14 +235,8 @@ export class WTinyLfuPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<
 
   /** Main's victim: probation's LRU unpinned object, else protected's; NIL when main has none. */
   #mainVictim(): SlotId {
-    const slot = this.#lruUnpinned(this.#probation);
-    return slot !== NIL ? slot : this.#lruUnpinned(this.#protected);
-  }
-
-  #lruUnpinned(list: List): SlotId {
-    let slot = list.tail;
-    while (slot !== NIL && this.isPinned(slot)) slot = this.links.newer(slot);
-    return slot;
+    const slot = this.oldestUnpinned(this.#probation);
+    return slot !== NIL ? slot : this.oldestUnpinned(this.#protected);
   }
 
   #attach(slot: SlotId, queue: number): void {
