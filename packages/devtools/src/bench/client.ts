@@ -248,8 +248,8 @@ export async function runClientBench(options: ClientBenchOptions = {}): Promise<
     JSON.stringify({
       model: 'bench-client@1',
       layout,
-      // Room for every page, plus the quarter of the tier the peer server keeps as its slot pool (tiers peer/server.ts).
-      tiers: [{ url: `host://?capacity=${Math.ceil(((pages + 4) * 4) / 3 + 4) * pageBytes}&shm=${shm}`, name: 'host', highWatermark: 1 }],
+      // Room for every page (the peer server's slot pool is lent from free slots and taken back when short).
+      tiers: [{ url: `host://?capacity=${(pages + 4) * pageBytes}&shm=${shm}`, name: 'host', highWatermark: 1 }],
       index: { path: path.join(dir, 'index.sqlite') },
       http: { port: 0 },
       peer: { port: 0 },
