@@ -475,6 +475,13 @@ export abstract class SlotPolicy<K extends PolicyKey> implements EvictionPolicy<
     return slot;
   }
 
+  /** The key's resident, unpinned slot (what `evictKey` may take), if it has one: one lookup. */
+  protected evictableSlot(key: K): SlotId | undefined {
+    const t = this.#t;
+    const slot = t.find(key);
+    return slot >= 0 && t.state[slot] === RESIDENT && t.pins[slot] === 0 ? (slot as SlotId) : undefined;
+  }
+
   /** The key's ghost slot, if it has one. */
   protected ghostSlot(key: K): SlotId | undefined {
     const t = this.#t;

@@ -56,8 +56,8 @@ export abstract class AgedHeapPolicy<K extends PolicyKey = PolicyKey> extends He
 
   /** Evicts `key` as a victim: the clock L becomes its priority (never lower: L only grows). */
   evictKey(key: K): boolean {
-    const slot = this.has(key) ? this.slotFor(key)! : undefined;
-    if (slot === undefined || this.isPinned(slot)) return false;
+    const slot = this.evictableSlot(key);
+    if (slot === undefined) return false;
     this.heap.delete(slot);
     this.#clock = Math.max(this.#clock, this.heapKeys.primary[slot]!);
     this.retire(slot, false);

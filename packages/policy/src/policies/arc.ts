@@ -140,8 +140,8 @@ export class ArcPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
    * directory stays within 2c. A T1 object leaves without a ghost where case IV would evict T1's LRU without one.
    */
   evictKey(key: K): boolean {
-    const slot = this.has(key) ? this.slotFor(key)! : undefined;
-    if (slot === undefined || this.isPinned(slot)) return false;
+    const slot = this.evictableSlot(key);
+    if (slot === undefined) return false;
     const c = this.capacity;
     if (this.#ghostHit === 0) {
       if (this.#t1Used + this.#b1Used > c) {

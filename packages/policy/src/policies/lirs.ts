@@ -166,8 +166,8 @@ export class LirsPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
    * return makes it LIR); an LIR object leaves S (then S is pruned if it was its bottom), as when Q is empty.
    */
   evictKey(key: K): boolean {
-    const slot = this.has(key) ? this.slotFor(key)! : undefined;
-    if (slot === undefined || this.isPinned(slot)) return false;
+    const slot = this.evictableSlot(key);
+    if (slot === undefined) return false;
     if (this.#status[slot] === HIR) {
       this.#evictHir(slot);
       return true;

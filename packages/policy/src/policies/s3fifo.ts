@@ -169,8 +169,8 @@ export class S3FifoPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K>
    * comes back through main if requested again soon), from main without a ghost entry.
    */
   evictKey(key: K): boolean {
-    const slot = this.has(key) ? this.slotFor(key)! : undefined;
-    if (slot === undefined || this.isPinned(slot)) return false;
+    const slot = this.evictableSlot(key);
+    if (slot === undefined) return false;
     const cost = this.costOf(slot);
     if (this.#queueOf[slot] === SMALL) {
       this.links.unlink(this.#small, slot);

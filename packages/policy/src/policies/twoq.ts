@@ -143,8 +143,8 @@ export class TwoQPolicy<K extends PolicyKey = PolicyKey> extends SlotPolicy<K> {
 
   /** Evicts `key` as the queues would: from A1in into the A1out ghost queue, from Am without a ghost entry. */
   evictKey(key: K): boolean {
-    const slot = this.has(key) ? this.slotFor(key)! : undefined;
-    if (slot === undefined || this.isPinned(slot)) return false;
+    const slot = this.evictableSlot(key);
+    if (slot === undefined) return false;
     if (this.#queueOf[slot] === A1IN) this.#evictIn(slot);
     else this.#evictMain(slot);
     return true;
