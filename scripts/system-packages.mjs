@@ -27,6 +27,8 @@ export const SYSTEM_PACKAGES = [
   { apt: 'python3-redis', why: 'redis-py against the RESP door', present: () => pyImports('redis') },
   { apt: 'python3-zmq', why: 'KV event subscribers', present: () => pyImports('zmq') },
   { apt: 'python3-msgpack', why: 'KV event decoding', present: () => pyImports('msgpack') },
+  { apt: 'crossbuild-essential-arm64', why: 'the aarch64 CRC32C test: cross-compiles cpp/crc32c.cc', present: () => onPath('aarch64-linux-gnu-g++') },
+  { apt: 'qemu-user', why: 'the aarch64 CRC32C test: runs the cross-compiled check under qemu-aarch64', present: () => onPath('qemu-aarch64') },
 ];
 
 /** The packages not present on this machine. */
@@ -42,6 +44,8 @@ const TOOL_PACKAGE = {
   chromium: 'chromium',
   ip: 'iproute2',
   tc: 'iproute2',
+  'aarch64-linux-gnu-g++': 'crossbuild-essential-arm64',
+  'qemu-aarch64': 'qemu-user',
 };
 
 /**

@@ -9,8 +9,11 @@
 // bytes, with B and C started from a zero register. On x86-64 the two multiplications are one PCLMULQDQ each and
 // the 64-bit product is reduced modulo P by one more crc32 instruction (see JoinClmul); elsewhere a portable
 // shift-and-add multiply modulo P does it (JoinPortable: about 100 cycles, small beside a round of kilobytes).
-// Everything is selected at run time from what the CPU reports, so the addon builds for a generic x86-64 baseline;
-// the instructions are enabled per function with target attributes. Own code; only the method is the paper's.
+// On aarch64 the same join uses PMULL (vmull_p64) and the 64-bit product is reduced by one crc32cx.
+// Everything is selected at run time from what the CPU reports (CPUID on x86-64, getauxval(AT_HWCAP) on aarch64),
+// so the addon builds for the generic baseline (x86-64, armv8-a: Debian's default flags define no
+// __ARM_FEATURE_CRC32); the instructions are enabled per function with target attributes. Own code; only the
+// method is the paper's.
 #include "crc32c.h"
 
 #include <cstring>
@@ -22,10 +25,21 @@
 #define TIERSYNC_CRC_X86 1
 #define TARGET_HW __attribute__((target("sse4.2")))
 #define TARGET_CLMUL __attribute__((target("sse4.2,pclmul")))
-#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#elif defined(__aarch64__)
 #include <arm_acle.h>
+#include <arm_neon.h>
+#include <sys/auxv.h>
 #define TIERSYNC_CRC_ARM 1
-#define TARGET_HW
+// The CRC32 extension is optional in ARMv8.0 (mandatory from v8.1) and PMULL comes with the crypto extension:
+// both are compiled per function and used only when AT_HWCAP reports them.
+#define TARGET_HW __attribute__((target("+crc")))
+#define TARGET_CLMUL __attribute__((target("+crc+crypto")))
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1UL << 7)
+#endif
+#ifndef HWCAP_PMULL
+#define HWCAP_PMULL (1UL << 4)
+#endif
 #endif
 
 namespace tiersync {
@@ -140,8 +154,8 @@ struct Step {
 };
 #else
 struct Step {
-  static inline uint32_t U64(uint32_t c, uint64_t v) { return __crc32cd(c, v); }
-  static inline uint32_t U8(uint32_t c, uint8_t b) { return __crc32cb(c, b); }
+  static TARGET_HW inline uint32_t U64(uint32_t c, uint64_t v) { return __crc32cd(c, v); }
+  static TARGET_HW inline uint32_t U8(uint32_t c, uint8_t b) { return __crc32cb(c, b); }
 };
 #endif
 
@@ -164,6 +178,19 @@ TARGET_CLMUL uint32_t JoinClmulImpl(uint32_t c0, uint32_t c1, uint32_t c2, size_
   __m128i b = _mm_clmulepi64_si128(_mm_cvtsi32_si128(static_cast<int>(c1)), _mm_cvtsi32_si128(static_cast<int>(k.clmul8b)), 0);
   uint64_t d = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_xor_si128(a, b)));
   return static_cast<uint32_t>(_mm_crc32_u64(0, d)) ^ c2;
+}
+struct JoinClmul {
+  static constexpr size_t kMinBlock = 32;
+  static TARGET_HW inline uint32_t Join(uint32_t c0, uint32_t c1, uint32_t c2, size_t block) { return JoinClmulImpl(c0, c1, c2, block); }
+};
+#elif defined(TIERSYNC_CRC_ARM)
+// The same join as JoinClmulImpl with PMULL: the 64-bit carry-less products of the registers and x^(n-33), added,
+// then reduced by crc32cx from a zero register (bit for bit the x86-64 computation).
+TARGET_CLMUL uint32_t JoinClmulImpl(uint32_t c0, uint32_t c1, uint32_t c2, size_t block) {
+  const Powers& k = kPowers.p[block / 8];
+  uint64x2_t a = vreinterpretq_u64_p128(vmull_p64(c0, k.clmul16b));
+  uint64x2_t b = vreinterpretq_u64_p128(vmull_p64(c1, k.clmul8b));
+  return __crc32cd(0, vgetq_lane_u64(veorq_u64(a, b), 0)) ^ c2;
 }
 struct JoinClmul {
   static constexpr size_t kMinBlock = 32;
@@ -245,8 +272,6 @@ Fn FnOf(Crc32cImpl impl) {
 #if defined(TIERSYNC_CRC_X86) || defined(TIERSYNC_CRC_ARM)
     case Crc32cImpl::Hw1: return HardwareAny<JoinPortable, false>;
     case Crc32cImpl::Hw3: return HardwareAny<JoinPortable, true>;
-#endif
-#if defined(TIERSYNC_CRC_X86)
     case Crc32cImpl::Hw3Clmul: return HardwareAny<JoinClmul, true>;
 #endif
     default: return SoftwareAny;
@@ -262,7 +287,11 @@ bool Available(Crc32cImpl impl) {
     case Crc32cImpl::Hw3Clmul: return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
 #elif defined(TIERSYNC_CRC_ARM)
     case Crc32cImpl::Hw1:
-    case Crc32cImpl::Hw3: return true;  // compiled for a target that has the CRC32 instructions
+    case Crc32cImpl::Hw3: return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
+    case Crc32cImpl::Hw3Clmul: {
+      const unsigned long caps = getauxval(AT_HWCAP);
+      return (caps & HWCAP_CRC32) && (caps & HWCAP_PMULL);
+    }
 #endif
     default: return false;
   }
