@@ -41,6 +41,14 @@ export interface DriverFigure {
   redis?: { setGiBps: number; getGiBps: number; setRatio: number; getRatio: number };
   /** peer only: the same transfers with frames encrypted as well as authenticated (the main figure authenticates). */
   encrypted?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
+  /** peer only: the same transfers to a server without a secret (frames neither authenticated nor encrypted). */
+  unauthenticated?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
+  /**
+   * peer only: CPU seconds (this process, every thread: both ends run here) per GiB moved, medians. Both ends share
+   * this host's cores, so when the cores are the limit the throughput ratio follows the CPU ratio; on separate hosts
+   * each end pays about half of these figures and the wire is the limit while that half stays below it.
+   */
+  cpuSecondsPerGiB?: { rawTcp: number; write: number; read: number; unauthenticatedWrite: number; unauthenticatedRead: number; encryptedWrite: number; encryptedRead: number };
 }
 
 export interface TiersBenchReport {
@@ -61,31 +69,46 @@ function key(i: number, salt: number): PageKey {
  * Writes then reads `bytes` through a driver in BATCH_BYTES batches, keeping two batches in flight as the
  * hierarchy's write-back and prefetch queues do; returns [write s, read s].
  */
-async function timeDriver(driver: TierDriver, src: HostArena, dst: HostArena, pageBytes: number, bytes: number, salt: number): Promise<[number, number]> {
+/** Seconds of wall time and CPU seconds (whole process) for one write pass and one read pass. */
+interface DriverTimes {
+  write: number;
+  read: number;
+  writeCpu: number;
+  readCpu: number;
+}
+
+async function timeDriver(driver: TierDriver, src: HostArena, dst: HostArena, pageBytes: number, bytes: number, salt: number): Promise<DriverTimes> {
   const pages = Math.floor(bytes / pageBytes);
   const perBatch = Math.max(1, Math.floor(BATCH_BYTES / pageBytes));
   const slots = Math.floor(src.capacity / pageBytes);
   const batches: number[][] = [];
   for (let first = 0; first < pages; first += perBatch) batches.push(Array.from({ length: Math.min(perBatch, pages - first) }, (_, k) => first + k));
-  const inFlight = async (run: (batch: number[]) => Promise<void>) => {
+  const inFlight = async (run: (batch: number[]) => Promise<void>): Promise<[number, number]> => {
+    const cpu = process.cpuUsage();
     const start = process.hrtime.bigint();
     let next = 0;
     const lane = async () => {
       while (next < batches.length) await run(batches[next++]!);
     };
     await Promise.all([lane(), lane()]);
-    return Number(process.hrtime.bigint() - start) / 1e9;
+    return [Number(process.hrtime.bigint() - start) / 1e9, cpuSeconds(cpu)];
   };
-  const write = await inFlight(async (batch) => {
+  const [write, writeCpu] = await inFlight(async (batch) => {
     await driver.write(batch.map((i) => ({ key: key(i, salt), source: { arena: src, offset: (i % slots) * pageBytes, length: pageBytes } })));
   });
-  const read = await inFlight(async (batch) => {
+  const [read, readCpu] = await inFlight(async (batch) => {
     // Lanes may land pages on the same destination slots; the benchmark checks outcomes, not the bytes.
     const r = await driver.read(batch.map((i) => ({ key: key(i, salt), into: { arena: dst, offset: (i % slots) * pageBytes, length: pageBytes } })));
     const bad = r.find((o) => o.status !== 'hit');
     if (bad) throw new Error(`benchmark read of ${bad.key} returned ${bad.status}`);
   });
-  return [write, read];
+  return { write, read, writeCpu, readCpu };
+}
+
+/** CPU seconds (user + system, every thread of this process) since `since`. */
+function cpuSeconds(since: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(since);
+  return (d.user + d.system) / 1e6;
 }
 
 const rate = (bytes: number, seconds: number) => bytes / GiB / seconds;
@@ -133,7 +156,11 @@ export async function runTiersBench(options: TiersBenchOptions = {}): Promise<Ti
 
 function describeFigure(f: DriverFigure): string {
   const enc = f.encrypted ? `; encrypted: write ${f.encrypted.writeGiBps} (ratio ${f.encrypted.writeRatio}), read ${f.encrypted.readGiBps} (ratio ${f.encrypted.readRatio})` : '';
-  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc;
+  const plain = f.unauthenticated ? `; unauthenticated: write ratio ${f.unauthenticated.writeRatio}, read ratio ${f.unauthenticated.readRatio}` : '';
+  const cpu = f.cpuSecondsPerGiB
+    ? `; CPU s/GiB raw TCP ${f.cpuSecondsPerGiB.rawTcp}, write ${f.cpuSecondsPerGiB.write} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedWrite}), read ${f.cpuSecondsPerGiB.read} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedRead})`
+    : '';
+  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc + plain + cpu;
   return `${f.driver.padEnd(6)} ${String(f.pageBytes / KiB).padStart(5)} KiB: write ${f.writeGiBps} GiB/s (ratio ${f.writeRatio}), read ${f.readGiBps} GiB/s (ratio ${f.readRatio}) vs ${f.baseline}${extra}`;
 }
 
@@ -146,7 +173,7 @@ async function benchFs(engine: TransferEngine, src: HostArena, dst: HostArena, p
       const tierDir = path.join(folder, `tier-${r}`);
       const driver = createTier(`fs://${tierDir}?capacity=${bytes + 64 * MiB}`, { engine, pageBytes, fingerprint: 'bench' });
       await driver.open();
-      const [w, rd] = await timeDriver(driver, src, dst, pageBytes, bytes, nextSalt());
+      const { write: w, read: rd } = await timeDriver(driver, src, dst, pageBytes, bytes, nextSalt());
       await driver.close();
       rmSync(tierDir, { recursive: true, force: true });
       rmSync(basePath, { force: true });
@@ -166,30 +193,36 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
   const moved = Math.floor(bytes / pageBytes) * pageBytes;
   const host = new HostTier(`host://?capacity=${moved + 64 * MiB}`, { engine, pageBytes, fingerprint: 'bench' });
   await host.open();
+  // The main figure authenticates frames (a secret is set, as off loopback); `encrypted` adds AES-256-GCM encryption;
+  // `unauthenticated` talks to a second server on the same tier without a secret: the plane's own cost.
   const server = servePeer(host, { secret: 'bench-secret' });
+  const plainServer = servePeer(host, {});
   const streams = 4;
   const redis = await startRedis();
   const clients = Array.from({ length: streams }, () => new Redis({ port: redis.port, host: '127.0.0.1', lazyConnect: false, maxRetriesPerRequest: 1 }));
-  const runs: Array<[number, number, number, number]> = [];
-  const encryptedRuns: Array<[number, number, number, number]> = [];
+  const variants = { authenticated: [] as DriverTimes[], encrypted: [] as DriverTimes[], unauthenticated: [] as DriverTimes[] };
+  const raw: Array<{ seconds: number; cpu: number }> = [];
   const redisRuns: Array<[number, number]> = [];
-  // Frames are authenticated (a secret is set, as off loopback); the encrypted figure adds AES-256-GCM encryption.
-  const timePeer = async (encrypt: boolean): Promise<[number, number]> => {
-    const driver = createTier(`peer://127.0.0.1:${server.port}?secret=bench-secret&streams=${streams}${encrypt ? '&encrypt=true' : ''}`, { engine, pageBytes, fingerprint: 'bench' });
+  const timePeer = async (variant: keyof typeof variants): Promise<void> => {
+    const url =
+      variant === 'unauthenticated'
+        ? `peer://127.0.0.1:${plainServer.port}?streams=${streams}`
+        : `peer://127.0.0.1:${server.port}?secret=bench-secret&streams=${streams}${variant === 'encrypted' ? '&encrypt=true' : ''}`;
+    const driver = createTier(url, { engine, pageBytes, fingerprint: 'bench' });
     await driver.open();
     const salt = nextSalt();
-    const times = await timeDriver(driver, src, dst, pageBytes, moved, salt);
+    variants[variant].push(await timeDriver(driver, src, dst, pageBytes, moved, salt));
     await driver.delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
     await driver.close();
-    return times;
   };
   try {
     for (let r = 0; r < reps; r++) {
-      const [w, rd] = await timePeer(false);
-      const t = tcpBaseline(src, dst, moved, pageBytes);
-      runs.push([w, rd, t, t]);
-      const [ew, er] = await timePeer(true);
-      encryptedRuns.push([ew, er, t, t]);
+      await timePeer('authenticated');
+      const cpu = process.cpuUsage();
+      const seconds = tcpBaseline(src, dst, moved, pageBytes);
+      raw.push({ seconds, cpu: cpuSeconds(cpu) });
+      await timePeer('encrypted');
+      await timePeer('unauthenticated');
       redisRuns.push(await timeRedis(clients, src, dst, pageBytes, moved));
       await clients[0]!.flushall();
     }
@@ -197,11 +230,29 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
     for (const c of clients) c.disconnect();
     await redis.stop();
     server.close();
+    plainServer.close();
     await host.close();
   }
-  const f = figure('peer', pageBytes, moved, runs, 'raw TCP between two native threads (loopback, 1 connection)');
-  const e = figure('peer', pageBytes, moved, encryptedRuns, f.baseline);
-  f.encrypted = { writeGiBps: e.writeGiBps, readGiBps: e.readGiBps, writeRatio: e.writeRatio, readRatio: e.readRatio };
+  // Each run's peer times pair with the raw TCP time of the same repetition.
+  const paired = (times: DriverTimes[]) => times.map((t, i): [number, number, number, number] => [t.write, t.read, raw[i]!.seconds, raw[i]!.seconds]);
+  const baseline = 'raw TCP between two native threads (loopback, 1 connection)';
+  const f = figure('peer', pageBytes, moved, paired(variants.authenticated), baseline);
+  const side = (times: DriverTimes[]) => {
+    const e = figure('peer', pageBytes, moved, paired(times), baseline);
+    return { writeGiBps: e.writeGiBps, readGiBps: e.readGiBps, writeRatio: e.writeRatio, readRatio: e.readRatio };
+  };
+  f.encrypted = side(variants.encrypted);
+  f.unauthenticated = side(variants.unauthenticated);
+  const perGiB = (cpu: number[]) => round(median(cpu) / (moved / GiB));
+  f.cpuSecondsPerGiB = {
+    rawTcp: perGiB(raw.map((x) => x.cpu)),
+    write: perGiB(variants.authenticated.map((t) => t.writeCpu)),
+    read: perGiB(variants.authenticated.map((t) => t.readCpu)),
+    unauthenticatedWrite: perGiB(variants.unauthenticated.map((t) => t.writeCpu)),
+    unauthenticatedRead: perGiB(variants.unauthenticated.map((t) => t.readCpu)),
+    encryptedWrite: perGiB(variants.encrypted.map((t) => t.writeCpu)),
+    encryptedRead: perGiB(variants.encrypted.map((t) => t.readCpu)),
+  };
   const set = median(redisRuns.map((x) => rate(moved, x[0])));
   const get = median(redisRuns.map((x) => rate(moved, x[1])));
   f.redis = { setGiBps: round(set), getGiBps: round(get), setRatio: round(f.writeGiBps / set), getRatio: round(f.readGiBps / get) };
@@ -256,7 +307,7 @@ async function benchObject(engine: TransferEngine, src: HostArena, dst: HostAren
       // halved its throughput here (write ratio 0.44-0.67 with the driver's default 16 MiB parts).
       const driver = createTier(`s3://tiersync-bench/run${salt}/?endpoint=${s3.endpoint}&${s3rverCredentials()}&object=${objectBytes}&partSize=${2 * objectBytes}`, { engine, pageBytes, fingerprint: 'bench' });
       await driver.open();
-      const [w, rd] = await timeDriver(driver, src, dst, pageBytes, moved, salt);
+      const { write: w, read: rd } = await timeDriver(driver, src, dst, pageBytes, moved, salt);
       await driver.close();
       // Baseline: the same bytes as objects of the same size, put and got whole by the same SDK.
       const view = src.view(0, Math.min(src.capacity, objectBytes));
