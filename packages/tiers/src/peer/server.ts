@@ -87,9 +87,12 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
       case 'delete:plan': {
         const statuses = new Uint8Array(n).fill(PeerStatus.miss);
         const { deleted, pinned } = tier.deleteNow(r.keys);
+        // Sets: a request may name thousands of keys.
+        const gone = new Set(deleted);
+        const held = new Set(pinned);
         r.keys.forEach((k, i) => {
-          if (deleted.includes(k)) statuses[i] = PeerStatus.ok;
-          else if (pinned.includes(k)) statuses[i] = PeerStatus.pinned;
+          if (gone.has(k)) statuses[i] = PeerStatus.ok;
+          else if (held.has(k)) statuses[i] = PeerStatus.pinned;
         });
         if (deleted.length && options.onDeleted) options.onDeleted(deleted);
         return { offsets: new Float64Array(n).fill(-1), statuses };
