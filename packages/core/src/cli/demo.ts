@@ -18,7 +18,7 @@ not cached, and stores them; background moves are drained after each step. Print
 throughput and the prefill tokens saved.
 
   --config FILE   hierarchy config, YAML or JSON, as TierSync and \`tiersync serve\` take it; \`{tmp}\` in tier URLs
-                  and the index path is a temporary folder removed at exit. Default examples/configs/demo.yaml
+                  and the index path is a temporary folder removed at exit. Default: the package's configs/demo.yaml
                   (sim HBM 64 MiB, host RAM 256 MiB, an fs tier). The layout's tokensPerPage must divide 512.
   --requests N    requests to replay (default 400)
   --json          print the report as JSON; the last line is {"counters":{...}}, the same object

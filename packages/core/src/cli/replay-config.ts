@@ -10,9 +10,9 @@ import { TierSyncError } from '@tiersync/native/errors';
 import type { ResolvedConfig } from '../hierarchy/index.js';
 import { loadServerConfig } from '../server/index.js';
 
-/** The demo's own config, examples/configs/demo.yaml of the repository (from src/cli or dist/cli). */
+/** The demo's own config, shipped in the package as configs/demo.yaml (found from src/cli or dist/cli). */
 export function demoConfigPath(): string {
-  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../examples/configs/demo.yaml');
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../configs/demo.yaml');
 }
 
 /**

@@ -20,7 +20,7 @@ describe('the config JSON Schema', () => {
   });
 
   it('accepts every shipped example config and the default config, as the daemon does', () => {
-    const dir = path.join(root, 'examples/configs');
+    const dir = path.join(root, 'packages/core/configs');
     const files = readdirSync(dir).filter((f) => /\.(ya?ml|json)$/.test(f));
     expect(files.length).toBeGreaterThan(0);
     for (const f of files) {
