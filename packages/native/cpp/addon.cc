@@ -5,6 +5,8 @@
 
 namespace tiersync {
 
+void InitResp(Napi::Env env, Napi::Object exports);  // bind_resp.cc
+
 AddonData& Data(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 
 Napi::Error MakeError(Napi::Env env, Code code, const std::string& message) {
@@ -97,6 +99,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitPeer(env, exports);
   InitLock(env, exports);
   InitChecksum(env, exports);
+  InitResp(env, exports);
   return exports;
 }
 

@@ -8,7 +8,6 @@
  * Values of SET and MSET stream into the hierarchy as they arrive (value-stream.ts): the client's windows in
  * flight hold at most two windows of staging (its lane).
  */
-import type net from 'node:net';
 import { TierSyncError } from '@tiersync/native';
 import type { DoorApi } from './door-api.js';
 import { encodeError, type RespProtocol } from './encoder.js';
@@ -19,6 +18,34 @@ import { StagingLane, type ReplyOut, type ValueSink } from './value-stream.js';
 const UNAUTHENTICATED_LIMITS = { maxBulkBytes: 16 * 1024, maxArrayLength: 10 };
 const MAX_AUTH_FAILURES = 10;
 
+/**
+ * What a connection uses of its socket: a net.Socket (Node engine) or the native engine's NativeSocket. The
+ * optional hooks are the native engine's: `commandDone` after each command's reply is queued, `setFast` once the
+ * client may SET without JavaScript receiving the value, `lastActive` for bytes this side never saw.
+ */
+export interface RespSocket {
+  readonly destroyed: boolean;
+  readonly writableLength: number;
+  readonly remoteAddress?: string | undefined;
+  readonly remotePort?: number | undefined;
+  setNoDelay(noDelay?: boolean): unknown;
+  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
+  on(event: 'error' | 'end' | 'close' | 'drain', listener: () => void): unknown;
+  once(event: 'close' | 'drain', listener: () => void): unknown;
+  off(event: 'drain', listener: () => void): unknown;
+  cork(): void;
+  uncork(): void;
+  write(chunk: Uint8Array | string, cb?: () => void): boolean;
+  end(chunk?: Uint8Array | string): unknown;
+  destroy(): unknown;
+  pause(): unknown;
+  resume(): unknown;
+  isPaused(): boolean;
+  commandDone?(): void;
+  setFast?(fast: boolean): void;
+  lastActive?(): number;
+}
+
 /** Runs one command of a connection (commands.ts's executeCommand; handed in by the door, so no import cycle). */
 export type CommandExecutor = (c: RespConnection, args: Uint8Array[]) => void | Promise<void>;
 
@@ -26,7 +53,7 @@ export class RespConnection implements ReplyOut {
   readonly id: number;
   readonly door: DoorApi;
   readonly #execute: CommandExecutor;
-  readonly socket: net.Socket;
+  readonly socket: RespSocket;
   readonly parser: RespParser;
   /** The tenant this client is authenticated as; undefined until AUTH when the door requires it. */
   tenant: string | undefined;
@@ -43,12 +70,14 @@ export class RespConnection implements ReplyOut {
   /** The writer the parser is filling (the one to wait for when it says RESP_WAIT). */
   #filling: ValueSink | undefined;
   readonly #lane: StagingLane;
+  /** Commands parsed elsewhere (the native engine's landed SETs), run before anything the parser holds. */
+  readonly #injected: Uint8Array[][] = [];
   #running = false;
   #closing = false;
   #peerEnded = false;
   #disposed = false;
 
-  constructor(door: DoorApi, socket: net.Socket, id: number, execute: CommandExecutor) {
+  constructor(door: DoorApi, socket: RespSocket, id: number, execute: CommandExecutor) {
     this.id = id;
     this.#execute = execute;
     this.door = door;
@@ -63,6 +92,7 @@ export class RespConnection implements ReplyOut {
       bulkTarget: (length, index, args) => this.#bulkTarget(length, index, args),
     });
     socket.setNoDelay(true);
+    if (this.tenant) socket.setFast?.(true);
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', () => undefined);
     // The client finished sending (e.g. a pipe into redis-cli, or nc): run what it sent, then close.
@@ -81,6 +111,28 @@ export class RespConnection implements ReplyOut {
   authenticated(tenant: string): void {
     this.tenant = tenant;
     this.parser.setLimits(this.#limits);
+    this.socket.setFast?.(true);
+  }
+
+  /** When the client last sent bytes. */
+  get activeAt(): number {
+    return Math.max(this.lastActive, this.socket.lastActive?.() ?? 0);
+  }
+
+  /**
+   * Runs a command parsed elsewhere (the native engine's SET whose value landed in slots: `value` is its value
+   * argument's writer), before any bytes the parser holds (the native engine sends one only when every earlier
+   * command of this client was answered).
+   */
+  inject(args: Uint8Array[], value: ValueSink): void {
+    if (this.#disposed || this.#closing) {
+      value.abort();
+      this.socket.commandDone?.();
+      return;
+    }
+    this.#writers.set(value.handle, value);
+    this.#injected.push(args);
+    void this.#pump();
   }
 
   /**
@@ -104,6 +156,16 @@ export class RespConnection implements ReplyOut {
     this.#writers.set(w.handle, w);
     this.#filling = w;
     return w;
+  }
+
+  /** Writers of injected commands not run yet. */
+  #injectedWriters(): ValueSink[] {
+    const out: ValueSink[] = [];
+    for (const args of this.#injected) for (const a of args) {
+      const w = this.#writers.get(a);
+      if (w) out.push(w);
+    }
+    return out;
   }
 
   /** The writer that received argument `bytes`, if the parser streamed it into one. */
@@ -149,9 +211,9 @@ export class RespConnection implements ReplyOut {
     this.#running = true;
     try {
       while (!this.#disposed) {
-        let args: Uint8Array[] | undefined | typeof RESP_WAIT;
+        let args: Uint8Array[] | undefined | typeof RESP_WAIT = this.#injected.shift();
         try {
-          args = this.parser.nextCommand();
+          args ??= this.parser.nextCommand();
         } catch (e) {
           this.#protocolFailure(e);
           return;
@@ -178,13 +240,19 @@ export class RespConnection implements ReplyOut {
           if (pending) await pending;
         } finally {
           this.#releaseStaged();
+          this.socket.commandDone?.();
         }
         if (this.#closing) break;
         if (this.socket.writableLength > this.door.config.maxOutputBytes && !(await this.#drained())) return;
       }
     } finally {
       this.#running = false;
-      if (this.#disposed || this.#closing) this.#releaseStaged();
+      if (this.#disposed || this.#closing) {
+        this.#releaseStaged();
+        // Landed values no command will run: their slots go back.
+        for (const w of this.#injectedWriters()) w.abort();
+        this.#injected.length = 0;
+      }
     }
     if (this.#closing) {
       this.socket.end();

@@ -36,11 +36,12 @@ import { packageVersion } from '../../build-info.js';
 const RESP_LATENCY_BUCKETS = [0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
 import { executeCommand } from './commands.js';
 import type { ResolvedRespConfig } from './config.js';
-import { RespConnection } from './connection.js';
+import { RespConnection, type RespSocket } from './connection.js';
 import type { DoorApi, ReadValue, RespDoorStats, WriteOptions } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
 import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, VALUE_PAGE_TAG, type Manifest } from './manifest.js';
 import type { RespPageStore } from './page-store.js';
+import { LandedValue, NativeRespEngine, type NativeSocket } from './native-engine.js';
 import type { PinnedSlot } from './slot-access.js';
 import { SlotWriter } from './slot-writer.js';
 import { StagingArea, type StagingSlice } from './staging.js';
@@ -75,7 +76,10 @@ export class RespDoor implements StreamHost, DoorApi {
   readonly version: string;
   readonly requiresAuth: boolean;
   readonly startedAt = Date.now();
-  readonly #server: net.Server;
+  /** The Node engine's listener; undefined with the native engine. */
+  readonly #server: net.Server | undefined;
+  /** The native engine (resp.engine: native), which owns the sockets. */
+  #engine: NativeRespEngine | undefined;
   readonly #connections = new Set<RespConnection>();
   readonly #tenants = new Map<string, TenantKeyspace>();
   /** Writes in flight per tenant+key: the latest op wins; older ones finishing later are discarded. */
@@ -95,7 +99,7 @@ export class RespDoor implements StreamHost, DoorApi {
   readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0, recoveredKeys: 0 };
   readonly #metrics: { commands: Counter<'command'>; errors: Counter<'command'>; seconds: Histogram<'command'> } | undefined;
 
-  private constructor(options: RespDoorOptions, server: net.Server) {
+  private constructor(options: RespDoorOptions, server: net.Server | undefined) {
     this.config = options.config;
     this.store = options.store;
     this.log = options.logger;
@@ -128,6 +132,23 @@ export class RespDoor implements StreamHost, DoorApi {
     if (!loopback && !c.password && !Object.keys(c.tenants ?? {}).length) {
       throw new TierSyncError(`config resp.host: '${c.host}' is not loopback; set resp.password or resp.tenants so clients must AUTH`, 'ERR_CONFIG');
     }
+    if (c.engine === 'native' && options.store.slots) {
+      const door = new RespDoor(options, undefined);
+      try {
+        // Keys are rebuilt before the first client is accepted.
+        if (door.durable) await door.#recover();
+        door.#engine = NativeRespEngine.start(door, options.store.slots);
+      } catch (e) {
+        door.staging.close();
+        throw e;
+      }
+      if (door.#engine) {
+        door.#sweep = setInterval(() => door.#sweepClients(), 1000);
+        door.#sweep.unref();
+        return door;
+      }
+      door.staging.close();
+    }
     // Half-open: a client that ends its side still gets the replies to what it sent (connection.ts closes after).
     const server = net.createServer({ noDelay: true, allowHalfOpen: true });
     const door = new RespDoor(options, server);
@@ -152,21 +173,43 @@ export class RespDoor implements StreamHost, DoorApi {
     return door;
   }
 
+  /** Which engine owns the door's sockets. */
+  get engine(): 'native' | 'node' {
+    return this.#engine ? 'native' : 'node';
+  }
+
+  /** The native engine's counters (undefined with the Node engine). */
+  nativeStats(): { pooledSlots: number; landedSets: number } | undefined {
+    return this.#engine?.stats();
+  }
+
   get port(): number {
-    return (this.#server.address() as net.AddressInfo | null)?.port ?? 0;
+    if (this.#engine) return this.#engine.port;
+    return (this.#server?.address() as net.AddressInfo | null | undefined)?.port ?? 0;
   }
 
   get clients(): number {
     return this.#connections.size;
   }
 
-  #accept(socket: net.Socket): void {
+  /** A client of the native engine (NativeEngineHost): its connection, or undefined when refused. */
+  acceptSocket(socket: NativeSocket): RespConnection | undefined {
+    return this.#accept(socket);
+  }
+
+  /** A SET's value that landed in first-tier slots on the native engine's thread, as the writer SET commits. */
+  landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): LandedValue {
+    const pages = this.#pageKeys(tenant, key, ++this.#generation, offsets.length);
+    return new LandedValue(this, this.store.slots!, length, pages, offsets, lengths, crcs);
+  }
+
+  #accept(socket: RespSocket): RespConnection | undefined {
     this.counters.connectionsTotal++;
     if (this.#closing || this.#connections.size >= this.config.maxClients) {
       this.counters.rejectedConnections++;
       socket.end(Buffer.from(this.#closing ? '-ERR server is shutting down\r\n' : '-ERR max number of clients reached\r\n'));
       socket.on('error', () => undefined);
-      return;
+      return undefined;
     }
     const conn = new RespConnection(this, socket, this.counters.connectionsTotal, executeCommand);
     this.#connections.add(conn);
@@ -174,6 +217,12 @@ export class RespDoor implements StreamHost, DoorApi {
       this.#connections.delete(conn);
       conn.dispose();
     });
+    return conn;
+  }
+
+  /** Resolves once every client has closed (the native engine's part of close(); net.Server.close waits the same way). */
+  async #clientsGone(): Promise<void> {
+    while (this.#connections.size) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
   /** Closes clients stuck mid-command past the deadline, and idle ones when an idle timeout is set. */
@@ -181,7 +230,7 @@ export class RespDoor implements StreamHost, DoorApi {
     const now = Date.now();
     for (const c of this.#connections) {
       if (c.midSince && now - c.midSince > this.config.requestTimeoutMs) c.abort(`a command took longer than ${this.config.requestTimeoutMs} ms to arrive`);
-      else if (this.config.idleTimeoutMs && now - c.lastActive > this.config.idleTimeoutMs && !c.busy) c.abort('idle timeout');
+      else if (this.config.idleTimeoutMs && now - c.activeAt > this.config.idleTimeoutMs && !c.busy) c.abort('idle timeout');
     }
   }
 
@@ -875,13 +924,15 @@ export class RespDoor implements StreamHost, DoorApi {
   close(graceMs = 5000): Promise<void> {
     this.#closing ??= (async () => {
       clearInterval(this.#sweep);
-      const listening = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+      const server = this.#server;
+      const listening = server ? new Promise<void>((resolve) => server.close(() => resolve())) : this.#clientsGone();
       for (const c of this.#connections) c.shutdown();
       const deadline = setTimeout(() => {
         for (const c of this.#connections) c.abort('server shutting down');
       }, graceMs);
       await listening;
       clearTimeout(deadline);
+      this.#engine?.close();
       // A catalog in memory dies with the process: its pages go. A durable one is kept, with its pages, for the next start.
       if (!this.durable) {
         for (const ks of this.#tenants.values()) {

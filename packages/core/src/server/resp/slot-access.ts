@@ -17,6 +17,9 @@ import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { TierSync } from '../../hierarchy/index.js';
 import { PageRecorder } from '../page-recorder.js';
 
+/** A key no page has: reserveRemote() then allocates a slot for every entry (slots lent to a pool). */
+const POOL_PLACEHOLDER = '';
+
 /** Native threads that checksum committed pages (the machine's cores are shared with the event loop). */
 const CRC_THREADS = 2;
 
@@ -54,6 +57,22 @@ export interface SlotAccess {
   /** Pins pages in the tier and says where they are (undefined: not in this tier). */
   pin(keys: readonly PageKey[]): Array<PinnedSlot | undefined>;
   unpin(keys: readonly PageKey[]): void;
+  /**
+   * Up to n free slots (fewer when the tier is fuller, none when full), reserved for a pool that lands values
+   * natively (the native RESP engine); never takes slots back from another pool to do so.
+   */
+  lend?(n: number): Float64Array;
+  /** Frees slots lent by lend() that were not used. */
+  giveBack?(offsets: Float64Array): void;
+  /** The tier's slot size. */
+  readonly slotBytes?: number;
+  /** Slots the tier has in all. */
+  readonly capacitySlots?: number;
+  /**
+   * Runs `reclaim` whenever an allocation of the tier finds too few free slots (after any hook set before),
+   * so lent slots are spare room, never capacity the tier loses. Returns the function that removes it.
+   */
+  onShortage?(reclaim: () => void): () => void;
 }
 
 export class HostSlots implements SlotAccess {
@@ -138,6 +157,50 @@ export class HostSlots implements SlotAccess {
 
   unpin(keys: readonly PageKey[]): void {
     if (keys.length) this.tier.unpin(keys);
+  }
+
+  get slotBytes(): number {
+    // MemoryTier keeps its context protected; slots are pageBytes apart in its arena.
+    return (this.tier as unknown as { context: { pageBytes: number } }).context.pageBytes;
+  }
+
+  get capacitySlots(): number {
+    return Math.floor(this.tier.stats().capacityBytes / this.slotBytes);
+  }
+
+  lend(n: number): Float64Array {
+    const reclaim = this.tier.reclaimSlots;
+    this.tier.reclaimSlots = undefined; // filling a pool must not empty another one
+    try {
+      for (let k = n; k > 0; k = Math.floor(k / 2)) {
+        const got = this.tier.reserveRemote(new Array<string>(k).fill(POOL_PLACEHOLDER));
+        if (got) return got.offsets;
+      }
+      return new Float64Array(0);
+    } finally {
+      this.tier.reclaimSlots = reclaim;
+    }
+  }
+
+  giveBack(offsets: Float64Array): void {
+    if (!offsets.length) return;
+    try {
+      this.tier.commitRemote(new Array<string>(offsets.length).fill(POOL_PLACEHOLDER), offsets, new Uint32Array(offsets.length), new Uint32Array(offsets.length), () => false);
+    } catch {
+      // a closed tier has freed its slots already
+    }
+  }
+
+  onShortage(reclaim: () => void): () => void {
+    const before = this.tier.reclaimSlots;
+    const hook = (): void => {
+      before?.();
+      reclaim();
+    };
+    this.tier.reclaimSlots = hook;
+    return () => {
+      if (this.tier.reclaimSlots === hook) this.tier.reclaimSlots = before;
+    };
   }
 
   /**

@@ -1,0 +1,109 @@
+// The RESP door's native socket layer (resp.engine: native): one thread owns the listening socket and every client
+// socket (epoll, nonblocking), follows the RESP framing of each client's input, lands the value of `SET key value`
+// straight into host-tier slots granted in advance (CRC32C as the bytes land), and hands everything else to
+// JavaScript as the client's raw bytes. See resp_door.cc for the design and its ordering argument.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "memory.h"
+#include "peer.h"
+
+namespace tiersync::resp {
+
+struct DoorOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  uint64_t pageBytes = 0;       // slot size of the granted pool
+  uint64_t maxBulkBytes = 512ull << 20;
+  uint64_t maxArrayLength = 65536;
+  uint64_t maxInlineBytes = 64 * 1024;
+  uint64_t maxKeyBytes = 4096;
+  uint64_t maxPendingBytes = 8ull << 20;  // input held natively per client before its socket is not read
+  uint64_t requestTimeoutMs = 30000;
+};
+
+enum class EventKind : uint8_t { Accept, Data, End, Close, Set, Drain };
+
+// What the door thread tells JavaScript, in order per connection.
+struct Event {
+  EventKind kind;
+  uint64_t conn = 0;
+  std::vector<uint8_t> bytes;  // Data: raw client bytes; Set: the command name as sent; Accept: peer address
+  std::vector<uint8_t> key;    // Set
+  std::vector<double> offsets; // Set: one granted slot per page, handed over to JavaScript
+  std::vector<uint32_t> lengths, crcs;
+  uint64_t valueLength = 0;
+  uint16_t port = 0;           // Accept: peer port
+};
+
+class Door {
+ public:
+  // `notify` is called (door thread) when events wait and no drain is scheduled.
+  Door(const DoorOptions& options, std::shared_ptr<Memory> arena, std::function<void()> notify);
+  ~Door();
+  uint16_t port() const { return port_; }
+  void Close();
+
+  // ---- JavaScript thread ----
+  std::vector<Event> Drain();
+  // Queues reply bytes (written at once when nothing is queued); returns the bytes still queued afterwards.
+  uint64_t Write(uint64_t conn, const std::vector<std::pair<const uint8_t*, size_t>>& parts);
+  // Closes the client once its queued replies are written.
+  void End(uint64_t conn);
+  void Destroy(uint64_t conn);
+  void Pause(uint64_t conn, bool paused);
+  // One command handed to JavaScript (forwarded bytes or a landed SET) has been answered.
+  void Done(uint64_t conn);
+  // Whether `SET key value` of this client may land natively (the client is authenticated).
+  void SetFast(uint64_t conn, bool fast);
+  // Forwards everything this client sends from now on (JavaScript keeps per-client state the native path lacks).
+  void Passthrough(uint64_t conn);
+  uint64_t LastActiveMs(uint64_t conn);
+  peer::SlotPool& pool() { return pool_; }
+  uint64_t fastSets() const { return fastSets_.load(); }
+
+  struct Conn;
+
+ private:
+  void Loop();
+  void Accept();
+  void OnReadable(const std::shared_ptr<Conn>& c);
+  void Process(const std::shared_ptr<Conn>& c);
+  bool Flush(Conn& c);  // c.m held; false when the socket failed
+  void CloseConn(const std::shared_ptr<Conn>& c);
+  void Arm(Conn& c);
+  void Emit(Event e);
+  void Wake(uint64_t conn);
+  void ProtocolError(const std::shared_ptr<Conn>& c, const std::string& message);
+  void Sweep();
+  std::shared_ptr<Conn> Find(uint64_t conn);
+
+  DoorOptions options_;
+  std::shared_ptr<Memory> arena_;
+  std::function<void()> notify_;
+  peer::SlotPool pool_;
+  int listenFd_ = -1, epollFd_ = -1, wakeFd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> closing_{false};
+  std::thread thread_;
+  std::mutex connsMutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns_;
+  uint64_t nextId_ = 0;
+  std::mutex eventsMutex_;
+  std::vector<Event> events_;
+  bool drainScheduled_ = false;
+  std::mutex wakeMutex_;
+  std::vector<uint64_t> woken_;
+  std::atomic<uint64_t> fastSets_{0};
+};
+
+}  // namespace tiersync::resp
