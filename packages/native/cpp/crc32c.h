@@ -21,6 +21,9 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t length);
 bool Crc32cHardware();
 // Copies `length` bytes from src to dst (not overlapping) and continues `crc` over them, in one pass over memory.
 uint32_t CopyCrc32c(uint32_t crc, void* dst, const void* src, size_t length);
+// CopyCrc32c with non-temporal stores where the CPU has them (x86-64 AVX2 + VPCLMULQDQ): for copies whose
+// destination is not read again soon (stores into the host tier's arena), which then bypass the caches. Same result.
+uint32_t CopyCrc32cStreaming(uint32_t crc, void* dst, const void* src, size_t length);
 // The table path, whatever the CPU: lets tests check both implementations against each other.
 uint32_t Crc32cTable(uint32_t crc, const void* data, size_t length);
 

@@ -37,5 +37,41 @@ TIERSYNC_EXPORT size_t tiersync_copy_crc32c_pages(void* dst, const void* src, si
   return count;
 }
 
+// One job of tiersync_copy_crc32c_jobs: n bytes from src to dst, in pieces of `page` bytes (the last may be shorter),
+// the CRC32C of piece k written to crcs[at + k].
+struct TiersyncCopyJob {
+  uint64_t dst, src, n, at;
+};
+
+// Flags of tiersync_copy_crc32c_jobs.
+enum : uint32_t {
+  // Non-temporal stores: the destination is not read soon (a store into the arena, or a copy larger than the caches).
+  TIERSYNC_COPY_STREAM = 1,
+};
+
+// A batch of copies in one call (one ctypes call, the GIL released once, for a whole store or load): each job copied
+// in one pass with each page's CRC32C. When `expected` is not null, crcs[i] is compared with expected[i] for every
+// page copied and the number of pages that differ is returned (0: every page matched); otherwise returns 0. Returns
+// SIZE_MAX when page is 0.
+TIERSYNC_EXPORT size_t tiersync_copy_crc32c_jobs(const TiersyncCopyJob* jobs, size_t count, size_t page, uint32_t* crcs,
+                                                 const uint32_t* expected, uint32_t flags) {
+  if (page == 0) return SIZE_MAX;
+  const bool stream = (flags & TIERSYNC_COPY_STREAM) != 0;
+  size_t bad = 0;
+  for (size_t j = 0; j < count; j++) {
+    auto* to = reinterpret_cast<uint8_t*>(jobs[j].dst);
+    const auto* from = reinterpret_cast<const uint8_t*>(jobs[j].src);
+    const size_t n = jobs[j].n;
+    size_t i = jobs[j].at;
+    for (size_t at = 0; at < n; at += page, i++) {
+      const size_t take = n - at < page ? n - at : page;
+      crcs[i] = stream ? tiersync::CopyCrc32cStreaming(0, to + at, from + at, take)
+                       : tiersync::CopyCrc32c(0, to + at, from + at, take);
+      if (expected != nullptr && crcs[i] != expected[i]) bad++;
+    }
+  }
+  return bad;
+}
+
 // The implementation selected on this CPU: "table", "hw1", "hw3" or "hw3-clmul".
 TIERSYNC_EXPORT const char* tiersync_crc32c_impl(void) { return tiersync::Crc32cImplName(tiersync::Crc32cSelected()); }

@@ -61,6 +61,32 @@ def test_copy_pages_writes_each_pages_crc32c_in_one_pass(daemon_url):
     assert list(crcs) == [0] + [lib.crc32c(src.ctypes.data + o, min(4096, src.nbytes - o)) for o in range(0, src.nbytes, 4096)]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_batch_of_copy_jobs_copies_checksums_and_counts_pages_that_differ(daemon_url, stream):
+    from tiersync._native import CopyJob
+
+    lib = library(daemon_url)
+    if not lib.batched:
+        pytest.skip("this library has no tiersync_copy_crc32c_jobs")
+    rng = np.random.default_rng(11)
+    page = 64 << 10
+    src = rng.integers(0, 256, 7 * page + 4096, np.uint8)
+    dst = np.zeros(src.nbytes + 64, np.uint8)
+    # Jobs at odd offsets on both sides (heads and tails around the 128-byte folding steps), one of them short.
+    spans = [(0, 3 * page, 0), (3 * page, 2 * page + 777, 3), (5 * page + 777, 2 * page + 4096 - 777, 6)]
+    jobs = (CopyJob * 3)(*[(dst.ctypes.data + 3 + o, src.ctypes.data + o, n, at) for o, n, at in spans])
+    want = [lib.crc32c(src.ctypes.data + o + k, min(page, n - k)) for o, n, _ in spans for k in range(0, n, page)]
+    crcs = (ctypes.c_uint32 * len(want))()
+    expected = (ctypes.c_uint32 * len(want))(*want)
+    assert lib.copy_jobs(jobs, 3, page, crcs, expected, stream) == 0
+    assert list(crcs) == want
+    assert np.array_equal(dst[3 : 3 + src.nbytes], src) and not dst[:3].any() and not dst[3 + src.nbytes :].any()
+    # A page whose bytes differ from what its CRC32C says is counted (a load refuses it).
+    src[4 * page + 100] ^= 1
+    assert lib.copy_jobs(jobs, 3, page, crcs, expected, stream) == 1
+    assert [i for i in range(len(want)) if crcs[i] != want[i]] == [4]
+
+
 def test_the_library_agrees_with_the_daemons_crc32c_and_a_store_commits_the_same_crcs(daemon_url, fresh_keys):
     src = np.random.default_rng(5).integers(0, 256, 5 * PAGE - 9, np.uint8)
     with tiersync.Client.connect(daemon_url, token="token-alice", native_crc32c=False) as off, tiersync.Client.connect(daemon_url, token="token-alice", native_crc32c=True) as on:

@@ -41,6 +41,11 @@ class NativeCrc32c:
         self._pages = lib.tiersync_copy_crc32c_pages
         self._pages.restype = ctypes.c_size_t
         self._pages.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+        # One call per batch (added to ABI 1 later: an older library lacks it, and copy_pages serves instead).
+        self._jobs = getattr(lib, "tiersync_copy_crc32c_jobs", None)
+        if self._jobs is not None:
+            self._jobs.restype = ctypes.c_size_t
+            self._jobs.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32]
         impl = lib.tiersync_crc32c_impl
         impl.restype = ctypes.c_char_p
         impl.argtypes = []
@@ -59,6 +64,34 @@ class NativeCrc32c:
         """Copies ``n`` bytes in one pass and writes the CRC32C of each ``page``-byte piece to ``crcs[at:]``."""
         if n > 0:
             self._pages(dst, src, n, page, ctypes.addressof(crcs) + 4 * at)
+
+
+    @property
+    def batched(self) -> bool:
+        """Whether the library copies a whole batch of jobs in one call (``tiersync_copy_crc32c_jobs``)."""
+        return self._jobs is not None
+
+    def copy_jobs(self, jobs: "ctypes.Array[CopyJob]", count: int, page: int, crcs: "ctypes.Array[ctypes.c_uint32]", expected: "Optional[ctypes.Array[ctypes.c_uint32]]" = None, stream: bool = False) -> int:
+        """Copies ``count`` jobs in one native call (the GIL released once), each page's CRC32C written to
+        ``crcs[job.at + k]``. ``stream``: non-temporal stores (a destination not read soon). With ``expected``, returns
+        how many copied pages' CRC32Cs differ from it (0: all matched); else 0."""
+        if count == 0:
+            return 0
+        bad = self._jobs(ctypes.addressof(jobs), count, page, ctypes.addressof(crcs), ctypes.addressof(expected) if expected is not None else None, COPY_STREAM if stream else 0)
+        if bad == ctypes.c_size_t(-1).value:
+            raise ValueError("copy_jobs: page must be > 0")
+        return bad
+
+
+class CopyJob(ctypes.Structure):
+    """One job of ``tiersync_copy_crc32c_jobs`` (crc32c_capi.cc TiersyncCopyJob): ``n`` bytes from ``src`` to
+    ``dst`` in pieces of the batch's page size, piece k's CRC32C at ``crcs[at + k]``."""
+
+    _fields_ = [("dst", ctypes.c_uint64), ("src", ctypes.c_uint64), ("n", ctypes.c_uint64), ("at", ctypes.c_uint64)]
+
+
+#: tiersync_copy_crc32c_jobs flag: non-temporal stores.
+COPY_STREAM = 1
 
 
 def resolve(offered: Optional[str], wanted: Optional[bool]) -> Optional[NativeCrc32c]:

@@ -461,7 +461,9 @@ class Client:
             # The CRC32C is of the source bytes copied (a page changed in the caller's array meanwhile is refused
             # when served: its slot does not match).
             _add_crc_job(jobs, slot, p.segments[0][0], p.length, pb, i)
-        self._copier.run_crc(native, jobs, crcs)
+        # Streamed stores: the daemon does not read the slots back (it records these CRC32Cs), so they need not
+        # pass through this core's caches.
+        self._copier.run_crc(native, jobs, crcs, stream=True)
         return [crcs[i] if o >= 0 else 0 for i, o in enumerate(offsets)]
 
     def _abort(self, reserved: dict) -> None:
@@ -666,12 +668,14 @@ class Client:
                 continue
             _add_crc_job(jobs, p.segments[0][0], slot, n, pb, i)
         self._copier.seconds += time.perf_counter() - start
-        self._copier.run_crc(native, jobs, got)
-        for _, _, m, _, at in jobs:
-            for i in range(at, at + -(-m // pb)):
-                if got[i] != crcs[i]:
-                    damaged.append(i)
-                    found_here.append(i)
+        expected = (ctypes.c_uint32 * len(keys))(*crcs)
+        # The library compares each page's CRC32C as it copies; the pages are named only when one differed.
+        if self._copier.run_crc(native, jobs, got, expected):
+            for _, _, m, _, at in jobs:
+                for i in range(at, at + -(-m // pb)):
+                    if got[i] != crcs[i]:
+                        damaged.append(i)
+                        found_here.append(i)
         return sorted(missing), sorted(damaged), sorted(found_here)
 
     def _pin_body(self, keys: List[str], verify: bool = True) -> dict:
