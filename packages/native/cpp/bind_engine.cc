@@ -20,7 +20,7 @@ class EngineWrap : public Napi::ObjectWrap<EngineWrap> {
     Napi::Object o = OptionsArg(info, 0);
     EngineOptions opts;
     opts.threads = static_cast<unsigned>(OptUint(o, "threads", 0));
-    opts.ioDepth = static_cast<unsigned>(OptUint(o, "ioDepth", 8));
+    opts.ioDepth = static_cast<unsigned>(OptUint(o, "ioDepth", 32));
     opts.batchScheduling = OptBool(o, "batchScheduling", true);
     opts.backgroundThreads = static_cast<unsigned>(OptUint(o, "backgroundThreads", 0));
     std::string io = OptString(o, "io", "auto");

@@ -30,7 +30,19 @@ constexpr uint32_t kCudaGroupPieces = 1024;
 // File work: adjacent descriptors coalesce into groups up to this size, run as ops of kIoOpBytes each.
 constexpr uint64_t kFileGroupBytes = 32ull << 20;
 constexpr uint64_t kIoOpBytes = 4ull << 20;  // a common max_sectors_kb: larger requests get split anyway
+// A file group this small costs a disk operation's latency more than its bytes (a 64 KiB chunk of every page of a
+// layer-wise read): a worker takes up to ioDepth of them from the front of the queue (same batch, up to
+// kSmallTakeBytes together) and submits their ops to io_uring at once, so `threads` workers keep threads x ioDepth
+// operations in the disk instead of `threads`.
+constexpr uint64_t kSmallFileGroupBytes = 1ull << 20;
+constexpr uint64_t kSmallTakeBytes = 8ull << 20;
 constexpr size_t kMaxIov = IOV_MAX;
+
+uint64_t GroupBytes(const Batch& b, uint32_t g) {
+  uint64_t n = 0;
+  for (uint32_t k = b.groups[g].begin; k < b.groups[g].end; k++) n += b.pieces[k].length;
+  return n;
+}
 
 bool IsDevice(const Endpoint& e) { return e.memory && e.memory->kind() != MemoryKind::Host; }
 bool IsCuda(const Endpoint& e) { return e.memory && e.memory->kind() == MemoryKind::Cuda; }
@@ -310,6 +322,7 @@ void Engine::WorkerLoop(unsigned) {
   IoQueue io(options_.preferUring, options_.ioDepth);
   cuda::CopyQueue copies;
   tlsCopies = &copies;
+  std::vector<uint32_t> taken;  // the groups of task.batch this turn runs (task.group first)
   for (;;) {
     Task task;
     bool background = false;
@@ -330,13 +343,29 @@ void Engine::WorkerLoop(unsigned) {
       if (background) backgroundRunning_++;
       task = std::move(queues_[p].front());
       queues_[p].pop_front();
-      running_++;
+      taken.assign(1, task.group);
+      if (options_.ioDepth > 1 && SmallFileGroup(*task.batch, task.group)) {
+        uint64_t takenBytes = GroupBytes(*task.batch, task.group);
+        auto& q = queues_[p];
+        while (taken.size() < options_.ioDepth && !q.empty() && q.front().batch == task.batch &&
+               SmallFileGroup(*task.batch, q.front().group)) {
+          const uint64_t n = GroupBytes(*task.batch, q.front().group);
+          if (takenBytes + n > kSmallTakeBytes) break;
+          takenBytes += n;
+          taken.push_back(q.front().group);
+          q.pop_front();
+        }
+      }
+      running_ += taken.size();
     }
     uint64_t start = NowNs();
     Batch& b = *task.batch;
     if (!b.Stopped(start)) {
       try {
-        Execute(b, b.groups[task.group], io);
+        if (taken.size() > 1)
+          ExecuteFiles(b, taken, io);
+        else
+          Execute(b, task.group, io);
       } catch (const NativeError& e) {
         b.Fail(e.code(), e.what());
       } catch (const std::exception& e) {
@@ -344,7 +373,7 @@ void Engine::WorkerLoop(unsigned) {
       }
     }
     busyNs_ += NowNs() - start;
-    running_--;
+    running_ -= taken.size();
     if (background) {
       // This worker loops back and takes the next background group itself, so the others (kept for demand work)
       // are not woken to contend for it; unless it will take demand work first, leaving the freed slot to another.
@@ -356,15 +385,26 @@ void Engine::WorkerLoop(unsigned) {
       }
       if (wake) cv_.notify_one();
     }
-    FinishGroup(task.batch);
+    for (size_t k = 0; k < taken.size(); k++) FinishGroup(task.batch);
   }
   tlsCopies = nullptr;
 }
 
-void Engine::Execute(Batch& b, const Group& g, IoQueue& io) {
+bool Engine::SmallFileGroup(const Batch& b, uint32_t g) {
+  const Group& group = b.groups[g];
+  const Descriptor& d = b.descriptors[b.pieces[group.begin].descriptor];
+  if (!b.endpoints[d.src].file && !b.endpoints[d.dst].file) return false;
+  // A small group has few pieces: stop counting once past the limit.
+  uint64_t n = 0;
+  for (uint32_t k = group.begin; k < group.end && n <= kSmallFileGroupBytes; k++) n += b.pieces[k].length;
+  return n <= kSmallFileGroupBytes;
+}
+
+void Engine::Execute(Batch& b, uint32_t group, IoQueue& io) {
+  const Group& g = b.groups[group];
   const Descriptor& d = b.descriptors[b.pieces[g.begin].descriptor];
   if (b.endpoints[d.src].file || b.endpoints[d.dst].file)
-    ExecuteFile(b, g, io);
+    ExecuteFiles(b, {group}, io);
   else if (IsCuda(b.endpoints[d.src]) || IsCuda(b.endpoints[d.dst]))
     ExecuteCuda(b, g);
   else
@@ -470,14 +510,20 @@ void Engine::ExecuteCuda(Batch& b, const Group& g) {
   for (const Enqueued& e : enqueued) PieceDone(b, b.pieces[e.piece], crc, e.sum);
 }
 
-void Engine::ExecuteFile(Batch& b, const Group& g, IoQueue& io) {
+void Engine::ExecuteFiles(Batch& b, const std::vector<uint32_t>& groups, IoQueue& io) {
+  std::vector<IoOp> ops;
+  for (uint32_t g : groups) FileOps(b, b.groups[g], ops);
+  io.Run(ops);
+  for (uint32_t g : groups) FileDone(b, b.groups[g]);
+}
+
+void Engine::FileOps(Batch& b, const Group& g, std::vector<IoOp>& ops) {
   const Descriptor& first = b.descriptors[b.pieces[g.begin].descriptor];
   const bool write = b.endpoints[first.dst].file != nullptr;
   File& file = write ? *b.endpoints[first.dst].file : *b.endpoints[first.src].file;
   Memory& mem = write ? *b.endpoints[first.src].memory : *b.endpoints[first.dst].memory;
   const bool crc = !b.crcs.empty();
 
-  std::vector<IoOp> ops;
   auto flush = [&](IoOp& op) {
     if (op.bytes == 0) return;
     bool aligned = Aligned(op.offset) && Aligned(op.bytes);
@@ -510,7 +556,13 @@ void Engine::ExecuteFile(Batch& b, const Group& g, IoQueue& io) {
     }
   }
   flush(op);
-  io.Run(ops);
+}
+
+void Engine::FileDone(Batch& b, const Group& g) {
+  const Descriptor& first = b.descriptors[b.pieces[g.begin].descriptor];
+  const bool write = b.endpoints[first.dst].file != nullptr;
+  Memory& mem = write ? *b.endpoints[first.src].memory : *b.endpoints[first.dst].memory;
+  const bool crc = !b.crcs.empty();
   uint64_t total = 0;
   for (uint32_t k = g.begin; k < g.end; k++) {
     const Piece& piece = b.pieces[k];

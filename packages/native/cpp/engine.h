@@ -44,6 +44,7 @@ struct Piece {
 struct Group {
   uint32_t begin, end;  // into Batch::pieces
 };
+struct IoOp;
 
 struct Batch {
   uint64_t id = 0;
@@ -79,7 +80,7 @@ struct Batch {
 struct EngineOptions {
   unsigned threads = 0;  // 0: one per core
   bool preferUring = true;
-  unsigned ioDepth = 8;
+  unsigned ioDepth = 32;  // also the most small file groups one worker turn takes (engine.cc)
   bool batchScheduling = true;  // run workers under SCHED_BATCH
   // Most workers running prefetch/write-back groups at once (0: threads - 1, at least 1), so that demand work
   // always finds a free worker and background storms leave CPU to the caller's thread.
@@ -118,17 +119,23 @@ class Engine {
   void Shutdown();
   EngineStats Stats();
   unsigned threads() const { return static_cast<unsigned>(workers_.size()); }
+  // Whether group g of b is file I/O of at most kSmallFileGroupBytes (one worker may take several at once).
+  static bool SmallFileGroup(const Batch& b, uint32_t g);
 
  private:
   void Validate(Batch& batch);
   void Plan(Batch& batch);
   void WorkerLoop(unsigned index);
-  void Execute(Batch& batch, const Group& group, class IoQueue& io);
+  void Execute(Batch& batch, uint32_t group, class IoQueue& io);
   void ExecuteMemory(Batch& batch, const Group& group);
   void ExecuteCuda(Batch& batch, const Group& group);
   // A memory or CUDA piece landed: records its checksum (a mismatch against the expected one) and its bytes.
   void PieceDone(Batch& batch, const Piece& piece, bool crc, uint32_t sum);
-  void ExecuteFile(Batch& batch, const Group& group, IoQueue& io);
+  // Runs the file groups `groups` of one batch with their ops on one io_uring together (small groups: see
+  // WorkerLoop), then checksums and counts each group.
+  void ExecuteFiles(Batch& batch, const std::vector<uint32_t>& groups, IoQueue& io);
+  void FileOps(Batch& batch, const Group& group, std::vector<IoOp>& ops);
+  void FileDone(Batch& batch, const Group& group);
   void FinishGroup(const std::shared_ptr<Batch>& batch);
 
   struct Task {
