@@ -2,7 +2,7 @@
 tier, each against ``numpy.copyto`` of the same bytes between two numpy arrays, measured in the same run, alternating
 (store, copyto, load, copyto), medians.
 
-    /usr/bin/python3 packages/python/bench/bench_client.py [--json] [--mib 256] [--reps 5] [--threads 1] [--url URL [--token T]]
+    /usr/bin/python3 packages/python/bench/bench_client.py [--json] [--mib 256] [--reps 5] [--threads N] [--url URL [--token T]]
 
 Without --url it starts a daemon from the repository's sources (the config of `tiersync bench client`: 256 KiB pages
 of 64 tokens x 8 KV heads x 128 dims x K,V x bf16, a host tier with room for every page). With --json the last line is
@@ -45,7 +45,7 @@ def daemon_config(directory: str, shm: str, pages: int) -> dict:
     }
 
 
-def run(url: str, mib: int, reps: int, threads: int, log, token=None, pipeline=None) -> dict:
+def run(url: str, mib: int, reps: int, threads, log, token=None, pipeline=None) -> dict:
     client = tiersync.Client.connect(url, token=token, threads=threads, pipeline=pipeline)
     try:
         pb = client.page_bytes
@@ -99,7 +99,7 @@ def run(url: str, mib: int, reps: int, threads: int, log, token=None, pipeline=N
             "pageBytes": pb,
             "pages": pages,
             "repetitions": reps,
-            "threads": threads,
+            "threads": threads if threads is not None else f"auto ({client._copier.threads})",
             "pipeline": {None: "auto", True: "on", False: "off"}[pipeline],
             "loadAverage": [round(x, 2) for x in os.getloadavg()],
             "storeMs": round(med["store"] * 1e3, 2),
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print one JSON line {python: {...}} last")
     ap.add_argument("--mib", type=int, default=256, help="bytes per path, MiB (default 256)")
     ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
-    ap.add_argument("--threads", type=int, default=1, help="client copy threads (default 1, the client's default)")
+    ap.add_argument("--threads", type=int, default=None, help="client copy threads (default: the client's default, 2 on a host with 2 cores or more)")
     ap.add_argument("--url", help="a running daemon (default: start one from the sources)")
     ap.add_argument("--token", help="the tenant's bearer token for --url")
     ap.add_argument("--pipeline", choices=["auto", "on", "off"], default="auto", help="chunked requests overlapping the copies (default auto: with a core to spare)")

@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ._buffers import Region, region_of, release_all
 from ._control import ControlChannel
-from ._copy import LOAD_PIECE_BYTES, Copier, CrcJob, Job
+from ._copy import LOAD_PIECE_BYTES, Copier, CrcJob, Job, auto_threads
 from . import _native, _pipeline
 from ._shm import SharedArena
 from .errors import (
@@ -53,6 +53,7 @@ from .errors import (
 __all__ = ["Client", "Hello", "StoreResult", "LookupResult", "DeleteResult", "Pin"]
 
 _KEY = re.compile(r"[0-9a-f]{16,128}")
+_KEYS = re.compile(r"[0-9a-f]{16,128}(?:,[0-9a-f]{16,128})*")
 #: Client protocol revisions this client speaks (protocol/client.ts CLIENT_PROTOCOL_VERSION).
 PROTOCOL_VERSIONS = (1,)
 #: Longest pin a daemon with the 'pin-ttl' feature accepts (protocol/client.ts MAX_PIN_TTL_MS).
@@ -236,7 +237,7 @@ class Client:
         *,
         token: Optional[str] = None,
         timeout: float = 30.0,
-        threads: int = 1,
+        threads: Optional[int] = None,
         use_socket: bool = True,
         populate: bool = False,
         verify: bool = False,
@@ -249,8 +250,9 @@ class Client:
             url: the daemon's HTTP control plane.
             token: the tenant's bearer token (or the daemon's http.token when it has no tenants).
             timeout: deadline of each control request, seconds.
-            threads: native copy threads (ctypes.memmove releases the GIL); 1 (default) copies on the calling thread,
-                which is as fast as numpy.copyto on a 2-core host; more help where cores are idle.
+            threads: native copy threads (the copies release the GIL; a batch of 4 MiB or more is split between
+                them, the calling thread taking one share). None (default): 2 where this process may use 2 cores or
+                more (one core copies at about half the memory system's speed: _copy.auto_threads), else 1.
             use_socket: move control requests to the daemon's Unix socket when hello offers one.
             populate: map the arena with MAP_POPULATE (page tables built up front instead of on first touch).
             verify: also check each loaded page's CRC32C in this process before copying it (crcmod's C extension,
@@ -270,7 +272,7 @@ class Client:
             AuthError (wrong token), TierSyncIOError / TierSyncTimeoutError (daemon unreachable), UnavailableError
             (no shared-memory tier offered to this tenant, e.g. a daemon on another host), GeometryMismatchError.
         """
-        if not isinstance(threads, int) or threads < 1 or threads > 64:
+        if threads is not None and (not isinstance(threads, int) or threads < 1 or threads > 64):
             raise InvalidArgumentError(f"threads must be an integer in [1, 64], got {threads!r}", field="threads")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout!r}", field="timeout")
@@ -292,7 +294,8 @@ class Client:
         except BaseException:
             control.close()
             raise
-        return cls(hello, control, shm, Copier(threads), verify, pipeline, native)
+        copier = Copier(auto_threads() if threads is None else threads)
+        return cls(hello, control, shm, copier, verify, pipeline, native)
 
     # -- properties -------------------------------------------------------------------------------------------------
 
@@ -800,6 +803,9 @@ class Client:
         if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence) or len(keys) == 0:
             raise InvalidArgumentError("keys must be a non-empty list of hex page keys", field="keys")
         out = list(keys)
+        # One regex pass over all keys and one set: the common case of a valid batch costs no Python loop per key.
+        if all(type(k) is str for k in out) and _KEYS.fullmatch(",".join(out)) and len(set(out)) == len(out):
+            return out
         seen = set()
         for i, k in enumerate(out):
             if not isinstance(k, str) or not _KEY.fullmatch(k):
@@ -833,7 +839,10 @@ class Client:
         if write and r.nbytes < lo_bytes or not write and not lo_bytes <= r.nbytes <= n * pb:
             r.release()
             raise OutOfRangeError(f"{name} holds {r.nbytes} bytes; {n} page(s) of {pb} bytes back to back need {lo_bytes}..{n * pb}", field=name)
-        return [_Page(f"{name} page {i}", [(r.address + i * pb, min(pb, r.nbytes - i * pb))]) for i in range(n)], [r]
+        pages = [_Page(_PageName(name, i), [(r.address + i * pb, pb)], pb) for i in range(n)]
+        last = r.nbytes - (n - 1) * pb
+        pages[-1] = _Page(_PageName(name, n - 1), [(r.address + (n - 1) * pb, last)], last)
+        return pages, [r]
 
     def _crc32c(self) -> Callable[[Any], int]:
         """CRC32C from crcmod's C extension; refuses crcmod's pure-Python fallback."""
@@ -853,13 +862,30 @@ class Client:
 class _Page:
     """One page's bytes in caller memory: segments ``(address, nbytes)`` that, back to back, are the page."""
 
-    __slots__ = ("what", "segments", "length")
+    __slots__ = ("_what", "segments", "length")
 
-    def __init__(self, what: str, segments: List["tuple[int, int]"]):
-        self.what = what
+    def __init__(self, what: "str | Callable[[], str]", segments: List["tuple[int, int]"], length: Optional[int] = None):
+        # A callable names the page only when an error needs it (a store of 1024 pages formats no names).
+        self._what = what
         self.segments = segments
         #: Bytes to store (a store) or room available (a load).
-        self.length = sum(n for _, n in segments)
+        self.length = sum(n for _, n in segments) if length is None else length
+
+    @property
+    def what(self) -> str:
+        return self._what if isinstance(self._what, str) else self._what()
+
+
+class _PageName:
+    """``"<array> page <i>"``, formatted only when asked for."""
+
+    __slots__ = ("name", "index")
+
+    def __init__(self, name: str, index: int):
+        self.name, self.index = name, index
+
+    def __call__(self) -> str:
+        return f"{self.name} page {self.index}"
 
 
 def _add_crc_job(jobs: List[CrcJob], dst: int, src: int, n: int, pb: int, i: int) -> None:
