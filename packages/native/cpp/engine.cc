@@ -30,12 +30,12 @@ constexpr uint32_t kCudaGroupPieces = 1024;
 // File work: adjacent descriptors coalesce into groups up to this size, run as ops of kIoOpBytes each.
 constexpr uint64_t kFileGroupBytes = 32ull << 20;
 constexpr uint64_t kIoOpBytes = 4ull << 20;  // a common max_sectors_kb: larger requests get split anyway
-// A file group this small costs a disk operation's latency more than its bytes (a 64 KiB chunk of every page of a
-// layer-wise read): a worker takes up to ioDepth of them from the front of the queue (same batch, up to
-// kSmallTakeBytes together) and submits their ops to io_uring at once, so `threads` workers keep threads x ioDepth
-// operations in the disk instead of `threads`.
-constexpr uint64_t kSmallFileGroupBytes = 1ull << 20;
-constexpr uint64_t kSmallTakeBytes = 8ull << 20;
+// A file group of one op (at most kIoOpBytes) waits on the disk's latency as much as on its bytes, the smaller the
+// more (a 64 KiB chunk of every page of a layer-wise read): a worker takes up to ioDepth of them from the front of
+// the queue (same batch, up to kSmallTakeBytes together) and submits their ops to io_uring at once, so `threads`
+// workers keep threads x ioDepth operations in the disk instead of `threads`; each then checksums its groups.
+constexpr uint64_t kSmallFileGroupBytes = kIoOpBytes;
+constexpr uint64_t kSmallTakeBytes = 16ull << 20;
 constexpr size_t kMaxIov = IOV_MAX;
 
 uint64_t GroupBytes(const Batch& b, uint32_t g) {

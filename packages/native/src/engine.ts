@@ -150,7 +150,7 @@ export interface TransferEngineOptions {
   threads?: number;
   /**
    * io_uring queue depth per worker for file I/O (ops of up to 4 MiB). A worker also takes up to this many small
-   * file groups (<= 1 MiB each, 8 MiB together: ranges of many pages) of one batch in one turn. Default 32.
+   * file groups (one op of <= 4 MiB each, 16 MiB together: ranges or pages of one batch) in one turn. Default 32.
    */
   ioDepth?: number;
   /** 'auto' uses io_uring when built with liburing and the kernel allows it; 'sync' forces preadv/pwritev. Default 'auto'. */
