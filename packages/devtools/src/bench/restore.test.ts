@@ -22,7 +22,7 @@ describe('bench restore', () => {
     for (const tier of ['host', 'fs', 'peer', 'object'] as const) {
       const f = r.layerwise![tier]!;
       expect(f.verified).toBe(true);
-      for (const k of ['firstLayerMs', 'totalMs', 'wholeMs', 'firstRatio', 'totalRatio'] as const) expect(f[k]).toBeGreaterThan(0);
+      for (const k of ['firstLayerMs', 'totalMs', 'wholeMs', 'firstRatio', 'totalRatio', 'pairRatio'] as const) expect(f[k]).toBeGreaterThan(0);
       expect(f.firstLayerMs).toBeLessThanOrEqual(f.totalMs);
     }
     expect(r.layerwise!.host!.rangeReads && r.layerwise!.fs!.rangeReads && r.layerwise!.object!.rangeReads).toBe(true);
