@@ -7,6 +7,9 @@ tier, each against ``numpy.copyto`` of the same bytes between two numpy arrays, 
 Without --url it starts a daemon from the repository's sources (the config of `tiersync bench client`: 256 KiB pages
 of 64 tokens x 8 KV heads x 128 dims x K,V x bf16, a host tier with room for every page). With --json the last line is
 ``{"python": {"storeRatio", "loadRatio", ...}}``; ratio = path median / copyto median (1 = as fast as copyto).
+The client copies on 2 threads by default on a host with 2 cores or more, where numpy.copyto uses one: a client with
+one copy thread then runs the same store and load in the same run (alternating with the default one), reported as
+``singleThread: {storeRatio, loadRatio, storeMs, loadMs}``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ def daemon_config(directory: str, shm: str, pages: int) -> dict:
 
 def run(url: str, mib: int, reps: int, threads, log, token=None, pipeline=None) -> dict:
     client = tiersync.Client.connect(url, token=token, threads=threads, pipeline=pipeline)
+    # numpy.copyto runs on one thread: with more copy threads the same path runs on one thread too, in the same run,
+    # and is reported beside it (singleThread).
+    single = tiersync.Client.connect(url, token=token, threads=1, pipeline=pipeline) if client._copier.threads > 1 else None
     try:
         pb = client.page_bytes
         pages = max(1, (mib << 20) // pb)
@@ -61,11 +67,12 @@ def run(url: str, mib: int, reps: int, threads, log, token=None, pipeline=None) 
             return time.perf_counter() - t
 
         # Warm-up: this process's page tables over the shared slots, the connection, the copy threads.
-        client.store(keys(0), src)
-        client.load(keys(0), dst)
-        client.delete(keys(0))
+        for c in (client, single) if single is not None else (client,):
+            c.store(keys(0), src)
+            c.load(keys(0), dst)
+            c.delete(keys(0))
         np.copyto(dst, src)
-        t = {"store": [], "load": [], "copyto": []}
+        t = {"store": [], "load": [], "copyto": [], "store1": [], "load1": []}
         requests = {}
         # Where each timed call's time went: control requests (daemon work included) and page copies.
         spent = {"storeControl": [], "storeCopy": [], "loadControl": [], "loadCopy": []}
@@ -92,14 +99,24 @@ def run(url: str, mib: int, reps: int, threads, log, token=None, pipeline=None) 
                 raise tiersync.ChecksumError("bytes loaded differ from bytes stored")
             t["copyto"].append(timed(lambda: np.copyto(dst, src)))
             client.delete(k)
-        med = {name: statistics.median(xs) for name, xs in t.items()}
+            if single is not None:
+                k = keys(reps + r)
+                t["store1"].append(timed(lambda: single.store(k, src)))
+                t["copyto"].append(timed(lambda: np.copyto(dst, src)))
+                dst.fill(0)
+                t["load1"].append(timed(lambda: single.load(k, dst)))
+                if not np.array_equal(src, dst):
+                    raise tiersync.ChecksumError("bytes loaded differ from bytes stored (one copy thread)")
+                t["copyto"].append(timed(lambda: np.copyto(dst, src)))
+                single.delete(k)
+        med = {name: statistics.median(xs) for name, xs in t.items() if xs}
         gib = nbytes / 2**30
         return {
             "bytes": nbytes,
             "pageBytes": pb,
             "pages": pages,
             "repetitions": reps,
-            "threads": threads if threads is not None else f"auto ({client._copier.threads})",
+            "threads": client._copier.threads,
             "pipeline": {None: "auto", True: "on", False: "off"}[pipeline],
             "loadAverage": [round(x, 2) for x in os.getloadavg()],
             "storeMs": round(med["store"] * 1e3, 2),
@@ -113,9 +130,23 @@ def run(url: str, mib: int, reps: int, threads, log, token=None, pipeline=None) 
             **{f"{name}Ms": round(statistics.median(xs) * 1e3, 2) for name, xs in spent.items()},
             "requestsPerStore": requests["store"],
             "requestsPerLoad": requests["load"],
+            **(
+                {
+                    "singleThread": {
+                        "storeMs": round(med["store1"] * 1e3, 2),
+                        "loadMs": round(med["load1"] * 1e3, 2),
+                        "storeRatio": round(med["store1"] / med["copyto"], 2),
+                        "loadRatio": round(med["load1"] / med["copyto"], 2),
+                    }
+                }
+                if single is not None
+                else {}
+            ),
         }
     finally:
         client.close()
+        if single is not None:
+            single.close()
 
 
 def main() -> None:
