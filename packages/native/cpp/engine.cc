@@ -344,7 +344,8 @@ void Engine::WorkerLoop(unsigned) {
       task = std::move(queues_[p].front());
       queues_[p].pop_front();
       taken.assign(1, task.group);
-      if (options_.ioDepth > 1 && SmallFileGroup(*task.batch, task.group)) {
+      // Only with io_uring: the blocking fallback would run the taken groups one after another on this worker.
+      if (io.uring() && options_.ioDepth > 1 && SmallFileGroup(*task.batch, task.group)) {
         uint64_t takenBytes = GroupBytes(*task.batch, task.group);
         auto& q = queues_[p];
         while (taken.size() < options_.ioDepth && !q.empty() && q.front().batch == task.batch &&

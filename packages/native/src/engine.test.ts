@@ -184,8 +184,9 @@ describe('file paths', () => {
 
   // Small file groups of one batch (a layer of every page) are taken several per worker turn and submitted to
   // io_uring together: every range must still land where it belongs, with its own checksum and mismatch.
-  it.each([1, 4, undefined])('reads and writes hundreds of small scattered ranges of one batch in place (ioDepth %s)', async (ioDepth) => {
-    const e = new TransferEngine({ threads: 2, ...(ioDepth === undefined ? {} : { ioDepth }) });
+  it.each([{ ioDepth: 1 }, { ioDepth: 4 }, {}, { io: 'sync' as const }])('reads and writes hundreds of small scattered ranges of one batch in place (%o)', async (options) => {
+    const ioDepth = JSON.stringify(options).replace(/\W/g, '');
+    const e = new TransferEngine({ threads: 2, ...options });
     try {
       const size = 4 * MiB;
       const files = [0, 1].map((f) => {
