@@ -448,12 +448,14 @@ class Client:
         pb = self.hello.page_bytes
         crcs = (ctypes.c_uint32 * len(keys))()
         jobs: List[CrcJob] = []
+        capacity, base = shm.capacity, shm.address
         for i, o in enumerate(offsets):
             if o < 0:
                 continue  # the daemon holds this page already: nothing to copy
             p = pages[i]
-            shm.check(o, p.length, f"reserve of {keys[i]}")
-            slot = shm.address + o
+            if o + p.length > capacity:
+                shm.check(o, p.length, f"reserve of {keys[i]}")  # raises
+            slot = base + o
             if len(p.segments) > 1:
                 crc = 0
                 for address, n in p.segments:
@@ -467,7 +469,7 @@ class Client:
         # Streamed stores: the daemon does not read the slots back (it records these CRC32Cs), so they need not
         # pass through this core's caches.
         self._copier.run_crc(native, jobs, crcs, stream=True)
-        return [crcs[i] if o >= 0 else 0 for i, o in enumerate(offsets)]
+        return list(crcs)  # 0 where nothing was copied
 
     def _abort(self, reserved: dict) -> None:
         try:
@@ -917,7 +919,8 @@ def _deliverable(shm: SharedArena, keys: List[str], pages: List[_Page], offsets:
         if o < 0 or (exact and n != p.length):
             missing.append(i)
             continue
-        shm.check(o, n, f"pin of {keys[i]}")
+        if o + n > shm.capacity or n < 0:
+            shm.check(o, n, f"pin of {keys[i]}")  # raises
         if n > p.length:
             raise OutOfRangeError(f"{p.what} holds {p.length} bytes, page {keys[i]} has {n}", field=p.what)
         yield i
