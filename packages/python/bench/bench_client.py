@@ -82,33 +82,32 @@ def run(url: str, mib: int, reps: int, threads, log, token=None, pipeline=None) 
             spent[f"{op}Control"].append(now["control_s"] - before["control_s"])
             spent[f"{op}Copy"].append(now["copy_s"] - before["copy_s"])
 
-        for r in range(1, reps + 1):
-            log(f"repetition {r}/{reps}")
-            k = keys(r)
-            before, parts = client.control_requests, client.timings
-            t["store"].append(timed(lambda: client.store(k, src)))
-            requests["store"] = client.control_requests - before
-            split_of("store", parts)
+        def one_round(c, tag: str, k) -> None:
+            """store, copyto, load (checked), copyto, delete; ``tag`` "" is the default client (its split is kept)."""
+            before, parts = c.control_requests, c.timings
+            t["store" + tag].append(timed(lambda: c.store(k, src)))
+            if not tag:
+                requests["store"] = c.control_requests - before
+                split_of("store", parts)
             t["copyto"].append(timed(lambda: np.copyto(dst, src)))
             dst.fill(0)
-            before, parts = client.control_requests, client.timings
-            t["load"].append(timed(lambda: client.load(k, dst)))
-            requests["load"] = client.control_requests - before
-            split_of("load", parts)
+            before, parts = c.control_requests, c.timings
+            t["load" + tag].append(timed(lambda: c.load(k, dst)))
+            if not tag:
+                requests["load"] = c.control_requests - before
+                split_of("load", parts)
             if not np.array_equal(src, dst):
-                raise tiersync.ChecksumError("bytes loaded differ from bytes stored")
+                raise tiersync.ChecksumError(f"bytes loaded differ from bytes stored{' (one copy thread)' if tag else ''}")
             t["copyto"].append(timed(lambda: np.copyto(dst, src)))
-            client.delete(k)
-            if single is not None:
-                k = keys(reps + r)
-                t["store1"].append(timed(lambda: single.store(k, src)))
-                t["copyto"].append(timed(lambda: np.copyto(dst, src)))
-                dst.fill(0)
-                t["load1"].append(timed(lambda: single.load(k, dst)))
-                if not np.array_equal(src, dst):
-                    raise tiersync.ChecksumError("bytes loaded differ from bytes stored (one copy thread)")
-                t["copyto"].append(timed(lambda: np.copyto(dst, src)))
-                single.delete(k)
+            c.delete(k)
+
+        for r in range(1, reps + 1):
+            log(f"repetition {r}/{reps}")
+            rounds = [(client, "", keys(r))] + ([(single, "1", keys(reps + r))] if single is not None else [])
+            # The two clients take turns going first: the daemon's index work after one round's delete lands on
+            # each of them alike.
+            for c, tag, k in rounds if r % 2 else rounds[::-1]:
+                one_round(c, tag, k)
         med = {name: statistics.median(xs) for name, xs in t.items() if xs}
         gib = nbytes / 2**30
         return {
