@@ -57,6 +57,9 @@ constexpr uint64_t kListenTag = UINT64_MAX;
 constexpr uint64_t kWakeTag = UINT64_MAX - 1;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int64_t kDrainCloseMs = 1000;
+// Replies up to this size are copied and written by the door thread (one wake for a whole batch of them, off the
+// JavaScript thread); longer ones (values) are written at once from the caller's memory.
+constexpr size_t kQueuedReply = 16 * 1024;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -232,6 +235,8 @@ void Door::Wake(uint64_t conn) {
     std::lock_guard<std::mutex> lock(wakeMutex_);
     woken_.push_back(conn);
   }
+  // The door thread clears the flag before it takes the list, so a conn pushed after that is seen by a new write.
+  if (wakePending_.exchange(true)) return;
   uint64_t one = 1;
   (void)!write(wakeFd_, &one, sizeof one);
 }
@@ -305,15 +310,18 @@ uint64_t Door::Write(uint64_t conn, const std::vector<std::pair<const uint8_t*, 
   std::lock_guard<std::mutex> lock(c->m);
   if (c->closed || c->endAfterFlush) return 0;
   size_t first = 0, offset = 0;
-  if (c->out.empty()) {
+  size_t total = 0;
+  for (const auto& p : parts) total += p.second;
+  const bool queue = total <= kQueuedReply;
+  if (c->out.empty() && !queue) {
     // Straight from the caller's memory (the kernel copies it); what the socket does not take is queued.
     while (first < parts.size()) {
       iovec iov[64];
       int n = 0;
-      size_t total = 0;
+      size_t batch = 0;
       for (size_t j = first; j < parts.size() && n < 64; j++) {
         iov[n++] = {const_cast<uint8_t*>(parts[j].first), parts[j].second};
-        total += parts[j].second;
+        batch += parts[j].second;
       }
       msghdr msg{};
       msg.msg_iov = iov;
@@ -327,7 +335,7 @@ uint64_t Door::Write(uint64_t conn, const std::vector<std::pair<const uint8_t*, 
         first++;
       }
       offset = left;
-      if (static_cast<size_t>(w) < total) break;
+      if (static_cast<size_t>(w) < batch) break;
     }
   }
   for (size_t i = first; i < parts.size(); i++) {
@@ -336,7 +344,9 @@ uint64_t Door::Write(uint64_t conn, const std::vector<std::pair<const uint8_t*, 
     c->out.emplace_back(parts[i].first + skip, parts[i].first + parts[i].second);
     c->outBytes += parts[i].second - skip;
   }
-  if (!c->out.empty()) {
+  if (queue && !c->out.empty()) {
+    Wake(conn);  // flushed by the door thread
+  } else if (!c->out.empty()) {
     c->wantDrain = true;
     Arm(*c);
   }
@@ -372,7 +382,8 @@ void Door::Pause(uint64_t conn, bool paused) {
 void Door::Done(uint64_t conn) {
   auto c = Find(conn);
   if (!c) return;
-  if (c->outstanding.fetch_sub(1) == 1) Wake(conn);
+  c->outstanding.fetch_sub(1);
+  Wake(conn);
 }
 
 void Door::SetFast(uint64_t conn, bool fast) {
@@ -406,6 +417,7 @@ void Door::Loop() {
       if (tag == kWakeTag) {
         uint64_t v;
         (void)!read(wakeFd_, &v, sizeof v);
+        wakePending_ = false;
         std::vector<uint64_t> woken;
         {
           std::lock_guard<std::mutex> lock(wakeMutex_);
@@ -415,6 +427,15 @@ void Door::Loop() {
           auto c = Find(id);
           if (!c) continue;
           if (c->destroy) {
+            CloseConn(c);
+            continue;
+          }
+          bool ok;
+          {
+            std::lock_guard<std::mutex> lock(c->m);
+            ok = c->closed || Flush(*c);
+          }
+          if (!ok) {
             CloseConn(c);
             continue;
           }

@@ -103,6 +103,7 @@ class Door {
   bool drainScheduled_ = false;
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
+  std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
   std::atomic<uint64_t> fastSets_{0};
 };
 

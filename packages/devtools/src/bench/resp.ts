@@ -37,6 +37,8 @@ export interface RespBenchOptions {
   hostBytes?: number;
   /** A /dev/shm host tier and a durable catalog (see the file comment). Default false. */
   durable?: boolean;
+  /** The door's engine (resp.engine). Default: the config default (node, or TIERSYNC_RESP_ENGINE). */
+  engine?: 'native' | 'node';
   /**
    * Also run a third target: a bare Node.js RESP sink in this process (net.Server, Node's own socket reads,
    * values counted and dropped, GETs answered from one fixed buffer). It stores nothing: it is the ceiling any
@@ -60,6 +62,8 @@ export interface RespBenchReport {
   repetitions: number;
   /** The door's catalog: `durable` (manifest per SET, on a /dev/shm host tier) or `memory`. */
   catalog: 'durable' | 'memory';
+  /** The door's engine as it ran (resp.engine). */
+  engine: 'native' | 'node';
   door: { setRps: number; getRps: number; setGiBps: number; getGiBps: number };
   redis: { setRps: number; getRps: number; setGiBps: number; getGiBps: number };
   /** door / redis-server, medians: 1.0 = as fast as Redis. */
@@ -164,6 +168,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   const sink = options.nodeSink ? await startNodeSink(o.valueBytes) : undefined;
   let server: TierSyncServer | undefined;
   const runs: RespRun[] = [];
+  let engine: 'native' | 'node' = 'node';
   try {
     server = await TierSyncServer.start(
       parseServerConfig({
@@ -174,10 +179,11 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
         http: { port: 0 },
         peer: { enabled: false },
         log: { level: 'warn' },
-        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes), catalog: shm ? 'durable' : 'memory' },
+        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes), catalog: shm ? 'durable' : 'memory', ...(options.engine ? { engine: options.engine } : {}) },
       }),
     );
-    log(`door on port ${server.respPort} (page ${server.ts.pageBytes} bytes), redis-server on port ${redis.port}`);
+    engine = server.resp!.engine;
+    log(`door (${engine} engine) on port ${server.respPort} (page ${server.ts.pageBytes} bytes), redis-server on port ${redis.port}`);
     // Warm-up of both (JIT, page faults of the arenas), not counted.
     const warm = { ...o, requests: Math.max(500, Math.floor(o.requests / 10)) };
     await redisBenchmark(server.respPort, warm);
@@ -220,6 +226,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
     ...o,
     repetitions,
     catalog: shm ? 'durable' : 'memory',
+    engine,
     door,
     redis: base,
     ratio: { set: round(door.setRps / base.setRps), get: round(door.getRps / base.getRps) },
@@ -241,6 +248,7 @@ redis-server started in the same run (alternating); reports both and the ratio.
   --bytes N        value size in bytes (default 262144)
   --clients N      parallel clients (default 50)
   --repetitions N  door/redis pairs (default 3)
+  --engine E       the door's engine: native or node (default: resp.engine's default)
   --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)
   --node-sink      also run a bare Node.js RESP sink (stores nothing: the ceiling of Node's socket path here)`;
 
@@ -253,7 +261,7 @@ function positive(v: string | undefined, name: string): number | undefined {
 
 /** `tiersync bench resp ...` (its own options). */
 export async function respBenchCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, 'node-sink': { type: 'boolean' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, help: { type: 'boolean' } } });
   if (values.help) {
     console.log(usage);
     return 0;
@@ -269,12 +277,16 @@ export async function respBenchCommand(args: string[]): Promise<number> {
   if (clients) opts.clients = clients;
   if (repetitions) opts.repetitions = repetitions;
   if (values.durable) opts.durable = true;
+  if (values.engine !== undefined) {
+    if (values.engine !== 'native' && values.engine !== 'node') throw new TierSyncError(`--engine must be native or node, got '${values.engine}'`, 'ERR_CONFIG');
+    opts.engine = values.engine;
+  }
   if (values['node-sink']) opts.nodeSink = true;
   const r = await runRespBench(opts);
   console.log(
     values.json
       ? JSON.stringify(r)
-      : [`${r.command} (door catalog: ${r.catalog})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`, ...(r.nodeSink ? [`node sink    SET ${r.nodeSink.setRps} req/s  GET ${r.nodeSink.getRps} req/s  (door / sink: SET ${r.nodeSink.doorRatio.set}  GET ${r.nodeSink.doorRatio.get}; sink / redis: SET ${r.nodeSink.redisRatio.set}  GET ${r.nodeSink.redisRatio.get})`] : [])].join('\n'),
+      : [`${r.command} (door catalog: ${r.catalog}, engine: ${r.engine})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`, ...(r.nodeSink ? [`node sink    SET ${r.nodeSink.setRps} req/s  GET ${r.nodeSink.getRps} req/s  (door / sink: SET ${r.nodeSink.doorRatio.set}  GET ${r.nodeSink.doorRatio.get}; sink / redis: SET ${r.nodeSink.redisRatio.set}  GET ${r.nodeSink.redisRatio.get})`] : [])].join('\n'),
   );
   return 0;
 }
