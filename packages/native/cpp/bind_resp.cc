@@ -61,6 +61,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     opts.maxKeyBytes = OptUint(o, "maxKeyBytes", opts.maxKeyBytes);
     opts.maxPendingBytes = OptUint(o, "maxPendingBytes", opts.maxPendingBytes);
     opts.requestTimeoutMs = OptUint(o, "requestTimeoutMs", opts.requestTimeoutMs);
+    opts.landBeforeAuth = OptBool(o, "landBeforeAuth", false);
     if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "onEvents must be a function");
     onEvents_ = Napi::Persistent(info[2].As<Napi::Function>());
     calls_ = EventCalls::New(env, "tiersync-resp-events", 0, 1, this);

@@ -483,6 +483,7 @@ void Door::Accept() {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto c = std::make_shared<Conn>();
     c->fd = fd;
+    c->fast = options_.landBeforeAuth;
     c->lastActive = WallMs();
     Event e{EventKind::Accept};
     char host[INET6_ADDRSTRLEN] = "";

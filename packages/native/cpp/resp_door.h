@@ -29,6 +29,8 @@ struct DoorOptions {
   uint64_t maxKeyBytes = 4096;
   uint64_t maxPendingBytes = 8ull << 20;  // input held natively per client before its socket is not read
   uint64_t requestTimeoutMs = 30000;
+  // SETs of a new client may land before JavaScript has seen it (no AUTH needed); otherwise after SetFast().
+  bool landBeforeAuth = false;
 };
 
 enum class EventKind : uint8_t { Accept, Data, End, Close, Set, Drain };

@@ -22,6 +22,8 @@ export interface RespNativeOptions {
   maxPendingBytes?: number;
   /** Deadline for a command held natively to arrive once begun, ms. */
   requestTimeoutMs?: number;
+  /** SETs of a new client may land at once (the door needs no AUTH); otherwise only after setFast(conn, true). */
+  landBeforeAuth?: boolean;
 }
 
 /** What the door thread reports, in order per client. */

@@ -213,6 +213,7 @@ export class LandedValue implements ValueSink {
 /** What the engine needs of its door. */
 export interface NativeEngineHost extends StreamHost {
   readonly config: ResolvedRespConfig;
+  readonly requiresAuth: boolean;
   /** Runs a new client (or refuses it, closing the socket); returns its connection. */
   acceptSocket(socket: NativeSocket): RespConnection | undefined;
   /** The value that landed for `key`, as a writer the SET command commits. */
@@ -249,6 +250,7 @@ export class NativeRespEngine {
         maxKeyBytes: c.maxKeyBytes,
         maxPendingBytes: c.maxPendingBytes,
         requestTimeoutMs: c.requestTimeoutMs,
+        landBeforeAuth: !host.requiresAuth,
       },
       (events) => this.#onEvents(events),
     );
