@@ -105,11 +105,13 @@ def test_the_library_agrees_with_the_daemons_crc32c_and_a_store_commits_the_same
         off.delete(a + b)
 
 
-@pytest.mark.parametrize("pages", [3, 300])
-def test_a_load_with_the_library_checks_its_own_copy_and_refuses_a_corrupted_slot(daemon_url, fresh_keys, pages):
+@pytest.mark.parametrize("pages,threads", [(3, None), (300, 1), (300, 2)])
+def test_a_load_with_the_library_checks_its_own_copy_and_refuses_a_corrupted_slot(daemon_url, fresh_keys, pages, threads):
     from test_client import _after_write_through, _corrupt_slots, _fs_bytes_written
 
-    with tiersync.Client.connect(daemon_url, token="token-alice", native_crc32c=True, pipeline=pages > 64) as c:
+    # 300 pages of 16 KiB: one batch over 4 MiB, split between the copy threads when there are 2 (pages 0 and 150
+    # fall in different halves).
+    with tiersync.Client.connect(daemon_url, token="token-alice", native_crc32c=True, pipeline=pages > 64, threads=threads) as c:
         assert "verify" not in c._pin_body(["00" * 8], c._native is None)  # no check pass asked of the daemon
         keys = fresh_keys(pages)
         src = np.random.default_rng(7).integers(0, 256, pages * PAGE, np.uint8)
