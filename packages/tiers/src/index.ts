@@ -5,7 +5,7 @@ export * from './driver.js';
 export { createTier, tierSchemes } from './registry.js';
 export { parseSize } from './url.js';
 export { HbmTier, parseHbmUrl, type HbmTierConfig } from './hbm/index.js';
-export { HostTier, parseHostUrl, type HostTierConfig } from './host/index.js';
+export { HostTier, parseHostUrl, shmHugePages, type HostTierConfig, type ShmHugePages } from './host/index.js';
 export { PeerTier, parsePeerUrl, type PeerTierConfig } from './peer/index.js';
 export { servePeer, type PeerServeOptions } from './peer/server.js';
 export { FsTier, parseFsUrl, type FsTierConfig, type FsRecoveryReport } from './fs/index.js';

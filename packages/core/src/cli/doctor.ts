@@ -4,7 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { probeMachine, type MachineReport } from '@tiersync/native';
-import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl } from '@tiersync/tiers';
+import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl, shmHugePages } from '@tiersync/tiers';
 import { loadServerConfig, type ResolvedServerConfig } from '../server/index.js';
 import { formatSize } from '../sim/index.js';
 import type { Command } from './command.js';
@@ -87,6 +87,9 @@ export async function checkConfig(config: ResolvedServerConfig, machine: Machine
     } else if (scheme === 'host') {
       const host = parseHostUrl(t.url);
       if (host.shm) checks.push(folderCheck(`${name}: shared memory file ${host.shm}`, path.dirname(host.shm), existsSync(host.shm) ? 0 : host.capacity));
+      // Informational (not required): 4 KiB pages only make copies into and out of the arena slower.
+      const huge = host.shm ? shmHugePages(host.shm) : undefined;
+      if (huge) checks.push({ check: `${name}: huge pages for ${host.shm}`, ok: true, detail: huge.allowed ? `yes (${huge.mount} huge=${huge.huge}, shmem_enabled ${huge.shmemEnabled})` : `no: ${huge.mount} is mounted huge=${huge.huge} (shmem_enabled ${huge.shmemEnabled}), so the arena is mapped in 4 KiB pages; see the host tier README to allow them` });
       else if (host.capacity > machine.memoryBytes) checks.push({ check: `${name}: host RAM`, ok: false, detail: `capacity ${formatSize(host.capacity)} exceeds this machine's ${formatSize(machine.memoryBytes)}` });
     } else if (scheme === 'hbm') {
       const hbm = parseHbmUrl(t.url);

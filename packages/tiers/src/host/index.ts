@@ -16,6 +16,8 @@ import { packHex, unpackHex } from '../page-meta.js';
 import { MemoryTier, type SlotStore } from '../memory-tier.js';
 import { bool, configError, parseOptions, size, splitUrlOf } from '../url.js';
 
+export { shmHugePages, type ShmHugePages } from './shm-huge-pages.js';
+
 const options = z
   .object({
     capacity: size('a capacity'),
