@@ -62,10 +62,10 @@ export const respConfigSchema = z
      * Who owns the door's sockets. `native`: a thread of the native addon reads every client, lands the value of
      * `SET key value` straight into first-tier slots (CRC32C as it lands) and hands everything else to the same
      * JavaScript command handlers as `node` (needs a host tier first; otherwise `node` serves). `node`: Node's
-     * sockets and the JavaScript parser for everything. Default `node`, or the environment's
+     * sockets and the JavaScript parser for everything. Default `native`, or the environment's
      * TIERSYNC_RESP_ENGINE (`native`|`node`) when set.
      */
-    engine: z.enum(['native', 'node']).default(() => (process.env.TIERSYNC_RESP_ENGINE === 'native' ? 'native' : 'node')),
+    engine: z.enum(['native', 'node']).default(() => (process.env.TIERSYNC_RESP_ENGINE === 'node' ? 'node' : 'native')),
     /** Close a client idle this long, ms; 0: never. Default 0. */
     idleTimeoutMs: z.number().int().min(0).max(86_400_000).default(0),
   })

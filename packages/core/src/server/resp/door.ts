@@ -26,7 +26,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { crc32c, crc32cRanges, TierSyncError } from '@tiersync/native';
+import { crc32c, crc32cRanges, respNativeAvailable, TierSyncError } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -132,7 +132,8 @@ export class RespDoor implements StreamHost, DoorApi {
     if (!loopback && !c.password && !Object.keys(c.tenants ?? {}).length) {
       throw new TierSyncError(`config resp.host: '${c.host}' is not loopback; set resp.password or resp.tenants so clients must AUTH`, 'ERR_CONFIG');
     }
-    if (c.engine === 'native' && options.store.slots) {
+    // The native engine needs a host tier first (its slots) and an addon built with it; the Node engine serves otherwise.
+    if (c.engine === 'native' && options.store.slots && respNativeAvailable()) {
       const door = new RespDoor(options, undefined);
       try {
         // Keys are rebuilt before the first client is accepted.
