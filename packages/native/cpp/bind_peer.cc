@@ -221,6 +221,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("active", Napi::Number::New(info.Env(), static_cast<double>(server_->active())));
     o.Set("pooledPuts", Napi::Number::New(info.Env(), static_cast<double>(server_->pooledPuts())));
     o.Set("pooledSlots", Napi::Number::New(info.Env(), static_cast<double>(server_->pool().size())));
+    o.Set("rangesByChunk", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesByChunk())));
+    o.Set("rangesWhole", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesWhole())));
     return o;
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {

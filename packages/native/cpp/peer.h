@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "memory.h"
@@ -94,6 +95,40 @@ class SlotPool {
   std::atomic<uint64_t> slotBytes_{0};
 };
 
+// Per-chunk CRC32Cs of pages served by range (kChunkBytes chunks; for a 2 MiB page 32 x 4 bytes), so that only the
+// first ranged GET of a page checks it whole and later ranges check only the chunks they overlap. Keyed by (arena
+// offset, stored length, page CRC32C), bounded (least recently used out). An entry is only a claim about what the
+// bytes were when a whole pass over them matched the committed page CRC32C; every use re-reads the chunks it serves
+// and compares them, so a stale entry (slot reused for another page of the same length and CRC32C, or bytes damaged
+// at rest after it was filled) can only fail a check, never let a byte through unchecked.
+class ChunkCrcCache {
+ public:
+  static constexpr uint32_t kChunkBytes = 64 * 1024;
+  using Crcs = std::shared_ptr<const std::vector<uint32_t>>;
+  explicit ChunkCrcCache(size_t capacity) : capacity_(capacity) {}
+  Crcs Find(double offset, uint32_t length, uint32_t crc);
+  void Put(double offset, uint32_t length, uint32_t crc, Crcs chunks);
+  void Forget(double offset, uint32_t length, uint32_t crc);
+  size_t size();
+
+ private:
+  struct Key {
+    double offset;
+    uint32_t length, crc;
+    bool operator==(const Key& o) const { return offset == o.offset && length == o.length && crc == o.crc; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<double>()(k.offset) ^ (static_cast<size_t>(k.length) << 32 | k.crc) * 0x9E3779B97F4A7C15ull;
+    }
+  };
+  using Lru = std::list<std::pair<Key, Crcs>>;
+  std::mutex m_;
+  size_t capacity_;
+  Lru lru_;  // most recent first
+  std::unordered_map<Key, Lru::iterator, KeyHash> index_;
+};
+
 class Server {
  public:
   Server(const ServerOptions& options, std::shared_ptr<Memory> arena, PlanFn plan, NotifyFn notify = nullptr);
@@ -108,6 +143,9 @@ class Server {
   // Committed pages not yet handed to the control plane (clears the scheduled flag first). The caller answers each.
   std::vector<std::shared_ptr<Committed>> DrainCommitted();
   uint64_t pooledPuts() const { return pooledPuts_.load(); }
+  // Ranged GETs served from cached chunk CRC32Cs (only the chunks they overlap read), and those that checked whole.
+  uint64_t rangesByChunk() const { return rangesByChunk_.load(); }
+  uint64_t rangesWhole() const { return rangesWhole_.load(); }
 
  private:
   void AcceptLoop();
@@ -120,6 +158,9 @@ class Server {
   // The arena bytes [offset, offset + length), or null when a plan or granted slot points outside the arena.
   uint8_t* ArenaSpan(double offset, uint64_t length) const;
   void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
+  // Checks the bytes of a range [from, from + count) of a stored page and gives the range's CRC32C; false when they
+  // (or, on a first read, the page) do not match the CRC32Cs derived from the page's committed CRC32C.
+  bool CheckRange(double offset, const uint8_t* page, uint32_t length, uint32_t pageCrc, uint64_t from, uint64_t count, uint32_t* rangeCrc);
 
   ServerOptions options_;
   std::shared_ptr<Memory> arena_;
@@ -130,6 +171,8 @@ class Server {
   std::vector<std::shared_ptr<Committed>> committed_;
   bool drainScheduled_ = false;
   std::atomic<uint64_t> pooledPuts_{0};
+  ChunkCrcCache chunkCrcs_{8192};
+  std::atomic<uint64_t> rangesByChunk_{0}, rangesWhole_{0};
   int listenFd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> closing_{false};

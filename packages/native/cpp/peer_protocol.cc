@@ -413,24 +413,55 @@ void SendFrame(Link& link, uint16_t op, uint64_t requestId, uint32_t count, cons
   }
   iovec first[2] = {{head, kHeaderBytes}, {const_cast<uint8_t*>(metaOut), meta.size()}};
   SendVec(link.fd, first, meta.empty() ? 1 : 2);
+  // Pieces go out in sends of up to kBodyChunk bytes, several pieces to one send: a ranged GET's payload is many
+  // ranges each followed by a 4-byte CRC32C, which sent one by one would cost a syscall and a segment each.
   std::vector<uint8_t> bounce;
-  if (a.encrypts() && payloadBytes) bounce.resize(std::min<uint64_t>(payloadBytes, kBodyChunk));
+  if (a.encrypts() && payloadBytes) bounce.resize(std::min<uint64_t>(payloadBytes + kTag, kBodyChunk));
+  size_t sealed = 0;  // encrypting: bytes of bounce filled
+  std::vector<iovec> batch;
+  size_t batchBytes = 0;
+  auto flush = [&] {
+    if (a.encrypts()) {
+      if (sealed) SendAll(link.fd, bounce.data(), sealed);
+      sealed = 0;
+    } else if (!batch.empty()) {
+      SendVec(link.fd, batch.data(), static_cast<int>(batch.size()));
+      batch.clear();
+      batchBytes = 0;
+    }
+  };
   for (const iovec& v : payload) {
     const uint8_t* p = static_cast<const uint8_t*>(v.iov_base);
-    for (size_t off = 0; off < v.iov_len; off += kBodyChunk) {
-      size_t k = std::min(kBodyChunk, v.iov_len - off);
+    for (size_t off = 0; off < v.iov_len;) {
       if (a.encrypts()) {
-        a.Body(p + off, bounce.data(), k);
-        SendAll(link.fd, bounce.data(), k);
+        size_t k = std::min(bounce.size() - sealed, v.iov_len - off);
+        a.Body(p + off, bounce.data() + sealed, k);
+        sealed += k;
+        off += k;
+        if (sealed == bounce.size()) flush();
       } else {
-        a.Body(p + off, nullptr, k);  // authenticate, then send while the chunk is in cache
-        SendAll(link.fd, p + off, k);
+        size_t k = std::min(kBodyChunk - batchBytes, v.iov_len - off);
+        a.Body(p + off, nullptr, k);  // authenticate, then send while the piece is in cache
+        batch.push_back({const_cast<uint8_t*>(p + off), k});
+        batchBytes += k;
+        off += k;
+        if (batchBytes == kBodyChunk || batch.size() == 64) flush();
       }
     }
   }
   uint8_t tag[kTag];
   a.SealTag(tag);
-  SendAll(link.fd, tag, kTag);
+  if (a.encrypts() && sealed + kTag <= bounce.size()) {
+    std::memcpy(bounce.data() + sealed, tag, kTag);
+    sealed += kTag;
+    flush();
+  } else if (!a.encrypts() && batch.size() < 64) {
+    batch.push_back({tag, kTag});
+    flush();
+  } else {
+    flush();
+    SendAll(link.fd, tag, kTag);
+  }
 }
 
 Header RecvHeader(Link& link, uint64_t maxPayload) {

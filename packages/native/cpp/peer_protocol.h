@@ -51,9 +51,11 @@ constexpr uint32_t kFlagSecret = 1, kFlagEncrypt = 2;
 // returns it in the ack (each page is checksummed once).
 constexpr uint8_t kEntryComputeCrc = 1;
 // Entry.flags bit 1 (GET): a ranged read of bytes [crc32c, crc32c + length) of the page (the request's crc32c field
-// carries the range's offset). The server checks the whole stored page against its CRC32C first (no unverified byte
-// leaves it), then sends the range followed by the range's own CRC32C (u32), checked by the client as it lands; the
-// response entry carries the range's length and the page's CRC32C. A range past the page: kOutOfRange, no bytes.
+// carries the range's offset). No unverified byte leaves the server: the first ranged read of a page checks it whole
+// against its CRC32C and keeps its 64 KiB chunk CRC32Cs, later ones check the chunks they overlap against those
+// (Server::CheckRange). The range follows, then its own CRC32C (u32): on a link without a secret the client checks
+// it as the range lands; with one, the frame's tag proves the bytes are those the server checked. The response entry
+// carries the range's length and the page's CRC32C. A range past the page: kOutOfRange, no bytes.
 constexpr uint8_t kEntryRange = 2;
 
 enum Op : uint16_t {

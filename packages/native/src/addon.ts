@@ -34,7 +34,7 @@ export interface NativeAddon {
 }
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number };
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; rangesByChunk: number; rangesWhole: number };
   close(): void;
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;

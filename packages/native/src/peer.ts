@@ -123,9 +123,11 @@ export class PeerServer {
   /**
    * connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open;
    * authFailures: failed handshakes and frames that failed their tag; pooledPuts: PUTs stored into granted slots
-   * without a plan; pooledSlots: granted slots free now.
+   * without a plan; pooledSlots: granted slots free now. Ranged GET pages: rangesByChunk checked only the 64 KiB
+   * chunks they overlap against the chunk CRC32Cs an earlier whole check of the page found; rangesWhole checked
+   * their page whole (its first ranged read, or a chunk that no longer matched).
    */
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number } {
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; rangesByChunk: number; rangesWhole: number } {
     return this.#native.stats();
   }
 

@@ -180,7 +180,9 @@ export class PeerTier implements TierDriver {
       const byArena = new Map<HostArena, number[]>();
       pages.forEach((p, i) => {
         const a = p.source.arena as HostArena;
-        byArena.set(a, [...(byArena.get(a) ?? []), i]);
+        const list = byArena.get(a);
+        if (list) list.push(i);
+        else byArena.set(a, [i]);
       });
       const requests: Array<Promise<void>> = [];
       for (const [arena, idx] of byArena) {
@@ -242,7 +244,9 @@ export class PeerTier implements TierDriver {
       const byArena = new Map<HostArena, number[]>();
       pages.forEach((p, i) => {
         const a = p.into.arena as HostArena;
-        byArena.set(a, [...(byArena.get(a) ?? []), i]);
+        const list = byArena.get(a);
+        if (list) list.push(i);
+        else byArena.set(a, [i]);
       });
       const requests: Array<Promise<void>> = [];
       for (const [arena, idx] of byArena) {

@@ -277,4 +277,60 @@ describe('peer ranged reads', () => {
       await engine.close();
     }
   });
+
+  it('checks later ranges of a page against its chunk CRC32Cs: damage after the first range is refused where it lies, intact chunks still served', async () => {
+    const CHUNK = 64 * 1024; // the server's chunk (peer.h ChunkCrcCache::kChunkBytes)
+    const BIG = 4 * CHUNK;
+    const engine = new TransferEngine({ threads: 2 });
+    const context = { engine, pageBytes: BIG, fingerprint: 'range-chunks' };
+    const host = new HostTier(`host://?capacity=${8 * BIG}`, context);
+    await host.open();
+    const server = servePeer(host, { secret: 'range-secret' });
+    const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=range-secret&streams=2`, context);
+    await tier.open();
+    const arena = HostArena.create({ capacity: 4 * BIG });
+    const view = arena.view(0, BIG);
+    for (let i = 0; i < view.length; i++) view[i] = (i * 29 + (i >>> 11)) & 0xff;
+    const key = testKey(7);
+    const range = (offset: number, length: number, at: number) => ({ key, into: { arena, offset: at, length }, range: { offset, length } });
+    const damage = (at: number) => {
+      const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
+      internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * BIG + at, 1)[0]! ^= 0x41;
+    };
+    try {
+      await tier.write([{ key, source: { arena, offset: 0, length: BIG } }]);
+      // The first range checks the page whole and leaves its chunk CRC32Cs with the server.
+      const [first] = await tier.read([range(0, CHUNK, BIG)]);
+      expect(first).toMatchObject({ status: 'hit', length: CHUNK, crc32c: crc32c(view) });
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 0 });
+      // A later range, not chunk-aligned, read from the chunks it overlaps only.
+      const [second] = await tier.read([range(CHUNK - 100, CHUNK + 200, 2 * BIG)]);
+      expect(second!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(2 * BIG, CHUNK + 200), view.subarray(CHUNK - 100, 2 * CHUNK + 100))).toBe(0);
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 1 });
+      // Damaged at rest after the table was filled (chunk 3): a range over intact chunks is still served ...
+      damage(3 * CHUNK + 5);
+      const [intact] = await tier.read([range(2 * CHUNK + 10, 1000, 3 * BIG)]);
+      expect(intact!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(3 * BIG, 1000), view.subarray(2 * CHUNK + 10, 2 * CHUNK + 1010))).toBe(0);
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 2 });
+      // ... and the next range over the damaged chunk is refused: its chunk no longer matches, the page checked
+      // whole then fails too. None of its bytes land.
+      const before = Buffer.from(arena.view(3 * BIG, 3000));
+      const [bad] = await tier.read([range(3 * CHUNK, 3000, 3 * BIG)]);
+      expect(bad!.status).toBe('error');
+      expect((bad as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
+      expect(Buffer.compare(arena.view(3 * BIG, 3000), before)).toBe(0);
+      expect(server.stats()).toMatchObject({ rangesWhole: 2, rangesByChunk: 2 });
+      // The whole page is refused as before.
+      const [whole] = await tier.read([{ key, into: { arena, offset: BIG, length: BIG } }]);
+      expect(whole!.status).toBe('error');
+    } finally {
+      await tier.close();
+      server.close();
+      await host.close();
+      arena.close();
+      await engine.close();
+    }
+  });
 });
