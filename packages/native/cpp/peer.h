@@ -95,10 +95,11 @@ class SlotPool {
   std::atomic<uint64_t> slotBytes_{0};
 };
 
-// Per-chunk CRC32Cs of pages served by range (kChunkBytes chunks; for a 2 MiB page 32 x 4 bytes), so that only the
-// first ranged GET of a page checks it whole and later ranges check only the chunks they overlap. Keyed by (arena
-// offset, stored length, page CRC32C), bounded (least recently used out). An entry is only a claim about what the
-// bytes were when a whole pass over them matched the committed page CRC32C; every use re-reads the chunks it serves
+// Per-chunk CRC32Cs of served pages (kChunkBytes chunks; for a 2 MiB page 32 x 4 bytes), so that a ranged GET
+// checks only the chunks it overlaps. Filled when a page lands by PUT (in the receive pass) or by the first ranged
+// GET of a page stored otherwise (one whole check). Keyed by (arena offset, stored length, page CRC32C), bounded
+// (least recently used out). An entry is only a claim about what the bytes were when a whole pass over them
+// matched the committed page CRC32C; every use re-reads the chunks it serves
 // and compares them, so a stale entry (slot reused for another page of the same length and CRC32C, or bytes damaged
 // at rest after it was filled) can only fail a check, never let a byte through unchecked.
 class ChunkCrcCache {

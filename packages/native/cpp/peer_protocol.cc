@@ -491,6 +491,22 @@ uint32_t RecvBody(Link& link, uint8_t* dst, size_t n, uint32_t crc, bool compute
   return crc;
 }
 
+uint32_t RecvBodyChunks(Link& link, uint8_t* dst, size_t n, size_t chunkBytes, uint32_t* chunkCrcs) {
+  if (chunkBytes == 0 || kBodyChunk % chunkBytes != 0) throw NativeError(Code::InvalidArgument, "chunk size must divide the receive piece");
+  uint32_t crc = 0;
+  for (size_t off = 0; off < n; off += kBodyChunk) {
+    size_t k = std::min(kBodyChunk, n - off);
+    RecvAll(link.fd, dst + off, k);
+    link.rx.Body(dst + off, dst + off, k);
+    for (size_t c = off; c < off + k; c += chunkBytes) {  // while the piece is still in cache
+      size_t m = std::min(chunkBytes, off + k - c);
+      chunkCrcs[c / chunkBytes] = Crc32c(0, dst + c, m);
+      crc = Crc32cCombine(crc, chunkCrcs[c / chunkBytes], m);
+    }
+  }
+  return crc;
+}
+
 uint32_t DrainBody(Link& link, size_t n, bool computeCrc) {
   std::vector<uint8_t> scratch(std::min(n, kBodyChunk));
   uint32_t crc = 0;

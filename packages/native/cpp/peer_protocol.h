@@ -155,6 +155,9 @@ Header RecvHeader(Link& link, uint64_t maxPayload);
 std::vector<uint8_t> RecvMeta(Link& link, const Header& h);
 // Receives n payload bytes into dst; returns the CRC32C `crc` continued over them (computed as each chunk lands).
 uint32_t RecvBody(Link& link, uint8_t* dst, size_t n, uint32_t crc, bool computeCrc);
+// RecvBody that also leaves the CRC32C of each chunkBytes chunk of dst in chunkCrcs[(n + chunkBytes - 1) /
+// chunkBytes] (chunkBytes must divide the receive piece, 256 KiB); returns the CRC32C of all n bytes, joined from them.
+uint32_t RecvBodyChunks(Link& link, uint8_t* dst, size_t n, size_t chunkBytes, uint32_t* chunkCrcs);
 // Receives and discards n payload bytes (still authenticated); returns their CRC32C when asked.
 uint32_t DrainBody(Link& link, size_t n, bool computeCrc);
 // Receives the frame's tag and checks it; throws NativeError(Auth) when it fails (tampered, replayed, reordered).

@@ -114,14 +114,23 @@ size_t ChunkCrcCache::size() {
 namespace {
 
 // Receives one PUT page into dst, or drains it when dst is null (a page not kept), filling in the CRC32C the client
-// left to the server. Returns kOk or kBadChecksum for a page that landed, `notKept` for a drained one.
-uint8_t ReceivePutPage(Link& link, Entry& e, uint8_t* dst, uint8_t notKept) {
+// left to the server. Returns kOk or kBadChecksum for a page that landed, `notKept` for a drained one. A page that
+// landed leaves its chunk CRC32Cs in *chunks (ChunkCrcCache), computed in the same pass, for its later ranged reads.
+uint8_t ReceivePutPage(Link& link, Entry& e, uint8_t* dst, uint8_t notKept, ChunkCrcCache::Crcs* chunks) {
   const bool compute = (e.flags & kEntryComputeCrc) != 0;
+  if (!dst) {
+    const uint32_t crc = DrainBody(link, e.length, compute);
+    if (compute) e.crc32c = crc;
+    return notKept;
+  }
   // Checksummed as each chunk lands, while it is still in cache: the only pass over the page here.
-  const uint32_t crc = dst ? RecvBody(link, dst, e.length, 0, true) : DrainBody(link, e.length, compute);
+  constexpr uint64_t kChunk = ChunkCrcCache::kChunkBytes;
+  auto table = std::make_shared<std::vector<uint32_t>>((e.length + kChunk - 1) / kChunk);
+  const uint32_t crc = RecvBodyChunks(link, dst, e.length, kChunk, table->data());
   if (compute) e.crc32c = crc;
-  if (!dst) return notKept;
-  return crc == e.crc32c ? kOk : kBadChecksum;
+  if (crc != e.crc32c) return kBadChecksum;
+  *chunks = std::move(table);
+  return kOk;
 }
 
 // One pass over chunks [first, last] of a page (ChunkCrcCache::kChunkBytes each, the last one shorter): each
@@ -439,9 +448,10 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   if (!pool_.Take(n, &slots)) return false;
   pooledPuts_++;
   std::vector<uint8_t> outcome(n, kOk);
+  std::vector<ChunkCrcCache::Crcs> tables(n);
   try {
     // A granted slot is checked like input: one outside the arena drains its page.
-    for (size_t i = 0; i < n; i++) outcome[i] = ReceivePutPage(link, entries[i], ArenaSpan(slots[i], entries[i].length), kFailed);
+    for (size_t i = 0; i < n; i++) outcome[i] = ReceivePutPage(link, entries[i], ArenaSpan(slots[i], entries[i].length), kFailed, &tables[i]);
     RecvTag(link);  // nothing of a frame that fails its tag is committed
   } catch (...) {
     for (double s : slots) pool_.Return(s);
@@ -481,6 +491,8 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   for (size_t i = 0; i < n; i++) {
     ack[i].key = entries[i].key;
     ack[i].status = at[i] == SIZE_MAX ? outcome[i] : (c->statuses.size() > at[i] ? c->statuses[at[i]] : static_cast<uint8_t>(kFailed));
+    // Its first ranged read then needs no whole pass (the table joins to the CRC32C the page was committed with).
+    if (ack[i].status == kOk && tables[i]) chunkCrcs_.Put(slots[i], entries[i].length, entries[i].crc32c, std::move(tables[i]));
     ack[i].length = entries[i].length;
     ack[i].crc32c = entries[i].crc32c;
   }
@@ -519,10 +531,11 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   try {
     if (h.op == kPut) {
       r->outcome.assign(n, kOk);
+      std::vector<ChunkCrcCache::Crcs> tables(n);
       for (size_t i = 0; i < n; i++) {
         Entry& e = r->entries[i];
         uint8_t* dst = r->statuses[i] == kOk ? ArenaSpan(r->offsets[i], e.length) : nullptr;
-        r->outcome[i] = ReceivePutPage(link, e, dst, r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i]);
+        r->outcome[i] = ReceivePutPage(link, e, dst, r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i], &tables[i]);
       }
       RecvTag(link);  // nothing of a frame that fails its tag is committed
       sentOrReceived = true;
@@ -533,6 +546,7 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
         ack[i].status = r->outcome[i];
         ack[i].length = r->entries[i].length;
         ack[i].crc32c = r->entries[i].crc32c;
+        if (r->outcome[i] == kOk && tables[i]) chunkCrcs_.Put(r->offsets[i], r->entries[i].length, r->entries[i].crc32c, std::move(tables[i]));
       }
       SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
       return;

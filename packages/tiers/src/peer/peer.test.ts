@@ -278,7 +278,7 @@ describe('peer ranged reads', () => {
     }
   });
 
-  it('checks later ranges of a page against its chunk CRC32Cs: damage after the first range is refused where it lies, intact chunks still served', async () => {
+  it('checks ranges against chunk CRC32Cs: damage after the table was filled is refused where it lies, intact chunks still served', async () => {
     const CHUNK = 64 * 1024; // the server's chunk (peer.h ChunkCrcCache::kChunkBytes)
     const BIG = 4 * CHUNK;
     const engine = new TransferEngine({ threads: 2 });
@@ -291,40 +291,49 @@ describe('peer ranged reads', () => {
     const arena = HostArena.create({ capacity: 4 * BIG });
     const view = arena.view(0, BIG);
     for (let i = 0; i < view.length; i++) view[i] = (i * 29 + (i >>> 11)) & 0xff;
-    const key = testKey(7);
-    const range = (offset: number, length: number, at: number) => ({ key, into: { arena, offset: at, length }, range: { offset, length } });
-    const damage = (at: number) => {
+    const [put, local] = [testKey(7), testKey(8)];
+    const range = (key: string, offset: number, length: number, at: number) => ({ key, into: { arena, offset: at, length }, range: { offset, length } });
+    const damage = (key: string, at: number) => {
       const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
       internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * BIG + at, 1)[0]! ^= 0x41;
     };
     try {
-      await tier.write([{ key, source: { arena, offset: 0, length: BIG } }]);
-      // The first range checks the page whole and leaves its chunk CRC32Cs with the server.
-      const [first] = await tier.read([range(0, CHUNK, BIG)]);
+      // A page that arrived by PUT has its chunk table from the receive pass: its first range reads one chunk.
+      await tier.write([{ key: put, source: { arena, offset: 0, length: BIG } }]);
+      const [a] = await tier.read([range(put, 2 * CHUNK, CHUNK, BIG)]);
+      expect(a).toMatchObject({ status: 'hit', length: CHUNK, crc32c: crc32c(view) });
+      expect(Buffer.compare(arena.view(BIG, CHUNK), view.subarray(2 * CHUNK, 3 * CHUNK))).toBe(0);
+      expect(server.stats()).toMatchObject({ rangesWhole: 0, rangesByChunk: 1 });
+      // A page stored in the serving host directly: its first range checks it whole and leaves the table.
+      await host.write([{ key: local, source: { arena, offset: 0, length: BIG } }]);
+      const [first] = await tier.read([range(local, 0, CHUNK, BIG)]);
       expect(first).toMatchObject({ status: 'hit', length: CHUNK, crc32c: crc32c(view) });
-      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 0 });
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 1 });
       // A later range, not chunk-aligned, read from the chunks it overlaps only.
-      const [second] = await tier.read([range(CHUNK - 100, CHUNK + 200, 2 * BIG)]);
+      const [second] = await tier.read([range(local, CHUNK - 100, CHUNK + 200, 2 * BIG)]);
       expect(second!.status).toBe('hit');
       expect(Buffer.compare(arena.view(2 * BIG, CHUNK + 200), view.subarray(CHUNK - 100, 2 * CHUNK + 100))).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 1 });
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 2 });
       // Damaged at rest after the table was filled (chunk 3): a range over intact chunks is still served ...
-      damage(3 * CHUNK + 5);
-      const [intact] = await tier.read([range(2 * CHUNK + 10, 1000, 3 * BIG)]);
+      damage(local, 3 * CHUNK + 5);
+      const [intact] = await tier.read([range(local, 2 * CHUNK + 10, 1000, 3 * BIG)]);
       expect(intact!.status).toBe('hit');
       expect(Buffer.compare(arena.view(3 * BIG, 1000), view.subarray(2 * CHUNK + 10, 2 * CHUNK + 1010))).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 2 });
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 3 });
       // ... and the next range over the damaged chunk is refused: its chunk no longer matches, the page checked
       // whole then fails too. None of its bytes land.
       const before = Buffer.from(arena.view(3 * BIG, 3000));
-      const [bad] = await tier.read([range(3 * CHUNK, 3000, 3 * BIG)]);
+      const [bad] = await tier.read([range(local, 3 * CHUNK, 3000, 3 * BIG)]);
       expect(bad!.status).toBe('error');
       expect((bad as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
       expect(Buffer.compare(arena.view(3 * BIG, 3000), before)).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 2, rangesByChunk: 2 });
-      // The whole page is refused as before.
-      const [whole] = await tier.read([{ key, into: { arena, offset: BIG, length: BIG } }]);
+      expect(server.stats()).toMatchObject({ rangesWhole: 2, rangesByChunk: 3 });
+      // The whole page is refused as before; the page that came by PUT, damaged the same way, too, by range.
+      const [whole] = await tier.read([{ key: local, into: { arena, offset: BIG, length: BIG } }]);
       expect(whole!.status).toBe('error');
+      damage(put, 3 * CHUNK + 5);
+      const [badPut] = await tier.read([range(put, 3 * CHUNK - 1, 2, BIG)]);
+      expect((badPut as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
     } finally {
       await tier.close();
       server.close();
