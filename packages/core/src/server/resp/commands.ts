@@ -200,6 +200,7 @@ function info(c: RespConnection, args: Uint8Array[]): void {
       ['os', `${process.platform} ${process.arch}`],
       ['process_id', process.pid],
       ['tcp_port', d.port],
+      ['tiersync_resp_engine', s.engine],
       ['uptime_in_seconds', Math.floor((Date.now() - d.startedAt) / 1000)],
     ],
     clients: [
@@ -220,6 +221,7 @@ function info(c: RespConnection, args: Uint8Array[]): void {
       ['total_commands_processed', s.commandsTotal],
       ['rejected_connections', s.rejectedConnections],
       ['tiersync_auth_failures', s.authFailures],
+      ['tiersync_landed_sets', s.landedSets ?? 0],
       ['tiersync_protocol_errors', s.protocolErrors],
       ['tiersync_orphaned_pages', s.orphanedPages],
     ],

@@ -36,6 +36,11 @@ export interface RespDoorStats {
   stagingUsedBytes: number;
   stagingCapacityBytes: number;
   orphanedPages: number;
+  /** Which engine owns the sockets (resp.engine as it runs). */
+  engine: 'native' | 'node';
+  /** Native engine: SETs whose value landed in first-tier slots on its thread, and pool slots lent to it now. */
+  landedSets?: number;
+  pooledSlots?: number;
 }
 
 /** Options of a write: expiry (ms since the epoch), KEEPTTL, NX (only when absent), XX (only when present). */

@@ -914,6 +914,8 @@ export class RespDoor implements StreamHost, DoorApi {
       stagingUsedBytes: this.staging.usedBytes,
       stagingCapacityBytes: this.staging.capacity,
       orphanedPages: this.counters.orphanedPages,
+      engine: this.engine,
+      ...(this.#engine ? this.#engine.stats() : {}),
     };
   }
 
