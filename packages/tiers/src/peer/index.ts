@@ -185,11 +185,12 @@ export class PeerTier implements TierDriver {
         else byArena.set(a, [i]);
       });
       const requests: Array<Promise<void>> = [];
+      const deadline = new CallDeadline(opts, this.config.timeoutMs);
       for (const [arena, idx] of byArena) {
         for (const [from, to] of this.#chunks(idx.map((i) => pages[i]!.source.length))) {
           const part = idx.slice(from, to);
           requests.push(
-            withDeadline(
+            deadline.wrap(
               client.put(
                 arena,
                 part.map((i) => pages[i]!.key),
@@ -197,8 +198,6 @@ export class PeerTier implements TierDriver {
                 Uint32Array.from(part, (i) => pages[i]!.source.length),
                 known ? Uint32Array.from(part, (i) => crcs[i]!) : undefined,
               ),
-              opts,
-              this.config.timeoutMs,
             ).then((r) =>
               part.forEach((i, k) => {
                 statuses[i] = r.statuses[k]!;
@@ -208,7 +207,7 @@ export class PeerTier implements TierDriver {
           );
         }
       }
-      await settleAll(requests, () => this.#counters.errors++);
+      await settleAll(requests, () => this.#counters.errors++).finally(() => deadline.dispose());
       const written = pages.filter((_, i) => statuses[i] === PeerStatus.ok).map((p) => p.key);
       if (statuses.some((s) => s === PeerStatus.full) || statuses.some((s) => s === PeerStatus.badChecksum || s === PeerStatus.failed)) {
         // All-or-nothing: take back what landed from this batch before reporting.
@@ -249,12 +248,13 @@ export class PeerTier implements TierDriver {
         else byArena.set(a, [i]);
       });
       const requests: Array<Promise<void>> = [];
+      const deadline = new CallDeadline(opts, this.config.timeoutMs);
       for (const [arena, idx] of byArena) {
         for (const [from, to] of this.#chunks(idx.map((i) => pages[i]!.into.length))) {
           const part = idx.slice(from, to);
           const keys = part.map((i) => pages[i]!.key);
           requests.push(
-            withDeadline(
+            deadline.wrap(
               client.get(
                 arena,
                 keys,
@@ -262,8 +262,6 @@ export class PeerTier implements TierDriver {
                 Uint32Array.from(part, (i) => pages[i]!.into.length),
                 part.some((i) => pages[i]!.range) ? { offsets: Float64Array.from(part, (i) => pages[i]!.range?.offset ?? 0), lengths: Uint32Array.from(part, (i) => pages[i]!.range?.length ?? 0) } : undefined,
               ),
-              opts,
-              this.config.timeoutMs,
             ).then((r: PeerReply) =>
               part.forEach((i, k) => {
                 const key = keys[k]!;
@@ -292,7 +290,7 @@ export class PeerTier implements TierDriver {
           );
         }
       }
-      await settleAll(requests, () => this.#counters.errors++);
+      await settleAll(requests, () => this.#counters.errors++).finally(() => deadline.dispose());
       if (outOfRange !== undefined) throw this.#error(`the range asked of page ${outOfRange} is past the page's stored length`, 'ERR_OUT_OF_RANGE');
       return outcomes;
     }));
@@ -341,19 +339,48 @@ export class PeerTier implements TierDriver {
   }
 }
 
+/**
+ * One deadline (`opts.timeoutMs`, else the tier's) and one abort listener for every request of a call: a listener
+ * per request would pile up on a load's signal (a layer-wise load keeps several reads of several requests each in
+ * flight, past Node's 10-listener warning).
+ */
+class CallDeadline {
+  readonly #stop: Promise<never>;
+  readonly #timer: NodeJS.Timeout;
+  readonly #signal: AbortSignal | undefined;
+  readonly #onAbort: () => void;
+
+  constructor(opts: IoOptions, fallbackMs: number) {
+    const ms = opts.timeoutMs ?? fallbackMs;
+    let fail: (e: TierSyncError) => void = () => undefined;
+    this.#stop = new Promise<never>((_, reject) => (fail = reject));
+    this.#stop.catch(() => undefined); // observed through wrap(); a call that finished first never looks
+    this.#timer = setTimeout(() => fail(new TierSyncError(`peer request passed its ${ms} ms deadline`, 'ERR_TIMEOUT', { tier: 'peer' })), ms);
+    this.#timer.unref();
+    this.#signal = opts.signal;
+    this.#onAbort = () => fail(new TierSyncError('peer request aborted', 'ERR_ABORTED', { tier: 'peer' }));
+    this.#signal?.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  /** `p`, or the deadline's or the abort's error, whichever comes first. */
+  wrap<T>(p: Promise<T>): Promise<T> {
+    return Promise.race([p, this.#stop]);
+  }
+
+  dispose(): void {
+    clearTimeout(this.#timer);
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+  }
+}
+
 /** Rejects with ERR_TIMEOUT / ERR_ABORTED if the request has not settled by the deadline (the socket deadline backs it). */
-function withDeadline<T>(p: Promise<T>, opts: IoOptions, fallbackMs: number): Promise<T> {
-  const ms = opts.timeoutMs ?? fallbackMs;
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new TierSyncError(`peer request passed its ${ms} ms deadline`, 'ERR_TIMEOUT', { tier: 'peer' })), ms);
-    timer.unref();
-    const onAbort = () => reject(new TierSyncError('peer request aborted', 'ERR_ABORTED', { tier: 'peer' }));
-    opts.signal?.addEventListener('abort', onAbort, { once: true });
-    p.then(resolve, reject).finally(() => {
-      clearTimeout(timer);
-      opts.signal?.removeEventListener('abort', onAbort);
-    });
-  });
+async function withDeadline<T>(p: Promise<T>, opts: IoOptions, fallbackMs: number): Promise<T> {
+  const deadline = new CallDeadline(opts, fallbackMs);
+  try {
+    return await deadline.wrap(p);
+  } finally {
+    deadline.dispose();
+  }
 }
 
 /** Waits for every request (so none is left writing into memory the caller reuses), then throws the first error. */
