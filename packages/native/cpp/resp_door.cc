@@ -117,6 +117,8 @@ struct Door::Conn {
   uint32_t armed = 0;
   std::atomic<bool> fast{false}, paused{false}, passthrough{false}, destroy{false}, holding{false};
   std::atomic<int64_t> outstanding{0};
+  // The door thread stopped at a SET to land until `outstanding` reaches 0: Done() must wake it (only then).
+  std::atomic<bool> waiting{false};
   std::atomic<int64_t> lastActive{0};
   // Door thread only.
   std::vector<uint8_t> in;
@@ -124,7 +126,8 @@ struct Door::Conn {
   enum class State { Parse, Forward, Value, Tail } state = State::Parse;
   int64_t argsLeft = 0;
   uint64_t bulkLeft = 0;
-  bool eof = false, endSent = false;
+  std::atomic<bool> eof{false};  // read by Arm() on the JavaScript thread too
+  bool endSent = false;
   int64_t midSince = 0, drainSince = 0;
   std::vector<uint8_t> name, key;
   std::vector<double> slots;
@@ -382,8 +385,8 @@ void Door::Pause(uint64_t conn, bool paused) {
 void Door::Done(uint64_t conn) {
   auto c = Find(conn);
   if (!c) return;
-  c->outstanding.fetch_sub(1);
-  Wake(conn);
+  // Replies queued by Write() woke the door thread already; a wake here is needed only by a SET held for this.
+  if (c->outstanding.fetch_sub(1) == 1 && c->waiting.exchange(false)) Wake(conn);
 }
 
 void Door::SetFast(uint64_t conn, bool fast) {
@@ -756,11 +759,14 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
         }
         if (land) {
           // Only when JavaScript has answered everything before it (its parser is then empty).
+          // Set before the check, read by Done() after its decrement (both seq_cst): one of the two sees the other.
+          k.waiting = true;
           if (k.outstanding.load() > 0) {
             k.midSince = 0;
             stop = true;
             break;
           }
+          k.waiting = false;
           const uint64_t pages = (static_cast<uint64_t>(valueLength) + pb - 1) / pb;
           if (pool_.slotBytes() >= pb && pool_.Take(pages, &k.slots)) {
             k.name.assign(p + nameAt, p + nameAt + 3);
