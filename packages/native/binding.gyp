@@ -13,7 +13,7 @@
         "cpp/crc32c.cc", "cpp/cuda.cc", "cpp/engine.cc", "cpp/io_queue.cc", "cpp/memory.cc",
         "cpp/bind_peer.cc", "cpp/peer_client.cc", "cpp/peer_protocol.cc", "cpp/peer_server.cc",
         "cpp/bind_lock.cc",
-        "cpp/bind_checksum.cc",
+        "cpp/bind_checksum.cc", "cpp/bind_hmac.cc",
         "cpp/bind_resp.cc", "cpp/resp_door.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

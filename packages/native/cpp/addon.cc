@@ -99,6 +99,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitPeer(env, exports);
   InitLock(env, exports);
   InitChecksum(env, exports);
+  InitHmac(env, exports);
   InitResp(env, exports);
   return exports;
 }

@@ -50,6 +50,7 @@ void InitUtil(Napi::Env env, Napi::Object exports);
 void InitPeer(Napi::Env env, Napi::Object exports);
 void InitLock(Napi::Env env, Napi::Object exports);
 void InitChecksum(Napi::Env env, Napi::Object exports);
+void InitHmac(Napi::Env env, Napi::Object exports);
 
 class HostArenaWrap : public Napi::ObjectWrap<HostArenaWrap> {
  public:

@@ -31,6 +31,7 @@ export interface NativeAddon {
   encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
   tryLockFile(fd: number, shared?: boolean): boolean;
   crc32cRanges(arena: NativeEndpoint, offsets: Float64Array, lengths: Uint32Array, threads?: number): Promise<Uint32Array>;
+  hmacSha256Hex(key: Uint8Array, messages: string[]): string[];
 }
 export interface NativePeerServer {
   port(): number;

@@ -301,18 +301,24 @@ export class ClientApi {
   }
 
   /**
-   * The tenant's stored keys of validated client keys. Derivations are remembered (a bounded LRU per daemon): a
-   * store, its lookups and its loads name the same keys, and each HMAC costs microseconds.
+   * The tenant's stored keys of validated client keys. Derivations are remembered (DerivedKeys, bounded): a store,
+   * its lookups and its loads name the same keys, and each HMAC costs microseconds.
    */
   #stored(tenant: Tenant, keys: readonly string[]): PageKey[] {
     const out = new Array<PageKey>(keys.length);
+    const missing: number[] = [];
     for (let i = 0; i < keys.length; i++) {
-      let k = this.#derived.get(tenant, keys[i]!);
-      if (k === undefined) {
-        k = Tenants.storedKey(tenant, keys[i]!);
-        this.#derived.set(tenant, keys[i]!, k);
-      }
-      out[i] = k;
+      const k = this.#derived.get(tenant, keys[i]!);
+      if (k === undefined) missing.push(i);
+      else out[i] = k;
+    }
+    if (missing.length) {
+      // New pages derive together: one native call instead of an HMAC object per key.
+      const derived = Tenants.storedKeys(tenant, missing.map((i) => keys[i]!));
+      missing.forEach((i, j) => {
+        out[i] = derived[j]!;
+        this.#derived.set(tenant, keys[i]!, derived[j]!);
+      });
     }
     return out;
   }

@@ -6,6 +6,7 @@
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { hmacSha256Hex } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 
 export interface Tenant {
@@ -77,5 +78,10 @@ export class Tenants {
   /** The key a tenant's page is stored under. */
   static storedKey(tenant: Tenant, clientKey: string): PageKey {
     return createHmac('sha256', tenant.secret).update(clientKey).digest('hex');
+  }
+
+  /** {@link storedKey} of many client keys in one native call (a store derives one per page). */
+  static storedKeys(tenant: Tenant, clientKeys: readonly string[]): PageKey[] {
+    return hmacSha256Hex(tenant.secret, clientKeys);
   }
 }
