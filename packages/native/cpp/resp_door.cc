@@ -517,6 +517,17 @@ void Door::Accept() {
   }
 }
 
+Door::RecvEnd Door::AfterRecv(const std::shared_ptr<Conn>& c, ssize_t r) {
+  if (r == 0) {
+    c->eof = true;
+    return RecvEnd::Stop;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return RecvEnd::Stop;
+  if (errno == EINTR) return RecvEnd::Retry;
+  CloseConn(c);
+  return RecvEnd::Closed;
+}
+
 void Door::OnReadable(const std::shared_ptr<Conn>& c) {
   uint8_t* base = arena_->host();
   const uint64_t pb = options_.pageBytes;
@@ -551,14 +562,10 @@ void Door::OnReadable(const std::shared_ptr<Conn>& c) {
         }
         continue;
       }
-      if (r == 0) {
-        c->eof = true;
-        break;
-      }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      if (errno == EINTR) continue;
-      CloseConn(c);
-      return;
+      const RecvEnd end = AfterRecv(c, r);
+      if (end == RecvEnd::Retry) continue;
+      if (end == RecvEnd::Closed) return;
+      break;
     }
     if (c->paused.load() || c->holding.load()) break;
     if (c->inPos > 0 && (c->inPos == c->in.size() || c->inPos > (1u << 20))) {
@@ -575,14 +582,10 @@ void Door::OnReadable(const std::shared_ptr<Conn>& c) {
       if (static_cast<size_t>(r) < kReadChunk) break;
       continue;
     }
-    if (r == 0) {
-      c->eof = true;
-      break;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    if (errno == EINTR) continue;
-    CloseConn(c);
-    return;
+    const RecvEnd end = AfterRecv(c, r);
+    if (end == RecvEnd::Retry) continue;
+    if (end == RecvEnd::Closed) return;
+    break;
   }
   Process(c);
   std::lock_guard<std::mutex> lock(c->m);

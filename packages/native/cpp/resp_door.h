@@ -3,6 +3,8 @@
 // straight into host-tier slots granted in advance (CRC32C as the bytes land), and hands everything else to
 // JavaScript as the client's raw bytes. See resp_door.cc for the design and its ordering argument.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -79,6 +81,10 @@ class Door {
   void Loop();
   void Accept();
   void OnReadable(const std::shared_ptr<Conn>& c);
+  // After a recv that returned r <= 0: Stop reading for now (would block, or end of input: eof set), Retry
+  // (interrupted), or Closed (an error: the client is closed).
+  enum class RecvEnd { Stop, Retry, Closed };
+  RecvEnd AfterRecv(const std::shared_ptr<Conn>& c, ssize_t r);
   void Process(const std::shared_ptr<Conn>& c);
   bool Flush(Conn& c);  // c.m held; false when the socket failed
   void CloseConn(const std::shared_ptr<Conn>& c);

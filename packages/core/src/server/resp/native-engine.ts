@@ -20,6 +20,7 @@ import type { PageKey } from '@tiersync/tiers';
 import type { ResolvedRespConfig } from './config.js';
 import type { RespConnection, RespSocket } from './connection.js';
 import type { SlotAccess } from './slot-access.js';
+import { storeFailure } from './slot-writer.js';
 import type { StreamHost, ValueSink } from './value-stream.js';
 
 const POOL_MAX_BYTES = 256 * 2 ** 20;
@@ -192,7 +193,7 @@ export class LandedValue implements ValueSink {
       this.slots.commitNow(this.pages, this.offsets, this.lengths, this.crcs);
     } catch (e) {
       this.abort();
-      throw e instanceof TierSyncError && e.code === 'ERR_TIER_FULL' ? e : new TierSyncError(`the value could not be stored: ${(e as Error).message}`, 'ERR_TIER_FULL', { cause: e });
+      throw storeFailure(e);
     }
     this.#stored = true;
     return true;

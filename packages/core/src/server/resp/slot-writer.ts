@@ -162,7 +162,7 @@ export class SlotWriter implements ValueSink {
     if (this.#error !== undefined) {
       const e = this.#error;
       this.abort();
-      throw e instanceof TierSyncError && e.code === 'ERR_TIER_FULL' ? e : new TierSyncError(`the value could not be stored: ${(e as Error).message}`, 'ERR_TIER_FULL', { cause: e });
+      throw storeFailure(e);
     }
     return true;
   }
@@ -182,4 +182,9 @@ export class SlotWriter implements ValueSink {
     const written = this.pages.filter((_, i) => this.#stored[i]);
     if (written.length) this.#host.discard(written);
   }
+}
+
+/** Why a value's slots could not be stored, as its SET reports it: ERR_TIER_FULL, naming the cause. */
+export function storeFailure(e: unknown): TierSyncError {
+  return e instanceof TierSyncError && e.code === 'ERR_TIER_FULL' ? e : new TierSyncError(`the value could not be stored: ${(e as Error).message}`, 'ERR_TIER_FULL', { cause: e });
 }
