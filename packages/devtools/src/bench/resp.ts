@@ -12,7 +12,7 @@
  * acknowledged keys survive a kill -9 of the daemon; redis-server runs as before (no persistence) as the baseline.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -77,8 +77,8 @@ export interface RespBenchReport {
 }
 
 /** Runs redis-benchmark; throws when it fails or reports an error. */
-async function redisBenchmark(port: number, o: Required<Pick<RespBenchOptions, 'requests' | 'valueBytes' | 'clients'>>, auth?: string): Promise<{ setRps: number; getRps: number }> {
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-d', String(o.valueBytes), '-c', String(o.clients), '-t', 'get,set', '-n', String(o.requests), '--csv', ...(auth ? ['-a', auth] : [])];
+async function redisBenchmark(port: number, o: Required<Pick<RespBenchOptions, 'requests' | 'valueBytes' | 'clients'>>, tests: 'get,set' | 'set' | 'get' = 'get,set'): Promise<{ setRps: number; getRps: number }> {
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-d', String(o.valueBytes), '-c', String(o.clients), '-t', tests, '-n', String(o.requests), '--csv'];
   const r = await exec('redis-benchmark', args, { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
     throw new TierSyncError(`redis-benchmark failed: ${e.message} ${e.stderr ?? ''}`.trim(), 'ERR_IO');
   });
@@ -89,7 +89,7 @@ async function redisBenchmark(port: number, o: Required<Pick<RespBenchOptions, '
     if (!Number.isFinite(v) || v <= 0) throw new TierSyncError(`redis-benchmark printed no ${name} figure: ${r.stdout.slice(0, 300)}`, 'ERR_IO');
     return v;
   };
-  return { setRps: rps('SET'), getRps: rps('GET') };
+  return { setRps: tests === 'get' ? 0 : rps('SET'), getRps: tests === 'set' ? 0 : rps('GET') };
 }
 
 /**
@@ -240,6 +240,88 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   };
 }
 
+/** CPU time of one test: per request, microseconds (user + sys, and each), with the rate it ran at. */
+export interface RespCpuFigure {
+  rps: number;
+  usPerRequest: number;
+  userUs: number;
+  sysUs: number;
+}
+
+export interface RespCpuReport {
+  command: string;
+  engine: 'native' | 'node';
+  requests: number;
+  valueBytes: number;
+  clients: number;
+  /** The door process (this one: the door runs in-process), around each redis-benchmark run. */
+  door: { set: RespCpuFigure; get: RespCpuFigure };
+  /** redis-server's process (/proc/PID/stat, 10 ms ticks), the same runs against it. */
+  redis: { set: RespCpuFigure; get: RespCpuFigure };
+  machine: string;
+}
+
+/** user and sys CPU of a process from /proc/PID/stat, microseconds (clock ticks of 10 ms). */
+function procCpu(pid: number): { user: number; system: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // Fields 14 and 15 (utime, stime) are at 11 and 12 after the command name; USER_HZ is 100 on Linux.
+  return { user: Number(f[11]) * 10_000, system: Number(f[12]) * 10_000 };
+}
+
+/**
+ * `bench resp --cpu`: CPU per request of the door process (this process, the door in it) and of redis-server,
+ * from `redis-benchmark -t set` and then `-t get` (after a warm-up of both), so that the figure that bounds
+ * throughput on a machine with few cores is measured apart from the rate.
+ */
+export async function runRespCpu(options: RespBenchOptions = {}): Promise<RespCpuReport> {
+  const o = { requests: options.requests ?? 10_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50 };
+  const redis = await startRedis();
+  let server: TierSyncServer | undefined;
+  try {
+    server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'resp-bench',
+        layout: 'llama-3-8b',
+        tokensPerPage: 2,
+        tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}`, name: 'host' }],
+        http: { port: 0 },
+        peer: { enabled: false },
+        log: { level: 'warn' },
+        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes), catalog: 'memory', ...(options.engine ? { engine: options.engine } : {}) },
+      }),
+    );
+    const engine = server.resp!.engine;
+    const warm = { ...o, requests: Math.max(500, Math.floor(o.requests / 5)) };
+    await redisBenchmark(server.respPort, warm);
+    await redisBenchmark(redis.port, warm);
+    const pid = redis.child.pid!;
+    const measure = async (port: number, test: 'set' | 'get', cpu: () => { user: number; system: number }): Promise<RespCpuFigure> => {
+      const before = cpu();
+      const r = await redisBenchmark(port, o, test);
+      const after = cpu();
+      const user = (after.user - before.user) / o.requests;
+      const sys = (after.system - before.system) / o.requests;
+      return { rps: round(test === 'set' ? r.setRps : r.getRps, 0), usPerRequest: round(user + sys, 1), userUs: round(user, 1), sysUs: round(sys, 1) };
+    };
+    const self = () => process.cpuUsage();
+    const door = { set: await measure(server.respPort, 'set', self), get: await measure(server.respPort, 'get', self) };
+    options.log?.(`door (${engine}): SET ${door.set.usPerRequest} us, GET ${door.get.usPerRequest} us per request`);
+    const base = { set: await measure(redis.port, 'set', () => procCpu(pid)), get: await measure(redis.port, 'get', () => procCpu(pid)) };
+    return {
+      command: `redis-benchmark -d ${o.valueBytes} -c ${o.clients} -t set|get -n ${o.requests}`,
+      engine,
+      ...o,
+      door,
+      redis: base,
+      machine: `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${round(os.totalmem() / 1024 ** 3, 1)} GiB`,
+    };
+  } finally {
+    await server?.close();
+    await redis.stop();
+  }
+}
+
 const usage = `Usage: tiersync bench resp [--json] [--requests N] [--bytes N] [--clients N] [--repetitions N] [--durable]
 
 redis-benchmark -d BYTES -c CLIENTS -t get,set -n REQUESTS against the RESP door of a TierSyncServer and against a
@@ -250,7 +332,9 @@ redis-server started in the same run (alternating); reports both and the ratio.
   --repetitions N  door/redis pairs (default 3)
   --engine E       the door's engine: native or node (default: resp.engine's default)
   --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)
-  --node-sink      also run a bare Node.js RESP sink (stores nothing: the ceiling of Node's socket path here)`;
+  --node-sink      also run a bare Node.js RESP sink (stores nothing: the ceiling of Node's socket path here)
+  --cpu            instead: CPU microseconds per SET and per GET of the door process (in-process door) and of
+                   redis-server, from redis-benchmark -t set, then -t get (default -n 10000), after a warm-up`;
 
 function positive(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -261,7 +345,7 @@ function positive(v: string | undefined, name: string): number | undefined {
 
 /** `tiersync bench resp ...` (its own options). */
 export async function respBenchCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, cpu: { type: 'boolean' }, help: { type: 'boolean' } } });
   if (values.help) {
     console.log(usage);
     return 0;
@@ -282,6 +366,12 @@ export async function respBenchCommand(args: string[]): Promise<number> {
     opts.engine = values.engine;
   }
   if (values['node-sink']) opts.nodeSink = true;
+  if (values.cpu) {
+    const c = await runRespCpu(opts);
+    const line = (f: RespCpuFigure) => `${f.usPerRequest} us (user ${f.userUs}, sys ${f.sysUs}) at ${f.rps} req/s`;
+    console.log(values.json ? JSON.stringify(c) : [`${c.command} (engine: ${c.engine}), CPU per request`, `door         SET ${line(c.door.set)}  GET ${line(c.door.get)}`, `redis-server SET ${line(c.redis.set)}  GET ${line(c.redis.get)}`].join('\n'));
+    return 0;
+  }
   const r = await runRespBench(opts);
   console.log(
     values.json
