@@ -177,13 +177,7 @@ export class PeerTier implements TierDriver {
       const crcs = pages.map((p) => p.crc32c ?? 0);
       const statuses = new Uint8Array(pages.length);
       // One request per (arena, chunk): a request names a single arena.
-      const byArena = new Map<HostArena, number[]>();
-      pages.forEach((p, i) => {
-        const a = p.source.arena as HostArena;
-        const list = byArena.get(a);
-        if (list) list.push(i);
-        else byArena.set(a, [i]);
-      });
+      const byArena = indicesByArena(pages.map((p) => p.source.arena as HostArena));
       const requests: Array<Promise<void>> = [];
       const deadline = new CallDeadline(opts, this.config.timeoutMs);
       for (const [arena, idx] of byArena) {
@@ -240,13 +234,7 @@ export class PeerTier implements TierDriver {
     return this.#inflight.run(() => this.#call(async (client) => {
       const outcomes: ReadOutcome[] = new Array(pages.length);
       let outOfRange: PageKey | undefined;
-      const byArena = new Map<HostArena, number[]>();
-      pages.forEach((p, i) => {
-        const a = p.into.arena as HostArena;
-        const list = byArena.get(a);
-        if (list) list.push(i);
-        else byArena.set(a, [i]);
-      });
+      const byArena = indicesByArena(pages.map((p) => p.into.arena as HostArena));
       const requests: Array<Promise<void>> = [];
       const deadline = new CallDeadline(opts, this.config.timeoutMs);
       for (const [arena, idx] of byArena) {
@@ -391,4 +379,15 @@ async function settleAll(requests: Array<Promise<void>>, onError: () => void): P
     onError();
     throw failed.reason;
   }
+}
+
+/** The positions of `arenas` grouped by arena, in first-seen order (a peer request names a single arena). */
+function indicesByArena(arenas: readonly HostArena[]): Map<HostArena, number[]> {
+  const out = new Map<HostArena, number[]>();
+  arenas.forEach((a, i) => {
+    const list = out.get(a);
+    if (list) list.push(i);
+    else out.set(a, [i]);
+  });
+  return out;
 }

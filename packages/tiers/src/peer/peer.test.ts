@@ -6,7 +6,7 @@ import { HostArena, TierSyncError, TransferEngine, crc32c, type PeerServer } fro
 import { testKey, tierConformance } from '../testing.js';
 import { HostTier } from '../host/index.js';
 import { PeerTier, parsePeerUrl } from './index.js';
-import { servePeer } from './server.js';
+import { servePeer, type PeerServeOptions } from './server.js';
 import { requireTools } from '../../../../scripts/system-packages.mjs';
 
 const PAGE = 64 * 1024;
@@ -14,9 +14,41 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../../../..');
 
 /** Flips bits of one byte (`at` into the page) of a page held by a serving host tier, in its memory. */
-function damageHostPage(host: HostTier, key: string, at: number, mask: number): void {
+function damageHostPage(host: HostTier, key: string, at: number, mask: number, pageBytes = PAGE): void {
   const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
-  internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * PAGE + at, 1)[0]! ^= mask;
+  internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * pageBytes + at, 1)[0]! ^= mask;
+}
+
+/** A host tier served over loopback, a peer tier reaching it with a secret, and a source arena. */
+interface LoopbackPeer {
+  host: HostTier;
+  server: PeerServer;
+  tier: PeerTier;
+  arena: HostArena;
+}
+
+/** Runs `body` against a LoopbackPeer of `hostPages` pages of `pageBytes`, then closes everything in order. */
+async function withLoopbackPeer(
+  o: { pageBytes: number; fingerprint: string; hostPages: number; arenaBytes: number; serve?: PeerServeOptions },
+  body: (rig: LoopbackPeer) => Promise<void>,
+): Promise<void> {
+  const engine = new TransferEngine({ threads: 2 });
+  const context = { engine, pageBytes: o.pageBytes, fingerprint: o.fingerprint };
+  const host = new HostTier(`host://?capacity=${o.hostPages * o.pageBytes}`, context);
+  await host.open();
+  const server = servePeer(host, { secret: 'rig-secret', ...o.serve });
+  const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=rig-secret&streams=2`, context);
+  const arena = HostArena.create({ capacity: o.arenaBytes });
+  try {
+    await tier.open();
+    await body({ host, server, tier, arena });
+  } finally {
+    await tier.close();
+    server.close();
+    await host.close();
+    arena.close();
+    await engine.close();
+  }
 }
 
 tierConformance('peer:// (loopback, with secret)', () => {
@@ -197,19 +229,12 @@ describe.skipIf(process.getuid?.() !== 0)('peer across hosts in network namespac
 
 describe('peer PUTs into granted slots', () => {
   it('stores PUTs without a plan, records them (existing for held keys) before the ack, and gives the pool back when full', async () => {
-    const engine = new TransferEngine({ threads: 2 });
-    const context = { engine, pageBytes: PAGE, fingerprint: 'pool' };
-    const host = new HostTier(`host://?capacity=${16 * PAGE}`, context);
-    await host.open();
     const committed: string[] = [];
-    const server = servePeer(host, { secret: 'pool-secret', slotPool: 4, onCommitted: (pages) => committed.push(...pages.map((p) => p.key)) });
-    const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=pool-secret&streams=2`, context);
-    await tier.open();
-    const arena = HostArena.create({ capacity: 32 * PAGE });
-    const view = arena.view(0, 32 * PAGE);
-    for (let i = 0; i < view.length; i++) view[i] = (i * 7 + (i >>> 16)) & 0xff;
-    const page = (i: number) => ({ key: testKey(i), source: { arena, offset: i * PAGE, length: PAGE } });
-    try {
+    const serve = { slotPool: 4, onCommitted: (pages: ReadonlyArray<{ key: string }>) => committed.push(...pages.map((p) => p.key)) };
+    await withLoopbackPeer({ pageBytes: PAGE, fingerprint: 'pool', hostPages: 16, arenaBytes: 32 * PAGE, serve }, async ({ host, server, tier, arena }) => {
+      const view = arena.view(0, 32 * PAGE);
+      for (let i = 0; i < view.length; i++) view[i] = (i * 7 + (i >>> 16)) & 0xff;
+      const page = (i: number) => ({ key: testKey(i), source: { arena, offset: i * PAGE, length: PAGE } });
       expect(server.stats().pooledSlots).toBe(4);
       const first = await tier.write([page(0), page(1)]);
       expect(first.written).toEqual([testKey(0), testKey(1)]);
@@ -231,29 +256,15 @@ describe('peer PUTs into granted slots', () => {
       const big = await tier.write(Array.from({ length: 14 }, (_, i) => page(2 + i)));
       expect(big.written).toHaveLength(14);
       expect(host.stats().pages).toBe(16);
-    } finally {
-      await tier.close();
-      server.close();
-      await host.close();
-      arena.close();
-      await engine.close();
-    }
+    });
   });
 });
 
 describe('peer ranged reads', () => {
   it('reads ranges byte-exact with the page CRC32C, refuses a range of a page damaged at rest, and delivers nothing unverified', async () => {
-    const engine = new TransferEngine({ threads: 2 });
-    const context = { engine, pageBytes: PAGE, fingerprint: 'range' };
-    const host = new HostTier(`host://?capacity=${8 * PAGE}`, context);
-    await host.open();
-    const server = servePeer(host, { secret: 'range-secret' });
-    const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=range-secret&streams=2`, context);
-    await tier.open();
-    const arena = HostArena.create({ capacity: 8 * PAGE });
-    const view = arena.view(0, 8 * PAGE);
-    for (let i = 0; i < view.length; i++) view[i] = (i * 13 + (i >>> 12)) & 0xff;
-    try {
+    await withLoopbackPeer({ pageBytes: PAGE, fingerprint: 'range', hostPages: 8, arenaBytes: 8 * PAGE }, async ({ host, tier, arena }) => {
+      const view = arena.view(0, 8 * PAGE);
+      for (let i = 0; i < view.length; i++) view[i] = (i * 13 + (i >>> 12)) & 0xff;
       await tier.write([0, 1].map((i) => ({ key: testKey(i), source: { arena, offset: i * PAGE, length: PAGE } })));
       // Several layer-sized ranges of both pages in flight at once.
       const layer = PAGE / 8;
@@ -269,35 +280,18 @@ describe('peer ranged reads', () => {
       expect((bad as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
       // Refused before anything moves: past the page size here, past the stored length at the server.
       expect(() => tier.read([{ key: testKey(0), into: { arena, offset: 0, length: PAGE }, range: { offset: PAGE - 10, length: 20 } }])).toThrow(/past the page size/);
-    } finally {
-      await tier.close();
-      server.close();
-      await host.close();
-      arena.close();
-      await engine.close();
-    }
+    });
   });
 
   it('checks ranges against chunk CRC32Cs: damage after the table was filled is refused where it lies, intact chunks still served', async () => {
     const CHUNK = 64 * 1024; // the server's chunk (peer.h ChunkCrcCache::kChunkBytes)
     const BIG = 4 * CHUNK;
-    const engine = new TransferEngine({ threads: 2 });
-    const context = { engine, pageBytes: BIG, fingerprint: 'range-chunks' };
-    const host = new HostTier(`host://?capacity=${8 * BIG}`, context);
-    await host.open();
-    const server = servePeer(host, { secret: 'range-secret' });
-    const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=range-secret&streams=2`, context);
-    await tier.open();
-    const arena = HostArena.create({ capacity: 4 * BIG });
-    const view = arena.view(0, BIG);
-    for (let i = 0; i < view.length; i++) view[i] = (i * 29 + (i >>> 11)) & 0xff;
-    const [put, local] = [testKey(7), testKey(8)];
-    const range = (key: string, offset: number, length: number, at: number) => ({ key, into: { arena, offset: at, length }, range: { offset, length } });
-    const damage = (key: string, at: number) => {
-      const internals = host as unknown as { table: Map<string, { slot: number }>; store: { arena: HostArena; dataOffset: number } };
-      internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * BIG + at, 1)[0]! ^= 0x41;
-    };
-    try {
+    await withLoopbackPeer({ pageBytes: BIG, fingerprint: 'range-chunks', hostPages: 8, arenaBytes: 4 * BIG }, async ({ host, server, tier, arena }) => {
+      const view = arena.view(0, BIG);
+      for (let i = 0; i < view.length; i++) view[i] = (i * 29 + (i >>> 11)) & 0xff;
+      const [put, local] = [testKey(7), testKey(8)];
+      const range = (key: string, offset: number, length: number, at: number) => ({ key, into: { arena, offset: at, length }, range: { offset, length } });
+      const damage = (key: string, at: number) => damageHostPage(host, key, at, 0x41, BIG);
       // A page that arrived by PUT has its chunk table from the receive pass: its first range reads one chunk.
       await tier.write([{ key: put, source: { arena, offset: 0, length: BIG } }]);
       const [a] = await tier.read([range(put, 2 * CHUNK, CHUNK, BIG)]);
@@ -334,12 +328,6 @@ describe('peer ranged reads', () => {
       damage(put, 3 * CHUNK + 5);
       const [badPut] = await tier.read([range(put, 3 * CHUNK - 1, 2, BIG)]);
       expect((badPut as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
-    } finally {
-      await tier.close();
-      server.close();
-      await host.close();
-      arena.close();
-      await engine.close();
-    }
+    });
   });
 });
