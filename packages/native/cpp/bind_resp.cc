@@ -1,4 +1,11 @@
 // JS class RespDoorNative over the RESP door's native socket layer (resp_door.h).
+#include <openssl/evp.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+
 #include "binding.h"
 #include "resp_door.h"
 
@@ -34,6 +41,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
                            InstanceMethod<&RespDoorWrap::Destroy>("destroy"),
                            InstanceMethod<&RespDoorWrap::Pause>("pause"),
                            InstanceMethod<&RespDoorWrap::Done>("done"),
+                           InstanceMethod<&RespDoorWrap::Flush>("flush"),
                            InstanceMethod<&RespDoorWrap::SetFast>("setFast"),
                            InstanceMethod<&RespDoorWrap::Passthrough>("passthrough"),
                            InstanceMethod<&RespDoorWrap::LastActive>("lastActive"),
@@ -144,6 +152,46 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
   void Destroy(const Napi::CallbackInfo& info) { Live(info.Env()).Destroy(UintArg(info, 0, "conn")); }
   void Pause(const Napi::CallbackInfo& info) { Live(info.Env()).Pause(UintArg(info, 0, "conn"), info[1].ToBoolean()); }
   void Done(const Napi::CallbackInfo& info) { Live(info.Env()).Done(UintArg(info, 0, "conn")); }
+  // flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array): Float64Array.
+  // For each client i in order: write its counts[i] next parts (as write()), then done() dones[i] times. One call
+  // per batch of events instead of two per command; returns the bytes still queued per client.
+  Napi::Value Flush(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto typed = [&](size_t i, napi_typedarray_type t, const char* what) {
+      if (info.Length() <= i || !info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != t) Throw(env, Code::InvalidArgument, what);
+      return info[i].As<Napi::TypedArray>();
+    };
+    auto conns = typed(0, napi_float64_array, "conns must be a Float64Array").As<Napi::Float64Array>();
+    auto counts = typed(1, napi_uint32_array, "counts must be a Uint32Array").As<Napi::Uint32Array>();
+    if (info.Length() < 3 || !info[2].IsArray()) Throw(env, Code::InvalidArgument, "parts must be an array of Uint8Arrays");
+    auto dones = typed(3, napi_uint32_array, "dones must be a Uint32Array").As<Napi::Uint32Array>();
+    Napi::Array a = info[2].As<Napi::Array>();
+    const size_t n = conns.ElementLength();
+    if (counts.ElementLength() != n || dones.ElementLength() != n) Throw(env, Code::InvalidArgument, "conns, counts and dones must have one entry per client");
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += counts[i];
+    if (total != a.Length()) Throw(env, Code::InvalidArgument, "parts must hold the sum of counts");
+    resp::Door& door = Live(env);
+    auto out = Napi::Float64Array::New(env, n);
+    std::vector<std::pair<const uint8_t*, size_t>> parts;
+    uint32_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+      const double id = conns[i];
+      if (!(id >= 0) || id != std::floor(id)) Throw(env, Code::InvalidArgument, "conns must be client ids");
+      parts.clear();
+      for (uint32_t j = 0; j < counts[i]; j++, at++) {
+        Napi::Value v = a.Get(at);
+        if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) Throw(env, Code::InvalidArgument, "parts must be Uint8Arrays");
+        auto u = v.As<Napi::Uint8Array>();
+        if (u.ByteLength()) parts.emplace_back(u.Data(), u.ByteLength());
+      }
+      const auto conn = static_cast<uint64_t>(id);
+      out[i] = parts.empty() ? 0 : static_cast<double>(door.Write(conn, parts));
+      door.Done(conn, dones[i]);
+    }
+    return out;
+  }
+
   void SetFast(const Napi::CallbackInfo& info) { Live(info.Env()).SetFast(UintArg(info, 0, "conn"), info[1].ToBoolean()); }
   void Passthrough(const Napi::CallbackInfo& info) { Live(info.Env()).Passthrough(UintArg(info, 0, "conn")); }
   Napi::Value LastActive(const Napi::CallbackInfo& info) {
@@ -193,8 +241,87 @@ void CallEvents(Napi::Env env, Napi::Function, RespDoorWrap* self, void*) {
   self->Deliver(env);
 }
 
+using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
+
+// respPageKeys(salt: Uint8Array, tag: string, tenants: string[], keys: Uint8Array[], generations: Float64Array,
+// counts: Uint32Array): string[]. The RESP door's value page keys (core/server/resp/door.ts #pageKeys, which this
+// must match byte for byte): for value i, counts[i] keys tag + hex(SHA-256(salt || u32be(len(tenant utf8)) ||
+// u32be(len(key)) || u64be(generation) || tenant utf8 || key || u32be(page))), flattened in order. The prefix is
+// absorbed once per value; each page costs a copied digest state and one compression.
+Napi::Value RespPageKeys(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto isU8 = [](const Napi::Value& v) { return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array; };
+  if (info.Length() < 6 || !isU8(info[0])) Throw(env, Code::InvalidArgument, "salt must be a Uint8Array");
+  if (!info[1].IsString()) Throw(env, Code::InvalidArgument, "tag must be a string");
+  if (!info[2].IsArray() || !info[3].IsArray()) Throw(env, Code::InvalidArgument, "tenants and keys must be arrays");
+  if (!info[4].IsTypedArray() || info[4].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) Throw(env, Code::InvalidArgument, "generations must be a Float64Array");
+  if (!info[5].IsTypedArray() || info[5].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array) Throw(env, Code::InvalidArgument, "counts must be a Uint32Array");
+  auto salt = info[0].As<Napi::Uint8Array>();
+  const std::string tag = info[1].As<Napi::String>().Utf8Value();
+  auto tenants = info[2].As<Napi::Array>();
+  auto keys = info[3].As<Napi::Array>();
+  auto generations = info[4].As<Napi::Float64Array>();
+  auto counts = info[5].As<Napi::Uint32Array>();
+  const size_t n = tenants.Length();
+  if (keys.Length() != n || generations.ElementLength() != n || counts.ElementLength() != n) Throw(env, Code::InvalidArgument, "tenants, keys, generations and counts must have one entry per value");
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++) total += counts[i];
+  if (total > UINT32_MAX) Throw(env, Code::InvalidArgument, "too many page keys");
+  DigestCtx base(EVP_MD_CTX_new(), &EVP_MD_CTX_free), work(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!base || !work) Throw(env, Code::NoMemory, "EVP_MD_CTX_new failed");
+  static const char kHex[] = "0123456789abcdef";
+  Napi::Array out = Napi::Array::New(env, static_cast<size_t>(total));
+  std::string text(tag.size() + 64, '\0');
+  std::memcpy(text.data(), tag.data(), tag.size());
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    Napi::Value tv = tenants.Get(i), kv = keys.Get(i);
+    if (!tv.IsString()) Throw(env, Code::InvalidArgument, "tenants[" + std::to_string(i) + "] must be a string");
+    if (!isU8(kv)) Throw(env, Code::InvalidArgument, "keys[" + std::to_string(i) + "] must be a Uint8Array");
+    const double g = generations[i];
+    if (!(g >= 0) || g > 9007199254740991.0 || g != std::floor(g)) Throw(env, Code::InvalidArgument, "generations must be safe non-negative integers");
+    const std::string tenant = tv.As<Napi::String>().Utf8Value();
+    auto key = kv.As<Napi::Uint8Array>();
+    if (tenant.size() > UINT32_MAX || key.ByteLength() > UINT32_MAX) Throw(env, Code::InvalidArgument, "tenant or key too long");
+    unsigned char head[16];
+    const auto put32 = [](unsigned char* p, uint32_t v) {
+      p[0] = v >> 24;
+      p[1] = v >> 16;
+      p[2] = v >> 8;
+      p[3] = v;
+    };
+    put32(head, static_cast<uint32_t>(tenant.size()));
+    put32(head + 4, static_cast<uint32_t>(key.ByteLength()));
+    const auto gen = static_cast<uint64_t>(g);
+    put32(head + 8, static_cast<uint32_t>(gen >> 32));
+    put32(head + 12, static_cast<uint32_t>(gen));
+    if (EVP_DigestInit_ex(base.get(), EVP_sha256(), nullptr) != 1 || EVP_DigestUpdate(base.get(), salt.Data(), salt.ByteLength()) != 1 ||
+        EVP_DigestUpdate(base.get(), head, sizeof head) != 1 || EVP_DigestUpdate(base.get(), tenant.data(), tenant.size()) != 1 ||
+        EVP_DigestUpdate(base.get(), key.Data(), key.ByteLength()) != 1)
+      Throw(env, Code::Io, "SHA-256 failed");
+    for (uint32_t j = 0; j < counts[i]; j++, at++) {
+      unsigned char index[4], digest[32];
+      put32(index, j);
+      unsigned int len = 0;
+      if (EVP_MD_CTX_copy_ex(work.get(), base.get()) != 1 || EVP_DigestUpdate(work.get(), index, sizeof index) != 1 ||
+          EVP_DigestFinal_ex(work.get(), digest, &len) != 1)
+        Throw(env, Code::Io, "SHA-256 failed");
+      char* hex = text.data() + tag.size();
+      for (size_t b = 0; b < 32; b++) {
+        hex[2 * b] = kHex[digest[b] >> 4];
+        hex[2 * b + 1] = kHex[digest[b] & 15];
+      }
+      out.Set(at, Napi::String::New(env, text.data(), text.size()));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-void InitResp(Napi::Env env, Napi::Object exports) { exports.Set("RespDoorNative", RespDoorWrap::Define(env)); }
+void InitResp(Napi::Env env, Napi::Object exports) {
+  exports.Set("RespDoorNative", RespDoorWrap::Define(env));
+  exports.Set("respPageKeys", Napi::Function::New(env, RespPageKeys, "respPageKeys"));
+}
 
 }  // namespace tiersync

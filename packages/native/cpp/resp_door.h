@@ -66,7 +66,8 @@ class Door {
   void Destroy(uint64_t conn);
   void Pause(uint64_t conn, bool paused);
   // One command handed to JavaScript (forwarded bytes or a landed SET) has been answered.
-  void Done(uint64_t conn);
+  // `count` commands handed to JavaScript were answered (their replies are queued).
+  void Done(uint64_t conn, int64_t count = 1);
   // Whether `SET key value` of this client may land natively (the client is authenticated).
   void SetFast(uint64_t conn, bool fast);
   // Forwards everything this client sends from now on (JavaScript keeps per-client state the native path lacks).

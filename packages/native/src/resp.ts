@@ -43,6 +43,7 @@ interface NativeRespDoor {
   destroy(conn: number): void;
   pause(conn: number, paused: boolean): void;
   done(conn: number): void;
+  flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array): Float64Array;
   setFast(conn: number, fast: boolean): void;
   passthrough(conn: number): void;
   lastActive(conn: number): number;
@@ -51,6 +52,8 @@ interface NativeRespDoor {
   stats(): { pooledSlots: number; landedSets: number };
   close(): void;
 }
+
+type RespPageKeysFn = (salt: Uint8Array, tag: string, tenants: string[], keys: Uint8Array[], generations: Float64Array, counts: Uint32Array) => string[];
 
 type NativeRespDoorClass = new (arena: unknown, options: RespNativeOptions, onEvents: (events: RespNativeEvent[]) => void) => NativeRespDoor;
 
@@ -100,6 +103,15 @@ export class RespDoorNative {
     this.#native.done(conn);
   }
 
+  /**
+   * Several clients' replies and answered commands in one call: for each client i in order, its `counts[i]` next
+   * `parts` are written (as write()), then done() is called `dones[i]` times. Returns the bytes still queued per
+   * client.
+   */
+  flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array): Float64Array {
+    return this.#native.flush(conns, counts, parts, dones);
+  }
+
   /** Whether the client's `SET key value` may land natively (the client is authenticated). */
   setFast(conn: number, fast: boolean): void {
     this.#native.setFast(conn, fast);
@@ -133,4 +145,39 @@ export class RespDoorNative {
   close(): void {
     this.#native.close();
   }
+}
+
+/** One value whose page keys respPageKeys() derives. */
+export interface RespPageKeySpec {
+  tenant: string;
+  /** The Redis key's bytes as sent. */
+  key: Uint8Array;
+  generation: number;
+  /** Pages of the value. */
+  count: number;
+}
+
+/**
+ * The RESP door's value page keys, many values in one native call: for each value, `count` keys
+ * `tag + hex(SHA-256(salt || u32be(tenant UTF-8 bytes) || u32be(key bytes) || u64be(generation) || tenant || key ||
+ * u32be(page)))`, flattened in order (core/server/resp/door.ts derives the same keys with node:crypto).
+ * @throws TierSyncError ERR_INVALID_ARGUMENT, ERR_UNAVAILABLE (an addon built without it)
+ */
+export function respPageKeys(salt: Uint8Array, tag: string, values: readonly RespPageKeySpec[]): string[] {
+  const fn = (native as unknown as { respPageKeys?: RespPageKeysFn }).respPageKeys;
+  if (!fn) throw new TierSyncError('this build of @tiersync/native has no respPageKeys; rebuild the addon', 'ERR_UNAVAILABLE');
+  if (!(salt instanceof Uint8Array)) throw new TierSyncError('salt must be a Uint8Array', 'ERR_INVALID_ARGUMENT');
+  const tenants: string[] = [];
+  const keys: Uint8Array[] = [];
+  const generations = new Float64Array(values.length);
+  const counts = new Uint32Array(values.length);
+  values.forEach((v, i) => {
+    if (!Number.isSafeInteger(v.generation) || v.generation < 0) throw new TierSyncError(`values[${i}].generation must be a non-negative safe integer, got ${v.generation}`, 'ERR_INVALID_ARGUMENT');
+    if (!Number.isInteger(v.count) || v.count < 0 || v.count > 0xffffffff) throw new TierSyncError(`values[${i}].count must be a non-negative integer, got ${v.count}`, 'ERR_INVALID_ARGUMENT');
+    tenants.push(v.tenant);
+    keys.push(v.key);
+    generations[i] = v.generation;
+    counts[i] = v.count;
+  });
+  return fn(salt, tag, tenants, keys, generations, counts);
 }

@@ -39,7 +39,8 @@ import type { ResolvedRespConfig } from './config.js';
 import { RespConnection, type RespSocket } from './connection.js';
 import type { DoorApi, ReadValue, RespDoorStats, WriteOptions } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
-import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, VALUE_PAGE_TAG, type Manifest } from './manifest.js';
+import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, type Manifest } from './manifest.js';
+import { landedPageKeys, valuePageKeys } from './page-keys.js';
 import type { RespPageStore } from './page-store.js';
 import { LandedValue, NativeRespEngine, type NativeSocket } from './native-engine.js';
 import type { PinnedSlot } from './slot-access.js';
@@ -87,6 +88,8 @@ export class RespDoor implements StreamHost, DoorApi {
   readonly #salt = randomBytes(32);
   readonly #passwords = new Map<string, Buffer>();
   readonly #discards = new Set<Promise<void>>();
+  /** Pages of replaced values to delete at the end of this turn (#discardSoon). */
+  #soon: PageKey[] = [];
   /** Loads in flight, by entry: concurrent GETs of one value join the same load. */
   readonly #reading = new Map<ValueEntry, { users: number; done: Promise<StagingSlice | null> }>();
   #op = 0;
@@ -198,10 +201,21 @@ export class RespDoor implements StreamHost, DoorApi {
     return this.#accept(socket);
   }
 
-  /** A SET's value that landed in first-tier slots on the native engine's thread, as the writer SET commits. */
-  landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): LandedValue {
-    const pages = this.#pageKeys(tenant, key, ++this.#generation, offsets.length);
+  /**
+   * A SET's value that landed in first-tier slots on the native engine's thread, as the writer SET commits.
+   * `pages`: its page keys from landedPageKeys() (a new generation), derived here when not given.
+   */
+  landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, pages?: PageKey[]): LandedValue {
+    pages ??= this.#pageKeys(tenant, key, ++this.#generation, offsets.length);
     return new LandedValue(this, this.store.slots!, length, pages, offsets, lengths, crcs);
+  }
+
+  /** Page keys of a new generation for each value that landed in one batch of the native engine's events, in one native call. */
+  landedPageKeys(values: ReadonlyArray<{ tenant: string; key: Uint8Array; count: number }>): PageKey[][] {
+    return landedPageKeys(
+      this.#salt,
+      values.map((v) => ({ tenant: v.tenant, key: v.key, count: v.count, generation: ++this.#generation })),
+    );
   }
 
   #accept(socket: RespSocket): RespConnection | undefined {
@@ -260,9 +274,27 @@ export class RespDoor implements StreamHost, DoorApi {
   readonly #onDead = (e: ValueEntry): void => {
     e.dead = true;
     // The manifest goes at once (no reader needs it); a later generation, if any, is already committed.
-    if (e.manifest) void this.#discard(e.manifest);
-    if (e.readers === 0) void this.#discard(e.pages);
+    if (e.manifest) this.#discardSoon(e.manifest);
+    if (e.readers === 0) this.#discardSoon(e.pages);
   };
+
+  /**
+   * Deletes pages at the end of this turn's synchronous work (a microtask), together with every other page
+   * replaced meanwhile: a batch of SETs of the native engine replaces many values in one turn, and their old
+   * generations go in one store.remove() (one tier delete, one index transaction) instead of one each.
+   */
+  #discardSoon(pages: readonly PageKey[]): void {
+    if (!pages.length) return;
+    if (!this.#soon.length) queueMicrotask(() => this.#flushDiscards());
+    for (const p of pages) this.#soon.push(p);
+  }
+
+  #flushDiscards(): void {
+    if (!this.#soon.length) return;
+    const pages = this.#soon;
+    this.#soon = [];
+    void this.#discard(pages);
+  }
 
   /** Keys and key-name bytes over all tenants (tenants are few: the configured users). */
   #catalogSize(): { keys: number; keyBytes: number } {
@@ -304,21 +336,7 @@ export class RespDoor implements StreamHost, DoorApi {
   }
 
   #pageKeys(tenant: string, key: string, generation: number, count: number): PageKey[] {
-    const base = createHash('sha256');
-    const t = Buffer.from(tenant, 'utf8');
-    const k = Buffer.from(key, 'latin1');
-    const head = Buffer.alloc(16);
-    head.writeUInt32BE(t.length, 0);
-    head.writeUInt32BE(k.length, 4);
-    head.writeBigUInt64BE(BigInt(generation), 8);
-    base.update(this.#salt).update(head).update(t).update(k);
-    const out: PageKey[] = [];
-    const index = Buffer.alloc(4);
-    for (let i = 0; i < count; i++) {
-      index.writeUInt32BE(i, 0);
-      out.push(`${VALUE_PAGE_TAG}${base.copy().update(index).digest('hex')}`);
-    }
-    return out;
+    return valuePageKeys(this.#salt, tenant, key, generation, count);
   }
 
   /** Bytes of page i of a value of `length` bytes. */
@@ -945,6 +963,7 @@ export class RespDoor implements StreamHost, DoorApi {
           }
         }
       }
+      this.#flushDiscards();
       while (this.#discards.size) await Promise.allSettled([...this.#discards]);
       this.staging.close();
     })();

@@ -112,7 +112,8 @@ export class TenantKeyspace {
   /** Installs `entry` for `key`; a replaced entry keeps its scan position and goes to `onDead`. */
   set(key: string, entry: Omit<ValueEntry, 'seq' | 'readers' | 'dead'>, onDead: (e: ValueEntry) => void): ValueEntry {
     const old = this.#entries.get(key);
-    const e: ValueEntry = { ...entry, readers: 0, dead: false, seq: old ? old.seq : ++this.#seq };
+    // One object shape for every entry (no spread): this runs once per SET.
+    const e: ValueEntry = { length: entry.length, pages: entry.pages, manifest: entry.manifest, expiresAt: entry.expiresAt, readers: 0, dead: false, seq: old ? old.seq : ++this.#seq };
     this.#entries.set(key, e);
     this.bytes += e.length - (old?.length ?? 0);
     if (old) onDead(old);

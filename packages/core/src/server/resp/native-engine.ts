@@ -25,6 +25,51 @@ import type { StreamHost, ValueSink } from './value-stream.js';
 
 const POOL_MAX_BYTES = 256 * 2 ** 20;
 
+/**
+ * Replies and answered commands held while the engine runs one batch of door events, handed to the addon in one
+ * call when the batch's synchronous work is over (RespDoorNative.flush) instead of two calls per command.
+ */
+export class ReplyBatch {
+  /** True while the engine runs a batch of events. */
+  active = false;
+  /** Sockets holding replies or answered commands for the batch's flush. */
+  sockets: NativeSocket[] = [];
+
+  constructor(private readonly door: RespDoorNative) {}
+
+  /** Hands every held reply and answered command to the addon, in the order the sockets first held one. */
+  flush(): void {
+    this.active = false;
+    if (!this.sockets.length) return;
+    const sockets = this.sockets;
+    this.sockets = [];
+    const live: NativeSocket[] = [];
+    const conns: number[] = [];
+    const counts: number[] = [];
+    const dones: number[] = [];
+    const parts: Uint8Array[] = [];
+    const callbacks: Array<() => void> = [];
+    for (const s of sockets) {
+      const held = s.takeHeld();
+      for (const cb of held.callbacks) callbacks.push(cb);
+      if (s.destroyed) continue;
+      live.push(s);
+      conns.push(s.conn);
+      counts.push(held.parts.length);
+      dones.push(held.dones);
+      for (const p of held.parts) parts.push(p);
+    }
+    if (live.length) {
+      const left = this.door.flush(Float64Array.from(conns), Uint32Array.from(counts), parts, Uint32Array.from(dones));
+      live.forEach((s, i) => {
+        if (counts[i]) s.writableLength = left[i]!;
+      });
+    }
+    // Their bytes are sent or copied now: the memory may be reused.
+    for (const cb of callbacks) cb();
+  }
+}
+
 /** One client of the native door, as the socket its RespConnection reads and writes. */
 export class NativeSocket extends EventEmitter implements RespSocket {
   readonly remoteAddress: string;
@@ -38,12 +83,17 @@ export class NativeSocket extends EventEmitter implements RespSocket {
   #callbacks: Array<() => void> = [];
   #paused = false;
   #ended = false;
+  /** Commands answered while a batch is active, for the batch's flush. */
+  #dones = 0;
+  /** In the batch's list of sockets. */
+  #held = false;
 
   constructor(
     private readonly door: RespDoorNative,
     readonly conn: number,
     host: string,
     port: number,
+    private readonly batch?: ReplyBatch,
   ) {
     super();
     this.remoteAddress = host;
@@ -74,8 +124,40 @@ export class NativeSocket extends EventEmitter implements RespSocket {
     return true;
   }
 
-  /** Hands queued reply bytes to the addon; their memory may be reused once this returns (sent or copied). */
-  #flush(): void {
+  /**
+   * Hands queued reply bytes to the addon; their memory may be reused once this returns (sent or copied). While
+   * the engine runs a batch of events they are held for the batch's flush instead (`now`: not, e.g. before end()).
+   */
+  #flush(now = false): void {
+    if (!now && this.batch?.active && !this.destroyed) {
+      if ((this.#pending.length || this.#dones) && !this.#held) {
+        this.#held = true;
+        this.batch.sockets.push(this);
+      }
+      return;
+    }
+    if (this.#dones) {
+      // Answered during a batch, flushed out of it (end()): replies first, then the door may land the next SET.
+      const dones = this.#dones;
+      this.#dones = 0;
+      this.#flushParts();
+      if (!this.destroyed) this.door.flush(Float64Array.of(this.conn), Uint32Array.of(0), [], Uint32Array.of(dones));
+      return;
+    }
+    this.#flushParts();
+  }
+
+  /** What the socket held for a batch's flush (and no longer holds). */
+  takeHeld(): { parts: Uint8Array[]; dones: number; callbacks: Array<() => void> } {
+    const held = { parts: this.#pending, dones: this.#dones, callbacks: this.#callbacks };
+    this.#pending = [];
+    this.#callbacks = [];
+    this.#dones = 0;
+    this.#held = false;
+    return held;
+  }
+
+  #flushParts(): void {
     if (this.#pending.length) {
       const parts = this.#pending;
       this.#pending = [];
@@ -90,6 +172,11 @@ export class NativeSocket extends EventEmitter implements RespSocket {
 
   /** The command handed to JavaScript was answered: its reply is queued (so the next landed SET may go). */
   commandDone(): void {
+    if (this.batch?.active && !this.destroyed) {
+      this.#dones++;
+      this.#flush();
+      return;
+    }
     this.#flush();
     if (!this.destroyed) this.door.done(this.conn);
   }
@@ -106,7 +193,7 @@ export class NativeSocket extends EventEmitter implements RespSocket {
 
   end(chunk?: Uint8Array | string): this {
     if (chunk !== undefined) this.write(chunk);
-    this.#flush();
+    this.#flush(true);
     if (!this.#ended && !this.destroyed) this.door.end(this.conn);
     this.#ended = true;
     return this;
@@ -137,6 +224,7 @@ export class NativeSocket extends EventEmitter implements RespSocket {
   /** The door thread closed the socket. */
   closed(): void {
     this.#pending = [];
+    this.#dones = 0;
     const cbs = this.#callbacks;
     this.#callbacks = [];
     for (const cb of cbs) cb();
@@ -218,7 +306,9 @@ export interface NativeEngineHost extends StreamHost {
   /** Runs a new client (or refuses it, closing the socket); returns its connection. */
   acceptSocket(socket: NativeSocket): RespConnection | undefined;
   /** The value that landed for `key`, as a writer the SET command commits. */
-  landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array): ValueSink;
+  landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, pages?: PageKey[]): ValueSink;
+  /** Page keys of a new generation for each landed value of a batch (one native call). */
+  landedPageKeys(values: ReadonlyArray<{ tenant: string; key: Uint8Array; count: number }>): PageKey[][];
 }
 
 export class NativeRespEngine {
@@ -228,6 +318,7 @@ export class NativeRespEngine {
   readonly #poolTarget: number;
   readonly #slotBytes: number;
   readonly #unhook: () => void;
+  readonly #batch: ReplyBatch;
   #closed = false;
 
   private constructor(
@@ -255,6 +346,7 @@ export class NativeRespEngine {
       },
       (events) => this.#onEvents(events),
     );
+    this.#batch = new ReplyBatch(this.#door);
     // Any allocation of the tier short of slots takes the pool back first.
     this.#unhook = slots.onShortage!(() => slots.giveBack!(this.#door.takePool()));
     this.#topUp();
@@ -287,11 +379,35 @@ export class NativeRespEngine {
   }
 
   #onEvents(events: RespNativeEvent[]): void {
+    // Replies written while the batch runs synchronously go to the addon in one call at its end.
+    this.#batch.active = true;
+    try {
+      this.#runEvents(events);
+    } finally {
+      this.#batch.flush();
+    }
+  }
+
+  /** Page keys for the batch's landed values whose client is authenticated now, derived in one native call. */
+  #batchKeys(events: RespNativeEvent[]): Map<RespNativeEvent, { tenant: string; pages: PageKey[] }> | undefined {
+    let specs: Array<{ e: RespNativeEvent; tenant: string; key: Uint8Array; count: number }> | undefined;
+    for (const e of events) {
+      if (e.kind !== 'set') continue;
+      const tenant = this.#sockets.get(e.conn)?.connection?.tenant;
+      if (tenant !== undefined) (specs ??= []).push({ e, tenant, key: e.key, count: e.offsets.length });
+    }
+    if (!specs) return undefined;
+    const keys = this.host.landedPageKeys(specs);
+    return new Map(specs.map((x, i) => [x.e, { tenant: x.tenant, pages: keys[i]! }]));
+  }
+
+  #runEvents(events: RespNativeEvent[]): void {
     let landed = false;
+    const keys = this.#batchKeys(events);
     for (const e of events) {
       switch (e.kind) {
         case 'accept': {
-          const socket = new NativeSocket(this.#door, e.conn, e.host, e.port);
+          const socket = new NativeSocket(this.#door, e.conn, e.host, e.port, this.#batch);
           this.#sockets.set(e.conn, socket);
           socket.connection = this.host.acceptSocket(socket);
           break;
@@ -318,7 +434,7 @@ export class NativeRespEngine {
         }
         case 'set': {
           landed = true;
-          this.#landed(e);
+          this.#landed(e, keys?.get(e));
           break;
         }
       }
@@ -326,14 +442,17 @@ export class NativeRespEngine {
     if (landed) this.#topUp();
   }
 
-  #landed(e: Extract<RespNativeEvent, { kind: 'set' }>): void {
+  #landed(e: Extract<RespNativeEvent, { kind: 'set' }>, derived: { tenant: string; pages: PageKey[] } | undefined): void {
     const conn = this.#sockets.get(e.conn)?.connection;
     if (!conn || conn.socket.destroyed || !conn.tenant) {
       this.#slots.giveBack!(e.offsets);
       return;
     }
     const key = e.key.toString('latin1');
-    const value = this.host.landedValue(conn.tenant, key, e.length, e.offsets, e.lengths, e.crcs);
+    // Keys derived at the batch's start serve if the client's tenant is still the same (it is: a SET lands only
+    // when every earlier command of its client was answered), else they are derived again here.
+    const pages = derived?.tenant === conn.tenant ? derived.pages : undefined;
+    const value = this.host.landedValue(conn.tenant, key, e.length, e.offsets, e.lengths, e.crcs, pages);
     conn.inject([e.name, e.key, value.handle], value);
   }
 
