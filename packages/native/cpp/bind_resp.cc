@@ -16,16 +16,21 @@ class RespDoorWrap;
 void CallEvents(Napi::Env env, Napi::Function, RespDoorWrap* self, void* data);
 using EventCalls = Napi::TypedThreadSafeFunction<RespDoorWrap, void, CallEvents>;
 
-const char* KindName(resp::EventKind k) {
+// Strings an event object is made of (property names, then the kinds' names).
+enum NameIndex : size_t { kKind, kConn, kHost, kPort, kBytes, kName, kKey, kOffsets, kLengths, kCrcs, kLength, kAccept, kData, kEnd, kClose, kSet, kDrain, kNames };
+constexpr const char* kNameText[kNames] = {"kind", "conn", "host", "port", "bytes", "name", "key", "offsets", "lengths", "crcs", "length",
+                                           "accept", "data", "end", "close", "set", "drain"};
+
+size_t KindIndex(resp::EventKind k) {
   switch (k) {
-    case resp::EventKind::Accept: return "accept";
-    case resp::EventKind::Data: return "data";
-    case resp::EventKind::End: return "end";
-    case resp::EventKind::Close: return "close";
-    case resp::EventKind::Set: return "set";
-    case resp::EventKind::Drain: return "drain";
+    case resp::EventKind::Accept: return kAccept;
+    case resp::EventKind::Data: return kData;
+    case resp::EventKind::End: return kEnd;
+    case resp::EventKind::Close: return kClose;
+    case resp::EventKind::Set: return kSet;
+    case resp::EventKind::Drain: return kDrain;
   }
-  return "?";
+  return kData;
 }
 
 // new RespDoorNative(arena, options, onEvents): listens on options.host:options.port; `onEvents(events)` runs on the
@@ -72,6 +77,11 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     opts.landBeforeAuth = OptBool(o, "landBeforeAuth", false);
     if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "onEvents must be a function");
     onEvents_ = Napi::Persistent(info[2].As<Napi::Function>());
+    // Property names and kinds made once: Deliver sets ~8 properties per event, each a string lookup otherwise.
+    // (Held in an array: a reference to a string itself needs Node-API 10.)
+    Napi::Array names = Napi::Array::New(env, kNames);
+    for (size_t i = 0; i < kNames; i++) names.Set(static_cast<uint32_t>(i), Napi::String::New(env, kNameText[i]));
+    names_ = Napi::Persistent(names);
     calls_ = EventCalls::New(env, "tiersync-resp-events", 0, 1, this);
     door_ = Guard(env, [&] {
       return std::make_unique<resp::Door>(opts, arena.memory, [this] { calls_.NonBlockingCall(nullptr); });
@@ -86,33 +96,36 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     if (!door_) return;
     std::vector<resp::Event> events = door_->Drain();
     if (events.empty()) return;
+    napi_value n[kNames];
+    Napi::Array names = names_.Value();
+    for (size_t i = 0; i < kNames; i++) n[i] = names.Get(static_cast<uint32_t>(i));
     Napi::Array list = Napi::Array::New(env, events.size());
     for (size_t i = 0; i < events.size(); i++) {
       resp::Event& e = events[i];
       Napi::Object o = Napi::Object::New(env);
-      o.Set("kind", KindName(e.kind));
-      o.Set("conn", static_cast<double>(e.conn));
+      o.Set(n[kKind], n[KindIndex(e.kind)]);
+      o.Set(n[kConn], Napi::Number::New(env, static_cast<double>(e.conn)));
       switch (e.kind) {
         case resp::EventKind::Accept:
-          o.Set("host", std::string(e.bytes.begin(), e.bytes.end()));
-          o.Set("port", e.port);
+          o.Set(n[kHost], Napi::String::New(env, std::string(e.bytes.begin(), e.bytes.end())));
+          o.Set(n[kPort], Napi::Number::New(env, e.port));
           break;
         case resp::EventKind::Data:
-          o.Set("bytes", Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
+          o.Set(n[kBytes], Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
           break;
         case resp::EventKind::Set: {
-          o.Set("name", Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
-          o.Set("key", Napi::Buffer<uint8_t>::Copy(env, e.key.data(), e.key.size()));
+          o.Set(n[kName], Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
+          o.Set(n[kKey], Napi::Buffer<uint8_t>::Copy(env, e.key.data(), e.key.size()));
           auto offsets = Napi::Float64Array::New(env, e.offsets.size());
           auto lengths = Napi::Uint32Array::New(env, e.lengths.size());
           auto crcs = Napi::Uint32Array::New(env, e.crcs.size());
           for (size_t j = 0; j < e.offsets.size(); j++) offsets[j] = e.offsets[j];
           for (size_t j = 0; j < e.lengths.size(); j++) lengths[j] = e.lengths[j];
           for (size_t j = 0; j < e.crcs.size(); j++) crcs[j] = e.crcs[j];
-          o.Set("offsets", offsets);
-          o.Set("lengths", lengths);
-          o.Set("crcs", crcs);
-          o.Set("length", static_cast<double>(e.valueLength));
+          o.Set(n[kOffsets], offsets);
+          o.Set(n[kLengths], lengths);
+          o.Set(n[kCrcs], crcs);
+          o.Set(n[kLength], Napi::Number::New(env, static_cast<double>(e.valueLength)));
           break;
         }
         default:
@@ -232,6 +245,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
 
   std::unique_ptr<resp::Door> door_;
   Napi::FunctionReference onEvents_;
+  Napi::Reference<Napi::Array> names_;
   EventCalls calls_;
   bool closedCalls_ = false;
 };

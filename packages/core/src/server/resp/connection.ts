@@ -42,6 +42,8 @@ export interface RespSocket {
   resume(): unknown;
   isPaused(): boolean;
   commandDone?(): void;
+  /** True while writes are held and leave together anyway (the native engine's batch of events): no cork needed. */
+  readonly batching?: boolean;
   setFast?(fast: boolean): void;
   lastActive?(): number;
 }
@@ -197,6 +199,10 @@ export class RespConnection implements ReplyOut {
   send(parts: readonly Uint8Array[], onSent?: () => void): void {
     if (this.socket.destroyed) {
       onSent?.();
+      return;
+    }
+    if (this.socket.batching) {
+      for (let i = 0; i < parts.length; i++) this.socket.write(parts[i]!, i === parts.length - 1 ? onSent : undefined);
       return;
     }
     this.socket.cork();

@@ -104,6 +104,10 @@ export class NativeSocket extends EventEmitter implements RespSocket {
     return this;
   }
 
+  get batching(): boolean {
+    return !!this.batch?.active && !this.destroyed && !this.#corked;
+  }
+
   cork(): void {
     this.#corked++;
   }
