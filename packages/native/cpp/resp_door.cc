@@ -30,6 +30,7 @@
 #include "resp_door.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -434,6 +435,8 @@ uint64_t Door::LastActiveMs(uint64_t conn) {
 }
 
 void Door::Loop() {
+  // Named so that per-thread CPU (/proc/PID/task/TID/stat, `bench resp --cpu`) tells the door thread apart.
+  pthread_setname_np(pthread_self(), "tiersync-resp");
   epoll_event evs[64];
   int64_t lastSweep = NowMs();
   while (!closing_) {

@@ -12,7 +12,7 @@
  * acknowledged keys survive a kill -9 of the daemon; redis-server runs as before (no persistence) as the baseline.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -246,6 +246,11 @@ export interface RespCpuFigure {
   usPerRequest: number;
   userUs: number;
   sysUs: number;
+  /**
+   * The door process's share by thread (per request, us; 10 ms ticks): `js` the event loop, `door` the native
+   * engine's door thread (named tiersync-resp), `other` the rest (V8's GC and compiler threads, libuv's pool).
+   */
+  threads?: Record<'js' | 'door' | 'other', { userUs: number; sysUs: number }>;
 }
 
 export interface RespCpuReport {
@@ -261,12 +266,33 @@ export interface RespCpuReport {
   machine: string;
 }
 
-/** user and sys CPU of a process from /proc/PID/stat, microseconds (clock ticks of 10 ms). */
-function procCpu(pid: number): { user: number; system: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+/** user and sys CPU from a /proc stat file (a process's or a thread's), microseconds (clock ticks of 10 ms), and its name. */
+function statCpu(path: string): { user: number; system: number; name: string } {
+  const stat = readFileSync(path, 'latin1');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // Fields 14 and 15 (utime, stime) are at 11 and 12 after the command name; USER_HZ is 100 on Linux.
-  return { user: Number(f[11]) * 10_000, system: Number(f[12]) * 10_000 };
+  return { user: Number(f[11]) * 10_000, system: Number(f[12]) * 10_000, name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) };
+}
+
+function procCpu(pid: number): { user: number; system: number } {
+  return statCpu(`/proc/${pid}/stat`);
+}
+
+/** This process's CPU by thread group: the event loop, the door thread, the rest. */
+function threadCpu(): Record<'js' | 'door' | 'other', { user: number; system: number }> {
+  const out = { js: { user: 0, system: 0 }, door: { user: 0, system: 0 }, other: { user: 0, system: 0 } };
+  for (const tid of readdirSync('/proc/self/task')) {
+    let t: ReturnType<typeof statCpu>;
+    try {
+      t = statCpu(`/proc/self/task/${tid}/stat`);
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const group = tid === String(process.pid) ? out.js : t.name === 'tiersync-resp' ? out.door : out.other;
+    group.user += t.user;
+    group.system += t.system;
+  }
+  return out;
 }
 
 /**
@@ -296,16 +322,23 @@ export async function runRespCpu(options: RespBenchOptions = {}): Promise<RespCp
     await redisBenchmark(server.respPort, warm);
     await redisBenchmark(redis.port, warm);
     const pid = redis.child.pid!;
-    const measure = async (port: number, test: 'set' | 'get', cpu: () => { user: number; system: number }): Promise<RespCpuFigure> => {
+    const measure = async (port: number, test: 'set' | 'get', cpu: () => { user: number; system: number }, byThread = false): Promise<RespCpuFigure> => {
       const before = cpu();
+      const threadsBefore = byThread ? threadCpu() : undefined;
       const r = await redisBenchmark(port, o, test);
       const after = cpu();
+      const threadsAfter = byThread ? threadCpu() : undefined;
       const user = (after.user - before.user) / o.requests;
       const sys = (after.system - before.system) / o.requests;
-      return { rps: round(test === 'set' ? r.setRps : r.getRps, 0), usPerRequest: round(user + sys, 1), userUs: round(user, 1), sysUs: round(sys, 1) };
+      const figure: RespCpuFigure = { rps: round(test === 'set' ? r.setRps : r.getRps, 0), usPerRequest: round(user + sys, 1), userUs: round(user, 1), sysUs: round(sys, 1) };
+      if (threadsBefore && threadsAfter) {
+        const per = (g: 'js' | 'door' | 'other') => ({ userUs: round((threadsAfter[g].user - threadsBefore[g].user) / o.requests, 1), sysUs: round((threadsAfter[g].system - threadsBefore[g].system) / o.requests, 1) });
+        figure.threads = { js: per('js'), door: per('door'), other: per('other') };
+      }
+      return figure;
     };
     const self = () => process.cpuUsage();
-    const door = { set: await measure(server.respPort, 'set', self), get: await measure(server.respPort, 'get', self) };
+    const door = { set: await measure(server.respPort, 'set', self, true), get: await measure(server.respPort, 'get', self, true) };
     options.log?.(`door (${engine}): SET ${door.set.usPerRequest} us, GET ${door.get.usPerRequest} us per request`);
     const base = { set: await measure(redis.port, 'set', () => procCpu(pid)), get: await measure(redis.port, 'get', () => procCpu(pid)) };
     return {
@@ -369,7 +402,12 @@ export async function respBenchCommand(args: string[]): Promise<number> {
   if (values.cpu) {
     const c = await runRespCpu(opts);
     const line = (f: RespCpuFigure) => `${f.usPerRequest} us (user ${f.userUs}, sys ${f.sysUs}) at ${f.rps} req/s`;
-    console.log(values.json ? JSON.stringify(c) : [`${c.command} (engine: ${c.engine}), CPU per request`, `door         SET ${line(c.door.set)}  GET ${line(c.door.get)}`, `redis-server SET ${line(c.redis.set)}  GET ${line(c.redis.get)}`].join('\n'));
+    const threads = (f: RespCpuFigure) => (f.threads ? Object.entries(f.threads).map(([k, v]) => `${k} ${v.userUs}+${v.sysUs}`).join(', ') : '');
+    console.log(
+      values.json
+        ? JSON.stringify(c)
+        : [`${c.command} (engine: ${c.engine}), CPU per request`, `door         SET ${line(c.door.set)}  GET ${line(c.door.get)}`, `  by thread (user+sys us)  SET ${threads(c.door.set)}  GET ${threads(c.door.get)}`, `redis-server SET ${line(c.redis.set)}  GET ${line(c.redis.get)}`].join('\n'),
+    );
     return 0;
   }
   const r = await runRespBench(opts);
