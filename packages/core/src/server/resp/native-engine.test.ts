@@ -130,6 +130,23 @@ describe('RESP door, native engine', () => {
     c.socket.destroy();
   });
 
+  it('answers many clients whose SETs land in the same batch of events, each its own replies, and QUIT after them', async () => {
+    const before = server.resp!.nativeStats()!.landedSets;
+    const clients = await Promise.all(Array.from({ length: 12 }, () => Raw.connect(server.respPort)));
+    // Written together: the door thread lands several clients' SETs before the event loop takes the batch.
+    clients.forEach((c, i) => c.socket.write(Buffer.concat([encodeCommand(['SET', `b${i}`, pattern(2 * PAGE + i, i)]), encodeCommand(['SET', `b${i}`, `v${i}`]), encodeCommand(['GET', `b${i}`]), encodeCommand(['QUIT'])])));
+    for (const [i, c] of clients.entries()) {
+      await c.until(() => c.closed);
+      expect(c.replies.map(text)).toEqual(['OK', 'OK', `v${i}`, 'OK']);
+    }
+    expect(server.resp!.nativeStats()!.landedSets - before).toBe(24);
+    // Every key holds its last value.
+    const check = await Raw.connect(server.respPort);
+    check.socket.write(encodeCommand(['EXISTS', ...clients.map((_, i) => `b${i}`)]));
+    expect((await check.replies_(1)).map(text)).toEqual([12]);
+    check.socket.destroy();
+  });
+
   it('runs commands a client sent before closing its side, then closes', async () => {
     const c = await Raw.connect(server.respPort);
     c.socket.end(Buffer.concat([encodeCommand(['SET', 'h', 'half']), encodeCommand(['GET', 'h'])]));
