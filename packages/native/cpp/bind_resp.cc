@@ -1,6 +1,7 @@
 // JS class RespDoorNative over the RESP door's native socket layer (resp_door.h).
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -99,6 +100,35 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     napi_value n[kNames];
     Napi::Array names = names_.Value();
     for (size_t i = 0; i < kNames; i++) n[i] = names.Get(static_cast<uint32_t>(i));
+    // The Set events' small arrays share three ArrayBuffers per batch (views into them), not five allocations with
+    // their own backing stores per landed SET: names and keys (bytes; JavaScript makes Buffer views of them),
+    // slot offsets (f64), page lengths then CRC32Cs (u32).
+    size_t byteTotal = 0, f64Total = 0, u32Total = 0;
+    for (const resp::Event& e : events) {
+      if (e.kind != resp::EventKind::Set) continue;
+      byteTotal += e.bytes.size() + e.key.size();
+      f64Total += e.offsets.size();
+      u32Total += e.lengths.size() + e.crcs.size();
+    }
+    Napi::ArrayBuffer byteAb, f64Ab, u32Ab;
+    if (f64Total || byteTotal) {
+      byteAb = Napi::ArrayBuffer::New(env, std::max<size_t>(byteTotal, 1));
+      f64Ab = Napi::ArrayBuffer::New(env, std::max<size_t>(f64Total, 1) * sizeof(double));
+      u32Ab = Napi::ArrayBuffer::New(env, std::max<size_t>(u32Total, 1) * sizeof(uint32_t));
+    }
+    size_t byteAt = 0, f64At = 0, u32At = 0;
+    auto bytesView = [&](const std::vector<uint8_t>& v) {
+      if (!v.empty()) std::memcpy(static_cast<uint8_t*>(byteAb.Data()) + byteAt, v.data(), v.size());
+      auto view = Napi::Uint8Array::New(env, v.size(), byteAb, byteAt);
+      byteAt += v.size();
+      return view;
+    };
+    auto u32View = [&](const std::vector<uint32_t>& v) {
+      if (!v.empty()) std::memcpy(static_cast<uint32_t*>(u32Ab.Data()) + u32At, v.data(), v.size() * sizeof(uint32_t));
+      auto view = Napi::Uint32Array::New(env, v.size(), u32Ab, u32At * sizeof(uint32_t));
+      u32At += v.size();
+      return view;
+    };
     Napi::Array list = Napi::Array::New(env, events.size());
     for (size_t i = 0; i < events.size(); i++) {
       resp::Event& e = events[i];
@@ -114,17 +144,13 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
           o.Set(n[kBytes], Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
           break;
         case resp::EventKind::Set: {
-          o.Set(n[kName], Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
-          o.Set(n[kKey], Napi::Buffer<uint8_t>::Copy(env, e.key.data(), e.key.size()));
-          auto offsets = Napi::Float64Array::New(env, e.offsets.size());
-          auto lengths = Napi::Uint32Array::New(env, e.lengths.size());
-          auto crcs = Napi::Uint32Array::New(env, e.crcs.size());
-          for (size_t j = 0; j < e.offsets.size(); j++) offsets[j] = e.offsets[j];
-          for (size_t j = 0; j < e.lengths.size(); j++) lengths[j] = e.lengths[j];
-          for (size_t j = 0; j < e.crcs.size(); j++) crcs[j] = e.crcs[j];
-          o.Set(n[kOffsets], offsets);
-          o.Set(n[kLengths], lengths);
-          o.Set(n[kCrcs], crcs);
+          o.Set(n[kName], bytesView(e.bytes));
+          o.Set(n[kKey], bytesView(e.key));
+          if (!e.offsets.empty()) std::memcpy(static_cast<double*>(f64Ab.Data()) + f64At, e.offsets.data(), e.offsets.size() * sizeof(double));
+          o.Set(n[kOffsets], Napi::Float64Array::New(env, e.offsets.size(), f64Ab, f64At * sizeof(double)));
+          f64At += e.offsets.size();
+          o.Set(n[kLengths], u32View(e.lengths));
+          o.Set(n[kCrcs], u32View(e.crcs));
           o.Set(n[kLength], Napi::Number::New(env, static_cast<double>(e.valueLength)));
           break;
         }

@@ -72,7 +72,15 @@ export class RespDoorNative {
   constructor(arena: HostArena, options: RespNativeOptions, onEvents: (events: RespNativeEvent[]) => void) {
     const Ctor = (native as unknown as { RespDoorNative?: NativeRespDoorClass }).RespDoorNative;
     if (!Ctor) throw new TierSyncError('this build of @tiersync/native has no native RESP door; rebuild the addon', 'ERR_UNAVAILABLE');
-    this.#native = new Ctor(arena.native, options, onEvents);
+    // Set events carry their name and key as views into one buffer per batch: made Buffers here (views, no copy).
+    this.#native = new Ctor(arena.native, options, (events) => {
+      for (const e of events) {
+        if (e.kind !== 'set') continue;
+        e.name = Buffer.from(e.name.buffer, e.name.byteOffset, e.name.byteLength);
+        e.key = Buffer.from(e.key.buffer, e.key.byteOffset, e.key.byteLength);
+      }
+      onEvents(events);
+    });
   }
 
   get port(): number {
