@@ -9,8 +9,12 @@ import { forgetBroken, readOrFail, readWhole, reportIntegrity, type LoadContext 
 import { ready, type HierarchyState } from './state.js';
 import type { LayerEvent, LayerRange } from './types.js';
 
-/** Reads in flight at once by default (LoadOptions.rangesInFlight). */
-export const DEFAULT_RANGES_IN_FLIGHT = 4;
+/**
+ * Reads in flight at once by default (LoadOptions.rangesInFlight). Reads land in the caller's memory, so a deeper
+ * window costs no buffers; with the first read alone, 8 kept the tiers busier than 4 (host total/whole 1.01-1.03
+ * against 1.04-1.09 in alternating runs, docs/BENCHMARKS.md "Layer-wise window, session 6").
+ */
+export const DEFAULT_RANGES_IN_FLIGHT = 8;
 /**
  * Most bytes of one page that one read covers when it merges adjacent ranges (see readPlan()): from memory tiers,
  * where a read costs little beyond its bytes; from disks and over networks, where each read is a disk operation

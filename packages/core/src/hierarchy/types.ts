@@ -80,7 +80,7 @@ export interface LoadOptions {
   onLayer?: (event: LayerEvent) => void;
   /**
    * With `layerwise`: how many ranges are read at once (their events still come in order). Integer 1..64,
-   * default 4. Each in-flight range holds one driver call per source tier.
+   * default 8. Each in-flight range holds one driver call per source tier.
    */
   rangesInFlight?: number;
   /**

@@ -106,6 +106,9 @@ function dropCaches(files: string[]): void {
   }
 }
 
+/** Whole + layer-wise load pairs run after the checked warm-up load and before the measured ones. */
+const WARM_UP_PAIRS = 2;
+
 /** Runs the layer-wise restore of each tier in `options.tiers`; the tiers run one after another. */
 export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Promise<LayerwiseReport> {
   const log = options.log ?? (() => undefined);
@@ -178,7 +181,13 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
         pattern.fill(expected, p);
         verified = Buffer.compare(expected, device.view(p * pageBytes, pageBytes)) === 0;
       }
+      // Two more pairs before measuring: a process's first layer-wise loads run slower than its later ones (here, on
+      // two cores, loads 1-4 up to 1.4x), which the measured pairs should not mix with the steady state.
       await whole();
+      for (let i = 0; i < WARM_UP_PAIRS; i++) {
+        await layerwise();
+        await whole();
+      }
       const firsts: number[] = [];
       const totals: number[] = [];
       const wholes: number[] = [];
