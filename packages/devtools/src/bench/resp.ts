@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
-import { parseServerConfig, TierSyncServer } from '@tiersync/core/server';
+import { parseServerConfig, TierSyncServer, type ResolvedServerConfig } from '@tiersync/core/server';
 import { startRedis } from './services.js';
 import { median, round } from './stats.js';
 
@@ -158,6 +158,20 @@ async function startNodeSink(valueBytes: number): Promise<{ port: number; stop: 
   return { port: (server.address() as net.AddressInfo).port, stop: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
 
+/** The benchmarked door: a host tier first, RESP on an ephemeral port; with `shm`, a shm host tier and the durable catalog. */
+function doorConfig(options: RespBenchOptions, valueBytes: number, shm?: string): ResolvedServerConfig {
+  return parseServerConfig({
+    model: 'resp-bench',
+    layout: 'llama-3-8b',
+    tokensPerPage: 2,
+    tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}${shm ? `&shm=${shm}` : ''}`, name: 'host' }],
+    http: { port: 0 },
+    peer: { enabled: false },
+    log: { level: 'warn' },
+    resp: { port: 0, maxBulkBytes: Math.max(1 << 20, valueBytes), catalog: shm ? 'durable' : 'memory', ...(options.engine ? { engine: options.engine } : {}) },
+  });
+}
+
 export async function runRespBench(options: RespBenchOptions = {}): Promise<RespBenchReport> {
   const o = { requests: options.requests ?? 20_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50 };
   const repetitions = options.repetitions ?? 3;
@@ -170,18 +184,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   const runs: RespRun[] = [];
   let engine: 'native' | 'node' = 'node';
   try {
-    server = await TierSyncServer.start(
-      parseServerConfig({
-        model: 'resp-bench',
-        layout: 'llama-3-8b',
-        tokensPerPage: 2,
-        tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}${shm ? `&shm=${shm}` : ''}`, name: 'host' }],
-        http: { port: 0 },
-        peer: { enabled: false },
-        log: { level: 'warn' },
-        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes), catalog: shm ? 'durable' : 'memory', ...(options.engine ? { engine: options.engine } : {}) },
-      }),
-    );
+    server = await TierSyncServer.start(doorConfig(options, o.valueBytes, shm));
     engine = server.resp!.engine;
     log(`door (${engine} engine) on port ${server.respPort} (page ${server.ts.pageBytes} bytes), redis-server on port ${redis.port}`);
     // Warm-up of both (JIT, page faults of the arenas), not counted.
@@ -305,18 +308,7 @@ export async function runRespCpu(options: RespBenchOptions = {}): Promise<RespCp
   const redis = await startRedis();
   let server: TierSyncServer | undefined;
   try {
-    server = await TierSyncServer.start(
-      parseServerConfig({
-        model: 'resp-bench',
-        layout: 'llama-3-8b',
-        tokensPerPage: 2,
-        tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}`, name: 'host' }],
-        http: { port: 0 },
-        peer: { enabled: false },
-        log: { level: 'warn' },
-        resp: { port: 0, maxBulkBytes: Math.max(1 << 20, o.valueBytes), catalog: 'memory', ...(options.engine ? { engine: options.engine } : {}) },
-      }),
-    );
+    server = await TierSyncServer.start(doorConfig(options, o.valueBytes));
     const engine = server.resp!.engine;
     const warm = { ...o, requests: Math.max(500, Math.floor(o.requests / 5)) };
     await redisBenchmark(server.respPort, warm);
