@@ -72,6 +72,8 @@ export interface LayerwiseFigure {
   firstLayerRunsMs: number[];
   totalRunsMs: number[];
   wholeRunsMs: number[];
+  /** Totals of the layer-wise warm-up loads, the checked one first (not in the medians). */
+  warmUpTotalRunsMs: number[];
 }
 
 export interface LayerwiseReport {
@@ -106,8 +108,12 @@ function dropCaches(files: string[]): void {
   }
 }
 
-/** Whole + layer-wise load pairs run after the checked warm-up load and before the measured ones. */
-const WARM_UP_PAIRS = 2;
+/**
+ * Whole + layer-wise load pairs run after the checked warm-up load and before the measured ones: a process's first
+ * five or so layer-wise loads run slower than its later ones (a count, not a time: a 3 s pause instead changes
+ * nothing), so the measured pairs are the steady state; the warm-up loads' totals are reported beside them.
+ */
+const WARM_UP_PAIRS = 4;
 
 /** Runs the layer-wise restore of each tier in `options.tiers`; the tiers run one after another. */
 export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Promise<LayerwiseReport> {
@@ -174,18 +180,16 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
         return [first, total];
       };
       // Warm-up, into zeroed memory: every byte checked.
-      await layerwise();
+      const warmUps = [(await layerwise())[1]];
       const expected = Buffer.allocUnsafe(pageBytes);
       let verified = true;
       for (let p = 0; p < pages && verified; p++) {
         pattern.fill(expected, p);
         verified = Buffer.compare(expected, device.view(p * pageBytes, pageBytes)) === 0;
       }
-      // Two more pairs before measuring: a process's first layer-wise loads run slower than its later ones (here, on
-      // two cores, loads 1-4 up to 1.4x), which the measured pairs should not mix with the steady state.
       await whole();
       for (let i = 0; i < WARM_UP_PAIRS; i++) {
-        await layerwise();
+        warmUps.push((await layerwise())[1]);
         await whole();
       }
       const firsts: number[] = [];
@@ -211,6 +215,7 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
         firstLayerRunsMs: firsts.map((x) => round(x, 1)),
         totalRunsMs: totals.map((x) => round(x, 1)),
         wholeRunsMs: wholes.map((x) => round(x, 1)),
+        warmUpTotalRunsMs: warmUps.map((x) => round(x, 1)),
       };
       log(
         `  ${tier}: first layer ${fig.firstLayerMs} ms, all ${fig.totalMs} ms, whole ${fig.wholeMs} ms (first/whole ${fig.firstRatio}, total/whole ${fig.totalRatio}, per pair ${fig.pairRatio}; rangeReads ${fig.rangeReads}, verified ${verified})`,
