@@ -9,7 +9,7 @@
  *   one call, the prefix absorbed once per value, no hash object per page on the event loop.
  */
 import { createHash } from 'node:crypto';
-import { respPageKeys } from '@tiersync/native';
+import { respPageKeys, type RespPageKeySpec } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import { VALUE_PAGE_TAG } from './manifest.js';
 
@@ -32,16 +32,8 @@ export function valuePageKeys(salt: Uint8Array, tenant: string, key: string, gen
   return out;
 }
 
-/** One value whose keys landedPageKeys() derives (`key`: the Redis key's bytes as sent). */
-export interface LandedKeySpec {
-  tenant: string;
-  key: Uint8Array;
-  generation: number;
-  count: number;
-}
-
 /** The page keys of many values in one native call, one array per value, equal to valuePageKeys() of each. */
-export function landedPageKeys(salt: Uint8Array, values: readonly LandedKeySpec[]): PageKey[][] {
+export function landedPageKeys(salt: Uint8Array, values: readonly RespPageKeySpec[]): PageKey[][] {
   const flat = respPageKeys(salt, VALUE_PAGE_TAG, values);
   const out: PageKey[][] = [];
   let at = 0;
