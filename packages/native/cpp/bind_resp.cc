@@ -50,6 +50,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
                            InstanceMethod<&RespDoorWrap::Flush>("flush"),
                            InstanceMethod<&RespDoorWrap::SetFast>("setFast"),
                            InstanceMethod<&RespDoorWrap::Passthrough>("passthrough"),
+                           InstanceMethod<&RespDoorWrap::Mirror>("mirror"),
                            InstanceMethod<&RespDoorWrap::LastActive>("lastActive"),
                            InstanceMethod<&RespDoorWrap::Grant>("grant"),
                            InstanceMethod<&RespDoorWrap::TakePool>("takePool"),
@@ -76,6 +77,20 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     opts.maxPendingBytes = OptUint(o, "maxPendingBytes", opts.maxPendingBytes);
     opts.requestTimeoutMs = OptUint(o, "requestTimeoutMs", opts.requestTimeoutMs);
     opts.landBeforeAuth = OptBool(o, "landBeforeAuth", false);
+    opts.maxOutputBytes = OptUint(o, "maxOutputBytes", opts.maxOutputBytes);
+    Napi::Value versions = o.Get("slotVersions");
+    if (!versions.IsUndefined()) {
+      if (!versions.IsTypedArray() || versions.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array || versions.As<Napi::TypedArray>().ElementLength() == 0)
+        Throw(env, Code::InvalidArgument, "slotVersions must be a non-empty Uint32Array");
+      auto u = versions.As<Napi::Uint32Array>();
+      // Held for the door's life: the door thread reads the words (a SharedArrayBuffer's never move).
+      versions_ = Napi::Persistent(versions.As<Napi::Object>());
+      opts.slotVersions = u.Data();
+      opts.slotCount = u.ElementLength();
+      slotCount_ = u.ElementLength();
+    }
+    arenaBytes_ = arena.memory->size();
+    pageBytes_ = opts.pageBytes;
     if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "onEvents must be a function");
     onEvents_ = Napi::Persistent(info[2].As<Napi::Function>());
     // Property names and kinds made once: Deliver sets ~8 properties per event, each a string lookup otherwise.
@@ -191,9 +206,10 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
   void Destroy(const Napi::CallbackInfo& info) { Live(info.Env()).Destroy(UintArg(info, 0, "conn")); }
   void Pause(const Napi::CallbackInfo& info) { Live(info.Env()).Pause(UintArg(info, 0, "conn"), info[1].ToBoolean()); }
   void Done(const Napi::CallbackInfo& info) { Live(info.Env()).Done(UintArg(info, 0, "conn")); }
-  // flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array): Float64Array.
-  // For each client i in order: write its counts[i] next parts (as write()), then done() dones[i] times. One call
-  // per batch of events instead of two per command; returns the bytes still queued per client.
+  // flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array, mirrorOps?, mirrorKeys?):
+  // Float64Array. First the mirror changes (as mirror()), then for each client i in order: write its counts[i] next
+  // parts (as write()), then done() dones[i] times. One call per batch of events instead of two per command; returns
+  // the bytes still queued per client.
   Napi::Value Flush(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto typed = [&](size_t i, napi_typedarray_type t, const char* what) {
@@ -211,6 +227,8 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     for (size_t i = 0; i < n; i++) total += counts[i];
     if (total != a.Length()) Throw(env, Code::InvalidArgument, "parts must hold the sum of counts");
     resp::Door& door = Live(env);
+    // Mirror changes go in before any reply of the batch is written (the replies that acknowledge them).
+    if (info.Length() > 4 && !info[4].IsUndefined()) ApplyMirror(info, 4);
     auto out = Napi::Float64Array::New(env, n);
     std::vector<std::pair<const uint8_t*, size_t>> parts;
     uint32_t at = 0;
@@ -231,7 +249,77 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     return out;
   }
 
-  void SetFast(const Napi::CallbackInfo& info) { Live(info.Env()).SetFast(UintArg(info, 0, "conn"), info[1].ToBoolean()); }
+  // setFast(conn, fast, tenant = 0)
+  void SetFast(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint64_t tenant = info.Length() > 2 ? UintArg(info, 2, "tenant") : 0;
+    if (tenant > UINT32_MAX) Throw(env, Code::InvalidArgument, "tenant must be a 32-bit id");
+    Live(env).SetFast(UintArg(info, 0, "conn"), info[1].ToBoolean(), static_cast<uint32_t>(tenant));
+  }
+
+  // mirror(ops: Float64Array, keys: Uint8Array[]): changes of the door's mirror of the catalog, in order.
+  void Mirror(const Napi::CallbackInfo& info) { ApplyMirror(info, 0); }
+
+  // ops, a stream of numbers: [0, tenant, key] drops keys[key] of the tenant; [1, tenant, key, valueLength, pages,
+  // then per page offset, length, crc32c, slot, version] installs it. All checked before any is applied.
+  void ApplyMirror(const Napi::CallbackInfo& info, size_t at) {
+    Napi::Env env = info.Env();
+    if (info.Length() <= at + 1 || !info[at].IsTypedArray() || info[at].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array || !info[at + 1].IsArray())
+      Throw(env, Code::InvalidArgument, "mirror ops must be a Float64Array and keys an array of Uint8Arrays");
+    auto ops = info[at].As<Napi::Float64Array>();
+    auto keys = info[at + 1].As<Napi::Array>();
+    resp::Door& door = Live(env);
+    struct Change {
+      uint32_t tenant;
+      Napi::Uint8Array key;
+      std::shared_ptr<resp::MirrorValue> value;  // null: drop
+    };
+    std::vector<Change> changes;
+    const size_t n = ops.ElementLength();
+    auto num = [&](size_t i, double max, const char* what) -> uint64_t {
+      if (i >= n) Throw(env, Code::InvalidArgument, "mirror ops end inside an op");
+      const double v = ops[i];
+      if (!(v >= 0) || v > max || v != std::floor(v)) Throw(env, Code::InvalidArgument, std::string("mirror op field out of range: ") + what);
+      return static_cast<uint64_t>(v);
+    };
+    for (size_t i = 0; i < n;) {
+      const uint64_t kind = num(i, 1, "kind");
+      const auto tenant = static_cast<uint32_t>(num(i + 1, UINT32_MAX, "tenant"));
+      const uint64_t k = num(i + 2, UINT32_MAX, "key");
+      if (tenant == 0) Throw(env, Code::InvalidArgument, "mirror tenant ids start at 1");
+      if (k >= keys.Length()) Throw(env, Code::InvalidArgument, "mirror op key index out of range");
+      Napi::Value kv = keys.Get(static_cast<uint32_t>(k));
+      if (!kv.IsTypedArray() || kv.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) Throw(env, Code::InvalidArgument, "mirror keys must be Uint8Arrays");
+      Change c{tenant, kv.As<Napi::Uint8Array>(), nullptr};
+      i += 3;
+      if (kind == 1) {
+        if (!slotCount_) Throw(env, Code::InvalidArgument, "this door was started without slotVersions");
+        auto v = std::make_shared<resp::MirrorValue>();
+        v->length = num(i, 9007199254740991.0, "valueLength");
+        const uint64_t pages = num(i + 1, 1u << 24, "pages");
+        i += 2;
+        uint64_t total = 0;
+        for (uint64_t p = 0; p < pages; p++, i += 5) {
+          resp::MirrorPage pg;
+          pg.offset = num(i, 9007199254740991.0, "offset");
+          pg.length = static_cast<uint32_t>(num(i + 1, static_cast<double>(pageBytes_), "length"));
+          pg.crc = static_cast<uint32_t>(num(i + 2, UINT32_MAX, "crc32c"));
+          pg.slot = static_cast<uint32_t>(num(i + 3, static_cast<double>(slotCount_ - 1), "slot"));
+          pg.version = static_cast<uint32_t>(num(i + 4, UINT32_MAX, "version"));
+          if (pg.offset + pg.length > arenaBytes_) Throw(env, Code::InvalidArgument, "mirror page outside the arena");
+          total += pg.length;
+          v->pages.push_back(pg);
+        }
+        if (total != v->length || pages == 0) Throw(env, Code::InvalidArgument, "mirror pages must add up to the value's length");
+        c.value = std::move(v);
+      }
+      changes.push_back(std::move(c));
+    }
+    for (Change& c : changes) {
+      if (c.value) door.MirrorPut(c.tenant, c.key.Data(), c.key.ByteLength(), std::move(c.value));
+      else door.MirrorDrop(c.tenant, c.key.Data(), c.key.ByteLength());
+    }
+  }
   void Passthrough(const Napi::CallbackInfo& info) { Live(info.Env()).Passthrough(UintArg(info, 0, "conn")); }
   Napi::Value LastActive(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), static_cast<double>(Live(info.Env()).LastActiveMs(UintArg(info, 0, "conn"))));
@@ -257,6 +345,9 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     Napi::Object o = Napi::Object::New(info.Env());
     o.Set("pooledSlots", static_cast<double>(door_ ? door_->pool().size() : 0));
     o.Set("landedSets", static_cast<double>(door_ ? door_->fastSets() : 0));
+    o.Set("nativeGets", static_cast<double>(door_ ? door_->nativeGets() : 0));
+    o.Set("getMismatches", static_cast<double>(door_ ? door_->getMismatches() : 0));
+    o.Set("mirroredKeys", static_cast<double>(door_ ? door_->mirrorSize() : 0));
     return o;
   }
 
@@ -272,6 +363,9 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
   std::unique_ptr<resp::Door> door_;
   Napi::FunctionReference onEvents_;
   Napi::Reference<Napi::Array> names_;
+  Napi::ObjectReference versions_;
+  size_t slotCount_ = 0;
+  uint64_t arenaBytes_ = 0, pageBytes_ = 0;
   EventCalls calls_;
   bool closedCalls_ = false;
 };

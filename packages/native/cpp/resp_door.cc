@@ -18,6 +18,18 @@
 //   Anything the door thread cannot follow (an inline command, a malformed or out-of-limit header, end of input
 //   mid-command) switches the client to passthrough: from that command boundary on every byte goes to JavaScript,
 //   whose parser answers it exactly as the Node engine would.
+// - GETs answered here: JavaScript mirrors into the door (MirrorPut / MirrorDrop) each catalog entry whose pages
+//   are all in host-tier slots and that has no TTL: per page its arena offset, length, CRC32C and the version its
+//   slot had when the page was committed there. JavaScript bumps a slot's version (one 32-bit word per slot, in
+//   memory both sides read) whenever it frees the slot (delete, eviction, demotion, pool give-back), and drops the
+//   mirror entry of a key before any change of the key's catalog entry is answered (SET over it, DEL, FLUSHDB,
+//   eviction) and before the replaced generation's pages are deleted. `GET key` (two arguments, a fast client with
+//   a tenant, nothing of it outstanding in JavaScript) of a mirrored key is answered here: each page is copied into
+//   the reply with its CRC32C computed in the same pass, its slot's version read before (acquire) and after (behind
+//   an acquire fence) the copy, as a seqlock reader does. The reply is queued only if every version is still the
+//   recorded one and every CRC32C matches: bytes are never sent unless they are the recorded page's. Otherwise the
+//   entry is dropped and the GET forwarded unchanged (JavaScript serves it from the hierarchy or answers nil).
+//   A slot freed and reused during the copy changes its version; one freed before it changed it already.
 // - Replies: JavaScript writes them with Write() on its own thread (writev at once when nothing is queued, the rest
 //   copied and flushed by the door thread on EPOLLOUT), under the client's mutex.
 //
@@ -26,7 +38,11 @@
 // queued). A command is forwarded at once whatever is outstanding (JavaScript queues it behind the others), but a
 // SET is only landed when nothing is outstanding: then JavaScript's parser holds no bytes, so the landed SET is the
 // next command it runs, and its reply follows every earlier one. A GET after an acknowledged SET runs in
-// JavaScript after that SET's catalog update, so it sees the new value; a DEL runs there too.
+// JavaScript after that SET's catalog update, so it sees the new value; a DEL runs there too. A GET is answered
+// here under the same rule (nothing outstanding: every earlier reply is queued, so its reply follows them), and sees
+// the catalog as of the last reply JavaScript queued for any client: JavaScript applies mirror changes before it
+// writes the replies of the commands that made them (the same flush), so a GET sent after a SET's `+OK` or a DEL's
+// reply was read finds the new entry or none.
 #include "resp_door.h"
 
 #include <fcntl.h>
@@ -130,6 +146,33 @@ struct NoInitAllocator : std::allocator<T> {
   }
 };
 
+// Reply buffers: filled by a copy (CopyCrc32c) right after they are made, so not zeroed first.
+using OutBuffer = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
+
+// `$3\r\nGET\r\n$<n>\r\n<key>\r\n` at p, whole: true, with the key's place and the bytes it takes.
+bool ParseGet(const uint8_t* p, size_t avail, uint64_t maxKey, size_t* keyAt, size_t* keyLength, size_t* used) {
+  if (avail < 9 || std::memcmp(p, "$3\r\n", 4) != 0) return false;
+  if ((p[4] | 0x20) != 'g' || (p[5] | 0x20) != 'e' || (p[6] | 0x20) != 't' || p[7] != '\r' || p[8] != '\n') return false;
+  int64_t l;
+  size_t ll;
+  if (ParseLine(p + 9, avail - 9, '$', 32, &l, &ll) != 1 || l < 0 || static_cast<uint64_t>(l) > maxKey) return false;
+  const size_t at = 9 + ll;
+  if (avail - at < static_cast<size_t>(l) + 2 || p[at + l] != '\r' || p[at + l + 1] != '\n') return false;
+  *keyAt = at;
+  *keyLength = static_cast<size_t>(l);
+  *used = at + static_cast<size_t>(l) + 2;
+  return true;
+}
+
+uint32_t LoadAcquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+uint32_t LoadRelaxed(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
+std::string MirrorKey(uint32_t tenant, const uint8_t* key, size_t keyLength) {
+  std::string k(reinterpret_cast<const char*>(&tenant), sizeof tenant);
+  k.append(reinterpret_cast<const char*>(key), keyLength);
+  return k;
+}
+
 }  // namespace
 
 struct Door::Conn {
@@ -137,12 +180,13 @@ struct Door::Conn {
   int fd = -1;
   // Guards the output queue, the socket's writes and close, and `closed`.
   std::mutex m;
-  std::deque<std::vector<uint8_t>> out;
+  std::deque<OutBuffer> out;
   size_t outHead = 0;  // bytes of out.front() already written
   uint64_t outBytes = 0;
   bool wantDrain = false, endAfterFlush = false, closed = false, draining = false;
   uint32_t armed = 0;
   std::atomic<bool> fast{false}, paused{false}, passthrough{false}, destroy{false}, holding{false};
+  std::atomic<uint32_t> tenant{0};  // the mirror's tenant id of the client (0: its GETs go to JavaScript)
   std::atomic<int64_t> outstanding{0};
   // The door thread stopped at a SET to land until `outstanding` reaches 0: Done() must wake it (only then).
   std::atomic<bool> waiting{false};
@@ -167,6 +211,7 @@ Door::Door(const DoorOptions& options, std::shared_ptr<Memory> arena, std::funct
     : options_(options), arena_(std::move(arena)), notify_(std::move(notify)) {
   if (!arena_ || !arena_->host()) throw NativeError(Code::InvalidArgument, "the RESP door lands values in a host arena");
   if (options_.pageBytes == 0) throw NativeError(Code::InvalidArgument, "pageBytes must be positive");
+  if (options_.slotVersions && options_.slotCount == 0) throw NativeError(Code::InvalidArgument, "slotVersions must hold one word per slot");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -417,9 +462,84 @@ void Door::Done(uint64_t conn, int64_t count) {
   if (c->outstanding.fetch_sub(count) == count && c->waiting.exchange(false)) Wake(conn);
 }
 
-void Door::SetFast(uint64_t conn, bool fast) {
+void Door::SetFast(uint64_t conn, bool fast, uint32_t tenant) {
   auto c = Find(conn);
-  if (c) c->fast = fast;
+  if (!c) return;
+  c->tenant = tenant;
+  c->fast = fast;
+}
+
+void Door::MirrorPut(uint32_t tenant, const uint8_t* key, size_t keyLength, std::shared_ptr<const MirrorValue> value) {
+  std::string k = MirrorKey(tenant, key, keyLength);
+  std::lock_guard<std::mutex> lock(mirrorMutex_);
+  mirror_[std::move(k)] = std::move(value);
+}
+
+void Door::MirrorDrop(uint32_t tenant, const uint8_t* key, size_t keyLength) {
+  std::string k = MirrorKey(tenant, key, keyLength);
+  std::lock_guard<std::mutex> lock(mirrorMutex_);
+  mirror_.erase(k);
+}
+
+size_t Door::mirrorSize() {
+  std::lock_guard<std::mutex> lock(mirrorMutex_);
+  return mirror_.size();
+}
+
+bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLength) {
+  std::shared_ptr<const MirrorValue> v;
+  lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
+  lookup_.append(reinterpret_cast<const char*>(key), keyLength);
+  {
+    std::lock_guard<std::mutex> lock(mirrorMutex_);
+    auto it = mirror_.find(lookup_);
+    if (it == mirror_.end()) return false;
+    v = it->second;
+  }
+  char head[32];
+  const int hl = snprintf(head, sizeof head, "$%llu\r\n", static_cast<unsigned long long>(v->length));
+  OutBuffer reply;
+  reply.resize(static_cast<size_t>(hl) + v->length + 2);
+  std::memcpy(reply.data(), head, static_cast<size_t>(hl));
+  uint8_t* dst = reply.data() + hl;
+  const uint8_t* base = arena_->host();
+  bool ok = true;
+  for (const MirrorPage& pg : v->pages) {
+    // Seqlock read: the version before (acquire) and after the copy (behind an acquire fence) must be the recorded
+    // one; a slot freed meanwhile (and perhaps rewritten) has a newer one. The CRC32C then says the bytes copied are
+    // the page's.
+    if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) {
+      ok = false;
+      break;
+    }
+    const uint32_t crc = CopyCrc32c(0, dst, base + pg.offset, pg.length);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (LoadRelaxed(options_.slotVersions + pg.slot) != pg.version || crc != pg.crc) {
+      ok = false;
+      break;
+    }
+    dst += pg.length;
+  }
+  if (!ok) {
+    getMismatches_++;
+    std::lock_guard<std::mutex> lock(mirrorMutex_);
+    auto it = mirror_.find(lookup_);
+    if (it != mirror_.end() && it->second == v) mirror_.erase(it);
+    return false;
+  }
+  dst[0] = '\r';
+  dst[1] = '\n';
+  {
+    std::lock_guard<std::mutex> lock(k.m);
+    // A client that does not read its replies: JavaScript's flow control answers this GET (and waits for it).
+    if (!k.out.empty() && k.outBytes + reply.size() > options_.maxOutputBytes) return false;
+    if (!k.closed && !k.endAfterFlush) {
+      k.outBytes += reply.size();
+      k.out.push_back(std::move(reply));
+    }
+  }
+  nativeGets_++;
+  return true;
 }
 
 void Door::Passthrough(uint64_t conn) {
@@ -633,7 +753,7 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
   };
   uint8_t* base = arena_->host();
   const uint64_t pb = options_.pageBytes;
-  bool stop = false;
+  bool stop = false, answered = false;
   while (!stop) {
     const size_t avail = k.in.size() - k.inPos;
     const uint8_t* p = k.in.data() + k.inPos;
@@ -748,6 +868,18 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
           k.passthrough = true;
           break;
         }
+        // `GET key` of a mirrored value, whole in hand, nothing of the client outstanding in JavaScript: answered here.
+        if (n == 2 && options_.slotVersions && k.fast.load() && k.outstanding.load() == 0) {
+          const uint32_t tenant = k.tenant.load();
+          size_t keyAt2, keyLength2, used;
+          if (tenant != 0 && ParseGet(p + len0, avail - len0, options_.maxKeyBytes, &keyAt2, &keyLength2, &used) &&
+              ServeGet(k, tenant, p + len0 + keyAt2, keyLength2)) {
+            k.inPos += len0 + used;
+            k.midSince = 0;
+            answered = true;
+            break;
+          }
+        }
         // A SET whose value can land here: `*3 $3 SET $k key $v`, all of its header in hand.
         bool land = false, more = false;
         size_t at = len0;
@@ -825,6 +957,11 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
         break;
       }
     }
+  }
+  if (answered) {
+    // One send for the replies of a pipelined run of GETs. A failed socket is left to the loop (EPOLLOUT|EPOLLERR).
+    std::lock_guard<std::mutex> lock(k.m);
+    if (!k.closed) Flush(k);
   }
   if (k.state == Conn::State::Parse && k.inPos == k.in.size()) k.midSince = 0;
   // Input held here (a SET waiting for earlier answers): stop reading past the client's bound.

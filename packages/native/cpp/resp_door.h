@@ -1,7 +1,9 @@
 // The RESP door's native socket layer (resp.engine: native): one thread owns the listening socket and every client
 // socket (epoll, nonblocking), follows the RESP framing of each client's input, lands the value of `SET key value`
 // straight into host-tier slots granted in advance (CRC32C as the bytes land), and hands everything else to
-// JavaScript as the client's raw bytes. See resp_door.cc for the design and its ordering argument.
+// JavaScript as the client's raw bytes, and answers `GET key` of values JavaScript mirrors here (pages in host-tier
+// slots, checked by slot version and CRC32C as they are copied out). See resp_door.cc for the design and its ordering
+// argument.
 #pragma once
 #include <sys/types.h>
 
@@ -33,6 +35,24 @@ struct DoorOptions {
   uint64_t requestTimeoutMs = 30000;
   // SETs of a new client may land before JavaScript has seen it (no AUTH needed); otherwise after SetFast().
   bool landBeforeAuth = false;
+  // GETs are answered here only while the client's queued replies stay under this (JavaScript's flow control then).
+  uint64_t maxOutputBytes = 64ull << 20;
+  // One 32-bit version per slot of the host tier (slot s at offset dataOffset + s * pageBytes), bumped by JavaScript
+  // whenever the slot is freed; read here with acquire loads. nullptr: no GET is answered here. The memory is kept
+  // alive by the caller for the door's life.
+  const uint32_t* slotVersions = nullptr;
+  size_t slotCount = 0;
+};
+
+// A value the door thread may answer GETs of: every page in a host-tier slot, as JavaScript recorded it.
+struct MirrorPage {
+  uint64_t offset = 0;  // in the arena
+  uint32_t length = 0, crc = 0;
+  uint32_t slot = 0, version = 0;  // the slot's version when the page was committed in it
+};
+struct MirrorValue {
+  uint64_t length = 0;
+  std::vector<MirrorPage> pages;
 };
 
 enum class EventKind : uint8_t { Accept, Data, End, Close, Set, Drain };
@@ -68,13 +88,21 @@ class Door {
   // One command handed to JavaScript (forwarded bytes or a landed SET) has been answered.
   // `count` commands handed to JavaScript were answered (their replies are queued).
   void Done(uint64_t conn, int64_t count = 1);
-  // Whether `SET key value` of this client may land natively (the client is authenticated).
-  void SetFast(uint64_t conn, bool fast);
+  // Whether `SET key value` of this client may land natively (the client is authenticated), and the tenant id its
+  // GETs look up in the mirror (0: none, GETs go to JavaScript).
+  void SetFast(uint64_t conn, bool fast, uint32_t tenant = 0);
+  // The mirror of the catalog (JavaScript thread): Put installs or replaces, Drop removes (absent: nothing).
+  void MirrorPut(uint32_t tenant, const uint8_t* key, size_t keyLength, std::shared_ptr<const MirrorValue> value);
+  void MirrorDrop(uint32_t tenant, const uint8_t* key, size_t keyLength);
+  size_t mirrorSize();
   // Forwards everything this client sends from now on (JavaScript keeps per-client state the native path lacks).
   void Passthrough(uint64_t conn);
   uint64_t LastActiveMs(uint64_t conn);
   peer::SlotPool& pool() { return pool_; }
   uint64_t fastSets() const { return fastSets_.load(); }
+  uint64_t nativeGets() const { return nativeGets_.load(); }
+  // GETs of a mirrored key whose slot version or CRC32C no longer matched: forwarded, the entry dropped.
+  uint64_t getMismatches() const { return getMismatches_.load(); }
 
   struct Conn;
 
@@ -87,6 +115,8 @@ class Door {
   enum class RecvEnd { Stop, Retry, Closed };
   RecvEnd AfterRecv(const std::shared_ptr<Conn>& c, ssize_t r);
   void Process(const std::shared_ptr<Conn>& c);
+  // Answers `GET key` from the mirror (door thread); false: forward it to JavaScript.
+  bool ServeGet(Conn& c, uint32_t tenant, const uint8_t* key, size_t keyLength);
   bool Flush(Conn& c);  // c.m held; false when the socket failed
   void CloseConn(const std::shared_ptr<Conn>& c);
   void Arm(Conn& c);
@@ -113,7 +143,11 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
-  std::atomic<uint64_t> fastSets_{0};
+  std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0};
+  // (tenant as 4 bytes, key) -> value. Entries are immutable once in; the door thread copies the pointer out.
+  std::mutex mirrorMutex_;
+  std::unordered_map<std::string, std::shared_ptr<const MirrorValue>> mirror_;
+  std::string lookup_;  // door thread: the key being looked up
 };
 
 }  // namespace tiersync::resp

@@ -22,4 +22,4 @@ export { hmacSha256Hex } from './hmac.js';
 export { probeMachine, type MachineReport } from './probe.js';
 export { PeerServer, PeerClient, PeerStatus, peerFrames, type PeerServerRequest, type PeerPlan, type PeerCommitBatch, type PeerCommitAnswer, type PeerSlotTable, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
 export { FileLock } from './file-lock.js';
-export { RespDoorNative, respNativeAvailable, respPageKeys, type RespNativeEvent, type RespNativeOptions, type RespPageKeySpec } from './resp.js';
+export { RespDoorNative, RespMirrorOps, respNativeAvailable, respPageKeys, type RespNativeEvent, type RespNativeOptions, type RespNativeStats, type RespPageKeySpec } from './resp.js';

@@ -1,7 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { HostArena } from './arena.js';
+import { crc32c } from './crc32c.js';
 import { TierSyncError } from './errors.js';
-import { respPageKeys } from './resp.js';
+import { RespDoorNative, RespMirrorOps, respPageKeys, type RespNativeEvent } from './resp.js';
 
 /** The derivation written out with node:crypto (core/server/resp/page-keys.ts is the JavaScript one in use). */
 function reference(salt: Uint8Array, tag: string, tenant: string, key: Uint8Array, generation: number, count: number): string[] {
@@ -41,5 +44,123 @@ describe('respPageKeys', () => {
     expect(() => respPageKeys(Buffer.alloc(4), 't', [{ ...ok, count: 1.5 }])).toThrow(/count/);
     expect(() => respPageKeys(Buffer.alloc(4), 't', [{ ...ok, key: 'k' as unknown as Uint8Array }])).toThrow(/keys\[0\]/);
     expect(() => respPageKeys(Buffer.alloc(4), 't', [{ ...ok, tenant: 5 as unknown as string }])).toThrow(/tenants\[0\]/);
+  });
+});
+
+describe('RespDoorNative GETs from the mirror', () => {
+  const PAGE = 4096;
+
+  /** A door over a 16-slot arena with slot versions; `events` collects what it hands to JavaScript. */
+  function door(): { d: RespDoorNative; arena: HostArena; versions: Uint32Array; events: RespNativeEvent[] } {
+    const arena = HostArena.create({ capacity: 16 * PAGE });
+    const versions = new Uint32Array(new SharedArrayBuffer(16 * 4));
+    const events: RespNativeEvent[] = [];
+    const d = new RespDoorNative(arena, { pageBytes: PAGE, slotVersions: versions }, (es) => events.push(...es));
+    return { d, arena, versions, events };
+  }
+
+  async function until(pred: () => boolean): Promise<void> {
+    const end = Date.now() + 5000;
+    while (!pred()) {
+      if (Date.now() > end) throw new Error('timed out');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  it('answers GET of a mirrored value itself, and forwards it once the slot version or the bytes change', async () => {
+    const { d, arena, versions, events } = door();
+    try {
+      // A value of 1.5 pages in slots 3 and 7.
+      const value = randomBytes(PAGE + PAGE / 2);
+      const at = [3 * PAGE, 7 * PAGE];
+      arena.view(at[0]!, PAGE).set(value.subarray(0, PAGE));
+      arena.view(at[1]!, PAGE / 2).set(value.subarray(PAGE));
+      const put = (): void => {
+        const ops = new RespMirrorOps();
+        ops.put(1, Buffer.from('k'), value.length, at, [PAGE, PAGE / 2], [crc32c(value.subarray(0, PAGE)), crc32c(value.subarray(PAGE))], [3, 7], [versions[3]!, versions[7]!]);
+        d.mirror(ops);
+      };
+      put();
+      expect(d.stats().mirroredKeys).toBe(1);
+      const s = net.connect(d.port, '127.0.0.1');
+      let got = Buffer.alloc(0);
+      s.on('data', (b) => (got = Buffer.concat([got, b])));
+      await until(() => events.some((e) => e.kind === 'accept'));
+      const conn = events.find((e) => e.kind === 'accept')!.conn;
+      const get = Buffer.from('*2\r\n$3\r\nGET\r\n$1\r\nk\r\n');
+      const reply = Buffer.concat([Buffer.from(`$${value.length}\r\n`), value, Buffer.from('\r\n')]);
+      // Not fast yet, then fast under another tenant: forwarded.
+      s.write(get);
+      await until(() => events.some((e) => e.kind === 'data'));
+      d.done(conn);
+      d.setFast(conn, true, 2);
+      s.write(get);
+      await until(() => events.filter((e) => e.kind === 'data').length === 2);
+      d.done(conn);
+      // Its own tenant: answered natively, pipelined GETs too.
+      d.setFast(conn, true, 1);
+      s.write(Buffer.concat([get, get]));
+      await until(() => got.length === 2 * reply.length);
+      expect(got).toEqual(Buffer.concat([reply, reply]));
+      expect(d.stats().nativeGets).toBe(2);
+      // The slot was freed (its version bumped): forwarded, the entry dropped.
+      Atomics.add(versions, 7, 1);
+      s.write(get);
+      await until(() => events.filter((e) => e.kind === 'data').length === 3);
+      d.done(conn);
+      expect(d.stats()).toMatchObject({ nativeGets: 2, getMismatches: 1, mirroredKeys: 0 });
+      // Bytes changed under a current version (damage): forwarded, never sent.
+      put();
+      arena.view(at[0]!, 1)[0] ^= 0xff;
+      s.write(get);
+      await until(() => events.filter((e) => e.kind === 'data').length === 4);
+      d.done(conn);
+      expect(d.stats()).toMatchObject({ nativeGets: 2, getMismatches: 2, mirroredKeys: 0 });
+      // Dropped: forwarded.
+      arena.view(at[0]!, 1)[0] ^= 0xff;
+      put();
+      const drop = new RespMirrorOps();
+      drop.drop(1, Buffer.from('k'));
+      d.mirror(drop);
+      s.write(get);
+      await until(() => events.filter((e) => e.kind === 'data').length === 5);
+      expect(got.length).toBe(2 * reply.length);
+      s.destroy();
+    } finally {
+      d.close();
+      arena.close();
+    }
+  });
+
+  it('refuses malformed mirror ops and applies none of a malformed batch', () => {
+    const { d, arena, versions } = door();
+    try {
+      const ops = (f: (o: RespMirrorOps) => void): RespMirrorOps => {
+        const o = new RespMirrorOps();
+        f(o);
+        return o;
+      };
+      const good = (o: RespMirrorOps): void => o.put(1, Buffer.from('a'), 10, [0], [10], [0], [0], [versions[0]!]);
+      expect(() => d.mirror(ops((o) => o.put(1, Buffer.from('k'), 10, [0], [9], [0], [0], [0])))).toThrow(/add up/);
+      expect(() => d.mirror(ops((o) => o.put(1, Buffer.from('k'), 10, [16 * PAGE], [10], [0], [0], [0])))).toThrow(/outside the arena/);
+      expect(() => d.mirror(ops((o) => o.put(1, Buffer.from('k'), 10, [0], [10], [0], [16], [0])))).toThrow(/slot/);
+      expect(() => d.mirror(ops((o) => o.put(0, Buffer.from('k'), 10, [0], [10], [0], [0], [0])))).toThrow(TierSyncError);
+      expect(() => d.mirror(ops((o) => o.put(1, Buffer.from('k'), PAGE + 1, [0], [PAGE + 1], [0], [0], [0])))).toThrow(/length/);
+      expect(() =>
+        d.mirror(
+          ops((o) => {
+            good(o);
+            o.ops.push(7);
+          }),
+        ),
+      ).toThrow(TierSyncError);
+      expect(d.stats().mirroredKeys).toBe(0);
+      expect(() => d.setFast(1, true, -1)).toThrow(/tenant/);
+      d.mirror(ops(good));
+      expect(d.stats().mirroredKeys).toBe(1);
+    } finally {
+      d.close();
+      arena.close();
+    }
   });
 });

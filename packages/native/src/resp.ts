@@ -1,8 +1,10 @@
 /**
  * The RESP door's native socket layer (cpp/resp_door.cc): a door thread owns the listening socket and its clients
  * (epoll), lands the value of `SET key value` straight into host-arena slots granted in advance (CRC32C computed as
- * the bytes land), and hands everything else to JavaScript as the client's raw bytes. The RESP command set, the
- * catalog and per-client state stay in JavaScript (core/server/resp).
+ * the bytes land), answers `GET key` of values JavaScript mirrors into it (mirror(): pages in host-arena slots,
+ * checked by slot version and CRC32C as they are copied into the reply), and hands everything else to JavaScript
+ * as the client's raw bytes. The RESP command set, the catalog and per-client state stay in JavaScript
+ * (core/server/resp).
  */
 import { native } from './addon.js';
 import type { HostArena } from './arena.js';
@@ -24,6 +26,59 @@ export interface RespNativeOptions {
   requestTimeoutMs?: number;
   /** SETs of a new client may land at once (the door needs no AUTH); otherwise only after setFast(conn, true). */
   landBeforeAuth?: boolean;
+  /**
+   * One 32-bit version per slot of the host tier the pool's slots come from (a Uint32Array over a
+   * SharedArrayBuffer), bumped by the tier whenever it frees the slot. Without it no GET is answered natively.
+   */
+  slotVersions?: Uint32Array;
+  /** Replies queued for a client beyond which its GETs go to JavaScript (whose flow control waits), bytes. */
+  maxOutputBytes?: number;
+}
+
+/** Counters of the native door. */
+export interface RespNativeStats {
+  /** Pool slots lent to the door now. */
+  pooledSlots: number;
+  /** SETs whose value landed in pool slots. */
+  landedSets: number;
+  /** GETs answered on the door thread from the mirror. */
+  nativeGets: number;
+  /** GETs of a mirrored key forwarded because a slot version or CRC32C no longer matched (the entry dropped). */
+  getMismatches: number;
+  /** Keys in the mirror now. */
+  mirroredKeys: number;
+}
+
+/**
+ * Changes of the door's mirror of the catalog, applied in order: `drop` removes a key of a tenant (nothing when
+ * absent), `put` installs or replaces it. Tenant ids are the caller's (>= 1), as given to setFast().
+ */
+export class RespMirrorOps {
+  /** [0, tenant, key] or [1, tenant, key, valueLength, pages, (offset, length, crc32c, slot, version) per page]. */
+  readonly ops: number[] = [];
+  readonly keys: Uint8Array[] = [];
+
+  get empty(): boolean {
+    return this.ops.length === 0;
+  }
+
+  drop(tenant: number, key: Uint8Array): void {
+    this.ops.push(0, tenant, this.keys.length);
+    this.keys.push(key);
+  }
+
+  /** `pages` arrays: one entry per page, in order. */
+  put(tenant: number, key: Uint8Array, length: number, offsets: ArrayLike<number>, lengths: ArrayLike<number>, crcs: ArrayLike<number>, slots: ArrayLike<number>, versions: ArrayLike<number>): void {
+    const ops = this.ops;
+    ops.push(1, tenant, this.keys.length, length, offsets.length);
+    for (let i = 0; i < offsets.length; i++) ops.push(offsets[i]!, lengths[i]!, crcs[i]!, slots[i]!, versions[i]!);
+    this.keys.push(key);
+  }
+
+  clear(): void {
+    this.ops.length = 0;
+    this.keys.length = 0;
+  }
 }
 
 /** What the door thread reports, in order per client. */
@@ -43,13 +98,14 @@ interface NativeRespDoor {
   destroy(conn: number): void;
   pause(conn: number, paused: boolean): void;
   done(conn: number): void;
-  flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array): Float64Array;
-  setFast(conn: number, fast: boolean): void;
+  flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array, mirrorOps?: Float64Array, mirrorKeys?: Uint8Array[]): Float64Array;
+  setFast(conn: number, fast: boolean, tenant?: number): void;
+  mirror(ops: Float64Array, keys: Uint8Array[]): void;
   passthrough(conn: number): void;
   lastActive(conn: number): number;
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;
-  stats(): { pooledSlots: number; landedSets: number };
+  stats(): RespNativeStats;
   close(): void;
 }
 
@@ -112,17 +168,39 @@ export class RespDoorNative {
   }
 
   /**
-   * Several clients' replies and answered commands in one call: for each client i in order, its `counts[i]` next
-   * `parts` are written (as write()), then done() is called `dones[i]` times. Returns the bytes still queued per
-   * client.
+   * Several clients' replies and answered commands in one call: first `mirror`'s changes (as mirror(), then
+   * cleared), then for each client i in order, its `counts[i]` next `parts` are written (as write()), then done()
+   * is called `dones[i]` times. Returns the bytes still queued per client.
+   * @throws TierSyncError ERR_INVALID_ARGUMENT (nothing of the batch applied when a mirror op is malformed)
    */
-  flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array): Float64Array {
-    return this.#native.flush(conns, counts, parts, dones);
+  flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array, mirror?: RespMirrorOps): Float64Array {
+    if (!mirror || mirror.empty) return this.#native.flush(conns, counts, parts, dones);
+    const ops = Float64Array.from(mirror.ops);
+    const keys = mirror.keys.slice();
+    mirror.clear();
+    return this.#native.flush(conns, counts, parts, dones, ops, keys);
   }
 
-  /** Whether the client's `SET key value` may land natively (the client is authenticated). */
-  setFast(conn: number, fast: boolean): void {
-    this.#native.setFast(conn, fast);
+  /**
+   * Whether the client's `SET key value` may land natively (the client is authenticated), and the tenant id its
+   * GETs are looked up under in the mirror (0 or none: its GETs go to JavaScript).
+   */
+  setFast(conn: number, fast: boolean, tenant = 0): void {
+    if (!Number.isInteger(tenant) || tenant < 0 || tenant > 0xffffffff) throw new TierSyncError(`tenant must be a 32-bit id, got ${tenant}`, 'ERR_INVALID_ARGUMENT');
+    this.#native.setFast(conn, fast, tenant);
+  }
+
+  /**
+   * Applies mirror changes now (in order) and clears `ops`. Values whose slots a later free bumps are no longer
+   * answered natively (the GET goes to JavaScript and the entry is dropped).
+   * @throws TierSyncError ERR_INVALID_ARGUMENT (a malformed op: nothing applied), ERR_CLOSED
+   */
+  mirror(ops: RespMirrorOps): void {
+    if (ops.empty) return;
+    const f = Float64Array.from(ops.ops);
+    const keys = ops.keys.slice();
+    ops.clear();
+    this.#native.mirror(f, keys);
   }
 
   /** Hands every later byte of the client to JavaScript. */
@@ -145,7 +223,7 @@ export class RespDoorNative {
     return this.#native.takePool();
   }
 
-  stats(): { pooledSlots: number; landedSets: number } {
+  stats(): RespNativeStats {
     return this.#native.stats();
   }
 

@@ -54,6 +54,13 @@ export abstract class MemoryTier implements TierDriver {
    * the slots it holds for incoming PUTs, so they never cost this tier capacity.
    */
   reclaimSlots: (() => void) | undefined;
+  /**
+   * @internal One 32-bit version per slot (slot s: word s), bumped (Atomics, seq_cst) every time the slot is freed:
+   * delete, eviction, demotion, a write that lost, slots given back. A reader outside JavaScript (the native RESP
+   * door's GETs) records a page's slot version and copies the slot only while the version is unchanged. Shared
+   * memory, so its words never move. Undefined until open().
+   */
+  slotVersions: Uint32Array | undefined;
   #closed = false;
   #usedBytes = 0;
 
@@ -73,6 +80,7 @@ export abstract class MemoryTier implements TierDriver {
     const slots = Math.floor(this.capacityBytes / this.context.pageBytes);
     if (slots < 1) throw this.error(`capacity ${this.capacityBytes} is smaller than one page (${this.context.pageBytes})`, 'ERR_CONFIG');
     this.allocator = new PageAllocator({ capacity: slots * this.context.pageBytes, pageBytes: this.context.pageBytes });
+    this.slotVersions = new Uint32Array(new SharedArrayBuffer(slots * 4));
     this.allocator.reserve([...this.table.values()].map((p) => p.slot));
     for (const p of this.table.values()) this.#usedBytes += p.length;
   }
@@ -98,6 +106,19 @@ export abstract class MemoryTier implements TierDriver {
     return store.dataOffset + slot * this.context.pageBytes;
   }
 
+  /** @internal The slot at an arena offset returned by reserveRemote() or pinRemote(). */
+  slotAt(offset: number): number {
+    const { store } = this.#ready();
+    return (offset - store.dataOffset) / this.context.pageBytes;
+  }
+
+  /** Frees slots; each one's version is bumped first, so a reader outside JavaScript sees the slot change. */
+  #free(allocator: PageAllocator, slots: readonly Slot[]): void {
+    const v = this.slotVersions;
+    if (v) for (const s of slots) Atomics.add(v, s, 1);
+    allocator.free(slots);
+  }
+
   write(pages: readonly PageWrite[], options: IoOptions = {}): Promise<WriteResult> {
     const { allocator, store } = this.#ready();
     checkWrites(pages, this.context.pageBytes, this.capabilities.kind);
@@ -114,7 +135,7 @@ export abstract class MemoryTier implements TierDriver {
         const r = await this.context.engine.submit(batch, { checksums: true, priority: options.priority ?? 'writeBack', ...ioLimits(options) });
         crcs = r.checksums ?? new Uint32Array(0);
       } catch (e) {
-        allocator.free(slots);
+        this.#free(allocator, slots);
         this.counters.errors++;
         throw e;
       }
@@ -122,7 +143,7 @@ export abstract class MemoryTier implements TierDriver {
       fresh.forEach((p, i) => {
         const page = { slot: slots[i]!, length: p.source.length, crc32c: crcs[i]! };
         if (this.table.has(p.key)) {
-          allocator.free([page.slot]); // a concurrent write of the same key landed first
+          this.#free(allocator, [page.slot]); // a concurrent write of the same key landed first
           return;
         }
         if (p.crc32c !== undefined && p.crc32c !== page.crc32c) {
@@ -246,7 +267,7 @@ export abstract class MemoryTier implements TierDriver {
       }
       store.commit?.(page.slot, undefined);
       this.table.delete(k);
-      allocator.free([page.slot]);
+      this.#free(allocator, [page.slot]);
       this.#usedBytes -= page.length;
       deleted.push(k);
     }
@@ -296,7 +317,7 @@ export abstract class MemoryTier implements TierDriver {
       if (offset < 0) return;
       const slot = ((offset - store.dataOffset) / this.context.pageBytes) as Slot;
       if (!ok(i) || this.table.has(key)) {
-        allocator.free([slot]);
+        this.#free(allocator, [slot]);
         return;
       }
       const page = { slot, length: lengths[i]!, crc32c: crcs[i]! };

@@ -218,10 +218,11 @@ function info(c: RespConnection, args: Uint8Array[]): void {
     persistence: [['loading', 0]],
     stats: [
       ['total_connections_received', s.connectionsTotal],
-      ['total_commands_processed', s.commandsTotal],
+      ['total_commands_processed', s.commandsTotal + (s.nativeGets ?? 0)],
       ['rejected_connections', s.rejectedConnections],
       ['tiersync_auth_failures', s.authFailures],
       ['tiersync_landed_sets', s.landedSets ?? 0],
+      ['tiersync_native_gets', s.nativeGets ?? 0],
       ['tiersync_protocol_errors', s.protocolErrors],
       ['tiersync_orphaned_pages', s.orphanedPages],
     ],

@@ -66,6 +66,13 @@ export const respConfigSchema = z
      * TIERSYNC_RESP_ENGINE (`native`|`node`) when set.
      */
     engine: z.enum(['native', 'node']).default(() => (process.env.TIERSYNC_RESP_ENGINE === 'node' ? 'node' : 'native')),
+    /**
+     * With engine `native`: answer `GET key` on the door's thread for values whose pages are all in the first (host)
+     * tier's slots and that have no TTL (memory catalog), each page checked by slot version and CRC32C as it is
+     * copied into the reply; anything else, and any mismatch, goes to JavaScript as before. Default true, or false
+     * when the environment's TIERSYNC_RESP_NATIVE_GETS is `0` (for A/B benchmarks).
+     */
+    nativeGets: z.boolean().default(() => process.env.TIERSYNC_RESP_NATIVE_GETS !== '0'),
     /** Close a client idle this long, ms; 0: never. Default 0. */
     idleTimeoutMs: z.number().int().min(0).max(86_400_000).default(0),
   })

@@ -44,7 +44,8 @@ export interface RespSocket {
   commandDone?(): void;
   /** True while writes are held and leave together anyway (the native engine's batch of events): no cork needed. */
   readonly batching?: boolean;
-  setFast?(fast: boolean): void;
+  /** `tenant`: the client's, whose values the native door may answer GETs of. */
+  setFast?(fast: boolean, tenant?: string): void;
   lastActive?(): number;
 }
 
@@ -94,7 +95,7 @@ export class RespConnection implements ReplyOut {
       bulkTarget: (length, index, args) => this.#bulkTarget(length, index, args),
     });
     socket.setNoDelay(true);
-    if (this.tenant) socket.setFast?.(true);
+    if (this.tenant) socket.setFast?.(true, this.tenant);
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', () => undefined);
     // The client finished sending (e.g. a pipe into redis-cli, or nc): run what it sent, then close.
@@ -113,7 +114,7 @@ export class RespConnection implements ReplyOut {
   authenticated(tenant: string): void {
     this.tenant = tenant;
     this.parser.setLimits(this.#limits);
-    this.socket.setFast?.(true);
+    this.socket.setFast?.(true, tenant);
   }
 
   /** When the client last sent bytes. */

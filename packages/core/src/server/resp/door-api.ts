@@ -41,6 +41,10 @@ export interface RespDoorStats {
   /** Native engine: SETs whose value landed in first-tier slots on its thread, and pool slots lent to it now. */
   landedSets?: number;
   pooledSlots?: number;
+  /** Native engine: GETs answered on its thread, GETs forwarded on a slot version or CRC32C mismatch, keys mirrored. */
+  nativeGets?: number;
+  getMismatches?: number;
+  mirroredKeys?: number;
 }
 
 /** Options of a write: expiry (ms since the epoch), KEEPTTL, NX (only when absent), XX (only when present). */

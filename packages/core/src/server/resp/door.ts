@@ -26,7 +26,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { crc32c, crc32cRanges, respNativeAvailable, TierSyncError } from '@tiersync/native';
+import { crc32c, crc32cRanges, respNativeAvailable, TierSyncError, type RespNativeStats } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -183,7 +183,7 @@ export class RespDoor implements StreamHost, DoorApi {
   }
 
   /** The native engine's counters (undefined with the Node engine). */
-  nativeStats(): { pooledSlots: number; landedSets: number } | undefined {
+  nativeStats(): RespNativeStats | undefined {
     return this.#engine?.stats();
   }
 
@@ -273,6 +273,8 @@ export class RespDoor implements StreamHost, DoorApi {
   /** Keeps the catalog's size counters right as entries come and go. */
   readonly #onDead = (e: ValueEntry): void => {
     e.dead = true;
+    // Out of the native door's mirror before the death is answered or the pages go.
+    if (e.mirror) this.#engine?.mirrorDrop(e);
     // The manifest goes at once (no reader needs it); a later generation, if any, is already committed.
     if (e.manifest) this.#discardSoon(e.manifest);
     if (e.readers === 0) this.#discardSoon(e.pages);
@@ -480,7 +482,9 @@ export class RespDoor implements StreamHost, DoorApi {
     this.#supersede(tenant, key);
     writer.commit();
     const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest: undefined }, this.#onDead);
+    const e = ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest: undefined }, this.#onDead);
+    // A landed value without a TTL: every page is in its host-tier slot, so the native door may answer its GETs.
+    if (this.#engine && !expiresAt && writer instanceof LandedValue) this.#engine.mirrorPut(tenant, key, e, writer);
     return true;
   }
 
@@ -633,6 +637,7 @@ export class RespDoor implements StreamHost, DoorApi {
     const manifests: PageKey[] = [];
     const onDead = (e: ValueEntry): void => {
       e.dead = true;
+      if (e.mirror) this.#engine?.mirrorDrop(e);
       if (e.manifest) manifests.push(...e.manifest);
       if (e.readers === 0) void this.#discard(e.pages);
     };

@@ -25,6 +25,11 @@ export interface ValueEntry {
   dead: boolean;
   /** Position in the tenant's scan order. */
   seq: number;
+  /**
+   * Set while the native door may answer GETs of this entry from its mirror (native-engine.ts): its tenant id and
+   * the key's bytes there. The entry's death drops it from the mirror first.
+   */
+  mirror: { tenant: number; key: Uint8Array } | undefined;
 }
 
 /** Matches `text` against a Redis glob (`*`, `?`, `[abc]`, `[^a-z]`, `\x`), byte by byte (both latin1 strings). */
@@ -110,10 +115,10 @@ export class TenantKeyspace {
   }
 
   /** Installs `entry` for `key`; a replaced entry keeps its scan position and goes to `onDead`. */
-  set(key: string, entry: Omit<ValueEntry, 'seq' | 'readers' | 'dead'>, onDead: (e: ValueEntry) => void): ValueEntry {
+  set(key: string, entry: Omit<ValueEntry, 'seq' | 'readers' | 'dead' | 'mirror'>, onDead: (e: ValueEntry) => void): ValueEntry {
     const old = this.#entries.get(key);
     // One object shape for every entry (no spread): this runs once per SET.
-    const e: ValueEntry = { length: entry.length, pages: entry.pages, manifest: entry.manifest, expiresAt: entry.expiresAt, readers: 0, dead: false, seq: old ? old.seq : ++this.#seq };
+    const e: ValueEntry = { length: entry.length, pages: entry.pages, manifest: entry.manifest, expiresAt: entry.expiresAt, readers: 0, dead: false, seq: old ? old.seq : ++this.#seq, mirror: undefined };
     this.#entries.set(key, e);
     this.bytes += e.length - (old?.length ?? 0);
     if (old) onDead(old);

@@ -254,3 +254,224 @@ describe('RESP door, native and Node engines answer alike', () => {
     expect(native.resp!.nativeStats()!.landedSets).toBeGreaterThan(0);
   });
 });
+
+describe('RESP door, native engine, GETs answered on the door thread', () => {
+  let server: TierSyncServer;
+  beforeAll(async () => {
+    server = await TierSyncServer.start(parseServerConfig(config()));
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  const stats = () => server.resp!.nativeStats()!;
+
+  it('answers GETs of landed values natively; a SET pipelined with a GET of its key gets the new value', async () => {
+    const c = await Raw.connect(server.respPort);
+    const other = await Raw.connect(server.respPort);
+    const before = stats().nativeGets;
+    c.socket.write(encodeCommand(['SET', 'g', 'first']));
+    expect((await c.replies_(1)).map(text)).toEqual(['OK']);
+    c.socket.write(encodeCommand(['GET', 'g']));
+    expect((await c.replies_(1)).map(text)).toEqual(['first']);
+    expect(stats().nativeGets - before).toBe(1);
+    for (let i = 0; i < 20; i++) {
+      const v = pattern(i % 3 === 0 ? 2 * PAGE + i : 100 + i, i);
+      c.socket.write(Buffer.concat([encodeCommand(['SET', 'g', v]), encodeCommand(['GET', 'g'])]));
+      expect((await c.replies_(2)).map(text)).toEqual(['OK', v.toString('latin1')]);
+      // Another client, after the +OK: the new value (from the mirror, installed before the +OK left).
+      other.socket.write(encodeCommand(['GET', 'g']));
+      expect((await other.replies_(1)).map(text)).toEqual([v.toString('latin1')]);
+    }
+    expect(stats().nativeGets - before).toBeGreaterThanOrEqual(21);
+    c.socket.destroy();
+    other.socket.destroy();
+  });
+
+  it('drops mirror entries on DEL, SET over them (with a TTL, or through JavaScript) and FLUSHDB', async () => {
+    const c = await Raw.connect(server.respPort);
+    const call = async (...args: Array<string | Buffer>): Promise<unknown> => {
+      c.socket.write(encodeCommand(args));
+      return text((await c.replies_(1))[0]!);
+    };
+    await call('FLUSHDB');
+    expect(stats().mirroredKeys).toBe(0);
+    for (const k of ['a', 'b', 'c', 'd']) expect(await call('SET', k, `v-${k}`)).toBe('OK');
+    expect(stats().mirroredKeys).toBe(4);
+    const gets = stats().nativeGets;
+    for (const k of ['a', 'b', 'c', 'd']) expect(await call('GET', k)).toBe(`v-${k}`);
+    expect(stats().nativeGets - gets).toBe(4);
+    expect(await call('DEL', 'a')).toBe(1);
+    expect(stats().mirroredKeys).toBe(3);
+    expect(await call('GET', 'a')).toBe(null);
+    // A TTL: out of the mirror; answered by JavaScript until it expires.
+    expect(await call('SET', 'b', 'short', 'PX', '50')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(2);
+    expect(await call('GET', 'b')).toBe('short');
+    await new Promise((r) => setTimeout(r, 80));
+    expect(await call('GET', 'b')).toBe(null);
+    // SET ... XX goes through JavaScript: the landed value it replaces leaves the mirror.
+    expect(await call('SET', 'c', 'via-js', 'XX')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(1);
+    expect(await call('GET', 'c')).toBe('via-js');
+    expect(await call('FLUSHDB')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(0);
+    expect(await call('GET', 'd')).toBe(null);
+    expect(stats().getMismatches).toBe(0);
+    c.socket.destroy();
+  });
+
+  it('answers the same replies as the Node engine for a random sequence of commands from two clients', async () => {
+    const node = await TierSyncServer.start(parseServerConfig(config({ engine: 'node' })));
+    try {
+      let seed = 777;
+      const rand = (): number => {
+        seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+        return seed / 0x80000000;
+      };
+      const steps: Array<{ who: number; args: Array<string | Buffer>; sleep?: number }> = [];
+      const keys = ['x', 'y', 'z'];
+      for (let i = 0; i < 200; i++) {
+        const k = keys[Math.floor(rand() * keys.length)]!;
+        const who = rand() < 0.5 ? 0 : 1;
+        const v = pattern(Math.floor(rand() * (rand() < 0.2 ? 3 * PAGE : 200)) + 1, i);
+        const r = rand();
+        if (r < 0.3) steps.push({ who, args: ['SET', k, v] });
+        else if (r < 0.7) steps.push({ who, args: ['GET', k] });
+        else if (r < 0.76) steps.push({ who, args: ['DEL', k] });
+        else if (r < 0.8) steps.push({ who, args: ['SET', k, v, 'PX', '1'], sleep: 5 });
+        else if (r < 0.84) steps.push({ who, args: ['SET', k, v, 'EX', '1000'] });
+        else if (r < 0.88) steps.push({ who, args: ['SET', k, v, 'NX'] });
+        else if (r < 0.92) steps.push({ who, args: ['MSET', k, v, 'y', 'm'] });
+        else if (r < 0.95) steps.push({ who, args: ['FLUSHDB'] });
+        else steps.push({ who, args: ['MGET', 'x', 'y', 'z'] });
+      }
+      const transcript = async (port: number): Promise<unknown[]> => {
+        const cs = [await Raw.connect(port), await Raw.connect(port)];
+        const out: unknown[] = [];
+        for (const s of steps) {
+          cs[s.who]!.socket.write(encodeCommand(s.args));
+          out.push((await cs[s.who]!.replies_(1))[0]);
+          if (s.sleep) await new Promise((r) => setTimeout(r, s.sleep));
+        }
+        for (const c of cs) c.socket.destroy();
+        return out;
+      };
+      const before = stats().nativeGets;
+      const a = await transcript(server.respPort);
+      const b = await transcript(node.respPort);
+      expect(a).toEqual(b);
+      expect(stats().nativeGets - before).toBeGreaterThan(20);
+    } finally {
+      await node.close();
+    }
+  });
+});
+
+describe('RESP door, native engine, GETs and tenants', () => {
+  it('answers each tenant its own value of the same key', async () => {
+    const server = await TierSyncServer.start(parseServerConfig(config({ tenants: { alice: 'pa', bob: 'pb' } })));
+    try {
+      const a = await Raw.connect(server.respPort);
+      const b = await Raw.connect(server.respPort);
+      const anon = await Raw.connect(server.respPort);
+      a.socket.write(encodeCommand(['AUTH', 'alice', 'pa']));
+      b.socket.write(encodeCommand(['AUTH', 'bob', 'pb']));
+      expect((await a.replies_(1)).map(text)).toEqual(['OK']);
+      expect((await b.replies_(1)).map(text)).toEqual(['OK']);
+      a.socket.write(encodeCommand(['SET', 'same', 'alice-value']));
+      expect((await a.replies_(1)).map(text)).toEqual(['OK']);
+      b.socket.write(encodeCommand(['GET', 'same']));
+      expect((await b.replies_(1)).map(text)).toEqual([null]);
+      b.socket.write(encodeCommand(['SET', 'same', 'bob-value']));
+      expect((await b.replies_(1)).map(text)).toEqual(['OK']);
+      const before = server.resp!.nativeStats()!.nativeGets;
+      a.socket.write(encodeCommand(['GET', 'same']));
+      b.socket.write(encodeCommand(['GET', 'same']));
+      expect((await a.replies_(1)).map(text)).toEqual(['alice-value']);
+      expect((await b.replies_(1)).map(text)).toEqual(['bob-value']);
+      expect(server.resp!.nativeStats()!.nativeGets - before).toBe(2);
+      // Not authenticated: JavaScript says so.
+      anon.socket.write(encodeCommand(['GET', 'same']));
+      expect((await anon.replies_(1))[0]).toMatchObject({ kind: 'error', value: expect.stringMatching(/^NOAUTH/) });
+      // Re-authenticated as the other tenant: that tenant's value.
+      a.socket.write(encodeCommand(['AUTH', 'bob', 'pb']));
+      expect((await a.replies_(1)).map(text)).toEqual(['OK']);
+      a.socket.write(encodeCommand(['GET', 'same']));
+      expect((await a.replies_(1)).map(text)).toEqual(['bob-value']);
+      for (const c of [a, b, anon]) c.socket.destroy();
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('RESP door, native engine, GETs of changed slots', () => {
+  it('forwards a GET whose pages were damaged (never sends them); the JavaScript path refuses them too', async () => {
+    const server = await TierSyncServer.start(parseServerConfig({ ...config(), tiers: [{ url: `host://?capacity=${256 * PAGE}&verify=true`, name: 'host' }] } as ServerConfig));
+    try {
+      const c = await Raw.connect(server.respPort);
+      const v = pattern(2 * PAGE + 3, 5);
+      c.socket.write(encodeCommand(['SET', 'dmg', v]));
+      expect((await c.replies_(1)).map(text)).toEqual(['OK']);
+      c.socket.write(encodeCommand(['GET', 'dmg']));
+      expect((await c.replies_(1)).map(text)).toEqual([v.toString('latin1')]);
+      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 1, getMismatches: 0 });
+      // Flip a byte of the second page in the host tier's arena.
+      const door = server.resp!;
+      const e = door.entry('default', 'dmg')!;
+      const slots = door.store.slots!;
+      const where = slots.pin(e.pages);
+      slots.unpin(e.pages);
+      slots.arena.view(where[1]!.offset + 10, 1)[0]! ^= 0x5a;
+      c.socket.write(encodeCommand(['GET', 'dmg']));
+      const [r] = await c.replies_(1);
+      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 1, getMismatches: 1, mirroredKeys: 0 });
+      // What JavaScript answers for a damaged page (an error or nil): never the damaged bytes.
+      expect(r!.kind === 'error' || (r!.kind === 'bulk' && r!.value === null)).toBe(true);
+      c.socket.destroy();
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('never answers other bytes for a GET racing the eviction of its pages', async () => {
+    const server = await TierSyncServer.start(parseServerConfig({ ...config(), tiers: [{ url: `host://?capacity=${32 * PAGE}`, name: 'host' }] } as ServerConfig));
+    try {
+      const reader = await Raw.connect(server.respPort);
+      const writer = await Raw.connect(server.respPort);
+      const v = pattern(2 * PAGE, 99);
+      writer.socket.write(encodeCommand(['SET', 'hot', v]));
+      expect((await writer.replies_(1)).map(text)).toEqual(['OK']);
+      let writing = true;
+      const fill = (async () => {
+        // 60 values of two pages in a tier of 32 pages: the first ones are evicted.
+        for (let i = 0; i < 60; i++) {
+          writer.socket.write(encodeCommand(['SET', `fill${i}`, pattern(2 * PAGE, i)]));
+          expect((await writer.replies_(1)).map(text)).toEqual(['OK']);
+        }
+        writing = false;
+      })();
+      const seen = { value: 0, nil: 0 };
+      while (writing || seen.value + seen.nil < 5) {
+        reader.socket.write(encodeCommand(['GET', 'hot']));
+        const [r] = await reader.replies_(1);
+        expect(r!.kind).toBe('bulk');
+        if (r!.value === null) seen.nil++;
+        else {
+          expect(seen.nil).toBe(0); // once gone, gone
+          expect(Buffer.from(r!.value as Uint8Array).equals(v)).toBe(true);
+          seen.value++;
+        }
+      }
+      await fill;
+      reader.socket.write(encodeCommand(['GET', 'hot']));
+      expect((await reader.replies_(1)).map(text)).toEqual([null]);
+      // The door thread saw the slots change under its mirror entry and forwarded.
+      expect(server.resp!.nativeStats()!.getMismatches).toBeGreaterThanOrEqual(1);
+      reader.socket.destroy();
+      writer.socket.destroy();
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -13,12 +13,21 @@
  *   when nothing earlier is unanswered.
  * The slot pool is lent from the first tier's free slots (never capacity: any allocation short of slots takes it
  * back first) and topped up after each batch of landed values.
+ *
+ * GETs (resp.nativeGets): the door thread answers `GET key` itself for values this engine mirrors into it: a
+ * landed SET's value without a TTL (memory catalog) is put in the mirror when its SET is installed in the catalog
+ * (door.ts #install), with each page's slot and that slot's version (the tier bumps it on every free); any death
+ * of the entry (SET over it, DEL, FLUSHDB, eviction, shutdown) drops it. Changes made while a batch of events runs
+ * go to the addon in the batch's flush, before its replies (so a client that read a SET's `+OK` or a DEL's reply
+ * finds the new state); outside a batch they go at once, before the reply that follows them. The door thread copies
+ * and checks each page (version before and after, CRC32C) and forwards the GET here when anything changed.
  */
 import { EventEmitter } from 'node:events';
-import { RespDoorNative, TierSyncError, type RespNativeEvent } from '@tiersync/native';
+import { RespDoorNative, RespMirrorOps, TierSyncError, type RespNativeEvent, type RespNativeStats } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { ResolvedRespConfig } from './config.js';
 import type { RespConnection, RespSocket } from './connection.js';
+import type { ValueEntry } from './keyspace.js';
 import type { SlotAccess } from './slot-access.js';
 import { storeFailure } from './slot-writer.js';
 import type { StreamHost, ValueSink } from './value-stream.js';
@@ -34,13 +43,23 @@ export class ReplyBatch {
   active = false;
   /** Sockets holding replies or answered commands for the batch's flush. */
   sockets: NativeSocket[] = [];
+  /** Mirror changes made while the batch runs: applied by the addon before the batch's replies are written. */
+  readonly mirror = new RespMirrorOps();
 
   constructor(private readonly door: RespDoorNative) {}
+
+  /** Applies the mirror changes held so far (before a reply leaves outside the batch's flush, e.g. end()). */
+  applyMirror(): void {
+    this.door.mirror(this.mirror);
+  }
 
   /** Hands every held reply and answered command to the addon, in the order the sockets first held one. */
   flush(): void {
     this.active = false;
-    if (!this.sockets.length) return;
+    if (!this.sockets.length) {
+      this.applyMirror();
+      return;
+    }
     const sockets = this.sockets;
     this.sockets = [];
     const live: NativeSocket[] = [];
@@ -60,11 +79,11 @@ export class ReplyBatch {
       for (const p of held.parts) parts.push(p);
     }
     if (live.length) {
-      const left = this.door.flush(Float64Array.from(conns), Uint32Array.from(counts), parts, Uint32Array.from(dones));
+      const left = this.door.flush(Float64Array.from(conns), Uint32Array.from(counts), parts, Uint32Array.from(dones), this.mirror);
       live.forEach((s, i) => {
         if (counts[i]) s.writableLength = left[i]!;
       });
-    }
+    } else this.applyMirror();
     // Their bytes are sent or copied now: the memory may be reused.
     for (const cb of callbacks) cb();
   }
@@ -94,6 +113,8 @@ export class NativeSocket extends EventEmitter implements RespSocket {
     host: string,
     port: number,
     private readonly batch?: ReplyBatch,
+    /** The mirror's id of a tenant (native GETs); none: GETs stay in JavaScript. */
+    private readonly tenantIds?: (tenant: string) => number,
   ) {
     super();
     this.remoteAddress = host;
@@ -185,9 +206,9 @@ export class NativeSocket extends EventEmitter implements RespSocket {
     if (!this.destroyed) this.door.done(this.conn);
   }
 
-  /** Lets (or stops) this client's `SET key value` land natively. */
-  setFast(fast: boolean): void {
-    if (!this.destroyed) this.door.setFast(this.conn, fast);
+  /** Lets (or stops) this client's `SET key value` land natively, and its GETs be answered from `tenant`'s mirror. */
+  setFast(fast: boolean, tenant?: string): void {
+    if (!this.destroyed) this.door.setFast(this.conn, fast, fast && tenant !== undefined && this.tenantIds ? this.tenantIds(tenant) : 0);
   }
 
   /** When the client last sent bytes (the door thread sees bytes this object never does). */
@@ -197,6 +218,8 @@ export class NativeSocket extends EventEmitter implements RespSocket {
 
   end(chunk?: Uint8Array | string): this {
     if (chunk !== undefined) this.write(chunk);
+    // Written now, out of the batch's flush: the mirror changes its commands made go first.
+    if (this.batch?.active) this.batch.applyMirror();
     this.#flush(true);
     if (!this.#ended && !this.destroyed) this.door.end(this.conn);
     this.#ended = true;
@@ -255,9 +278,9 @@ export class LandedValue implements ValueSink {
     private readonly slots: SlotAccess,
     readonly length: number,
     readonly pages: readonly PageKey[],
-    private readonly offsets: Float64Array,
-    private readonly lengths: Uint32Array,
-    private readonly crcs: Uint32Array,
+    readonly offsets: Float64Array,
+    readonly lengths: Uint32Array,
+    readonly crcs: Uint32Array,
   ) {}
 
   get state(): 'open' | 'committed' | 'aborted' {
@@ -323,6 +346,17 @@ export class NativeRespEngine {
   readonly #slotBytes: number;
   readonly #unhook: () => void;
   readonly #batch: ReplyBatch;
+  /** Native GETs are on: the tier keeps slot versions and resp.nativeGets is set. */
+  readonly #mirrorOn: boolean;
+  readonly #tenantIds = new Map<string, number>();
+  readonly #idOf = (tenant: string): number => {
+    let id = this.#tenantIds.get(tenant);
+    if (id === undefined) {
+      id = this.#tenantIds.size + 1;
+      this.#tenantIds.set(tenant, id);
+    }
+    return id;
+  };
   #closed = false;
 
   private constructor(
@@ -333,6 +367,8 @@ export class NativeRespEngine {
     this.#slots = slots;
     this.#slotBytes = slots.slotBytes!;
     const capacitySlots = slots.capacitySlots ?? 0;
+    const versions = c.nativeGets && slots.slotOf ? slots.slotVersions : undefined;
+    this.#mirrorOn = versions !== undefined;
     this.#poolTarget = Math.max(1, Math.min(Math.floor(POOL_MAX_BYTES / this.#slotBytes), Math.floor(capacitySlots / 8)));
     this.#door = new RespDoorNative(
       slots.arena,
@@ -347,6 +383,8 @@ export class NativeRespEngine {
         maxPendingBytes: c.maxPendingBytes,
         requestTimeoutMs: c.requestTimeoutMs,
         landBeforeAuth: !host.requiresAuth,
+        maxOutputBytes: c.maxOutputBytes,
+        ...(versions ? { slotVersions: versions } : {}),
       },
       (events) => this.#onEvents(events),
     );
@@ -370,8 +408,50 @@ export class NativeRespEngine {
     return this.#door.port;
   }
 
-  stats(): { pooledSlots: number; landedSets: number } {
+  stats(): RespNativeStats {
     return this.#door.stats();
+  }
+
+  /** Where mirror changes go now: the running batch's (applied before its replies), or straight to the addon. */
+  #mirrorOps(): { ops: RespMirrorOps; now: boolean } {
+    return this.#batch.active ? { ops: this.#batch.mirror, now: false } : { ops: new RespMirrorOps(), now: true };
+  }
+
+  /**
+   * `entry` (just installed as `key`'s value, no TTL) has every page in the landed value's slots: the door thread
+   * may answer its GETs. Each page's slot version is read now, in the turn its slot was committed.
+   */
+  mirrorPut(tenant: string, key: string, entry: ValueEntry, value: LandedValue): void {
+    if (!this.#mirrorOn || this.#closed || entry.dead || !value.offsets.length) return;
+    const slots = this.#slots;
+    const versions = slots.slotVersions!;
+    const at = Array.from(value.offsets, (o) => slots.slotOf!(o));
+    const id = this.#idOf(tenant);
+    const bytes = Buffer.from(key, 'latin1');
+    const { ops, now } = this.#mirrorOps();
+    ops.put(
+      id,
+      bytes,
+      value.length,
+      value.offsets,
+      value.lengths,
+      value.crcs,
+      at,
+      at.map((s) => versions[s]!),
+    );
+    entry.mirror = { tenant: id, key: bytes };
+    if (now) this.#door.mirror(ops);
+  }
+
+  /** `entry` stops being its key's value: out of the mirror before anything answers that. */
+  mirrorDrop(entry: ValueEntry): void {
+    const m = entry.mirror;
+    if (!m) return;
+    entry.mirror = undefined;
+    if (this.#closed) return;
+    const { ops, now } = this.#mirrorOps();
+    ops.drop(m.tenant, m.key);
+    if (now) this.#door.mirror(ops);
   }
 
   #topUp(): void {
@@ -411,7 +491,7 @@ export class NativeRespEngine {
     for (const e of events) {
       switch (e.kind) {
         case 'accept': {
-          const socket = new NativeSocket(this.#door, e.conn, e.host, e.port, this.#batch);
+          const socket = new NativeSocket(this.#door, e.conn, e.host, e.port, this.#batch, this.#mirrorOn ? this.#idOf : undefined);
           this.#sockets.set(e.conn, socket);
           socket.connection = this.host.acceptSocket(socket);
           break;

@@ -84,6 +84,13 @@ export interface SlotAccess {
    * so lent slots are spare room, never capacity the tier loses. Returns the function that removes it.
    */
   onShortage?(reclaim: () => void): () => void;
+  /**
+   * One 32-bit version per slot, bumped whenever the tier frees the slot (MemoryTier.slotVersions): what the native
+   * RESP door checks before and after it copies a slot out for a GET.
+   */
+  readonly slotVersions?: Uint32Array | undefined;
+  /** The slot (index into slotVersions) at an arena offset of this tier. */
+  slotOf?(offset: number): number;
 }
 
 export class HostSlots implements SlotAccess {
@@ -200,6 +207,14 @@ export class HostSlots implements SlotAccess {
     } catch {
       // a closed tier has freed its slots already
     }
+  }
+
+  get slotVersions(): Uint32Array | undefined {
+    return this.tier.slotVersions;
+  }
+
+  slotOf(offset: number): number {
+    return this.tier.slotAt(offset);
   }
 
   onShortage(reclaim: () => void): () => void {
