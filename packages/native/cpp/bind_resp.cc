@@ -347,6 +347,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     o.Set("landedSets", static_cast<double>(door_ ? door_->fastSets() : 0));
     o.Set("nativeGets", static_cast<double>(door_ ? door_->nativeGets() : 0));
     o.Set("getMismatches", static_cast<double>(door_ ? door_->getMismatches() : 0));
+    o.Set("hotGets", static_cast<double>(door_ ? door_->hotGets() : 0));
     o.Set("mirroredKeys", static_cast<double>(door_ ? door_->mirrorSize() : 0));
     return o;
   }

@@ -30,6 +30,9 @@
 //   recorded one and every CRC32C matches: bytes are never sent unless they are the recorded page's. Otherwise the
 //   entry is dropped and the GET forwarded unchanged (JavaScript serves it from the hierarchy or answers nil).
 //   A slot freed and reused during the copy changes its version; one freed before it changed it already.
+//   The last few replies made (values up to 1 MiB) are kept and sent again for GETs of the same entry while every
+//   page's slot version is unchanged (a hot key read by many clients costs one copy, not one per GET); their bytes
+//   are the copy that was checked, never re-read from the slots.
 // - Replies: JavaScript writes them with Write() on its own thread (writev at once when nothing is queued, the rest
 //   copied and flushed by the door thread on EPOLLOUT), under the client's mutex.
 //
@@ -58,6 +61,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -149,6 +153,18 @@ struct NoInitAllocator : std::allocator<T> {
 // Reply buffers: filled by a copy (CopyCrc32c) right after they are made, so not zeroed first.
 using OutBuffer = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
 
+// One queued reply: its own bytes, or a GET reply shared with other clients (immutable once made).
+struct OutChunk {
+  OutBuffer own;
+  std::shared_ptr<const OutBuffer> shared;
+  const uint8_t* data() const { return shared ? shared->data() : own.data(); }
+  size_t size() const { return shared ? shared->size() : own.size(); }
+};
+
+// GET replies kept for reuse (door thread): the last few values answered, each up to this size.
+constexpr size_t kHotReplies = 8;
+constexpr size_t kHotReplyBytes = (1u << 20) + 64;
+
 // `$3\r\nGET\r\n$<n>\r\n<key>\r\n` at p, whole: true, with the key's place and the bytes it takes.
 bool ParseGet(const uint8_t* p, size_t avail, uint64_t maxKey, size_t* keyAt, size_t* keyLength, size_t* used) {
   if (avail < 9 || std::memcmp(p, "$3\r\n", 4) != 0) return false;
@@ -180,7 +196,7 @@ struct Door::Conn {
   int fd = -1;
   // Guards the output queue, the socket's writes and close, and `closed`.
   std::mutex m;
-  std::deque<OutBuffer> out;
+  std::deque<OutChunk> out;
   size_t outHead = 0;  // bytes of out.front() already written
   uint64_t outBytes = 0;
   bool wantDrain = false, endAfterFlush = false, closed = false, draining = false;
@@ -207,8 +223,17 @@ struct Door::Conn {
   uint32_t crc = 0;
 };
 
+struct Door::Hot {
+  struct Entry {
+    std::shared_ptr<const MirrorValue> value;
+    std::shared_ptr<const OutBuffer> reply;
+  };
+  std::array<Entry, kHotReplies> entries;
+  size_t next = 0;
+};
+
 Door::Door(const DoorOptions& options, std::shared_ptr<Memory> arena, std::function<void()> notify)
-    : options_(options), arena_(std::move(arena)), notify_(std::move(notify)) {
+    : options_(options), arena_(std::move(arena)), notify_(std::move(notify)), hot_(std::make_unique<Hot>()) {
   if (!arena_ || !arena_->host()) throw NativeError(Code::InvalidArgument, "the RESP door lands values in a host arena");
   if (options_.pageBytes == 0) throw NativeError(Code::InvalidArgument, "pageBytes must be positive");
   if (options_.slotVersions && options_.slotCount == 0) throw NativeError(Code::InvalidArgument, "slotVersions must hold one word per slot");
@@ -337,7 +362,7 @@ bool Door::Flush(Conn& c) {
     iovec iov[16];
     int n = 0;
     size_t skip = c.outHead;
-    for (auto it = c.out.begin(); it != c.out.end() && n < 16; ++it, skip = 0) iov[n++] = {it->data() + skip, it->size() - skip};
+    for (auto it = c.out.begin(); it != c.out.end() && n < 16; ++it, skip = 0) iov[n++] = {const_cast<uint8_t*>(it->data()) + skip, it->size() - skip};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
@@ -416,7 +441,7 @@ uint64_t Door::Write(uint64_t conn, const std::vector<std::pair<const uint8_t*, 
   for (size_t i = first; i < parts.size(); i++) {
     const size_t skip = i == first ? offset : 0;
     if (parts[i].second <= skip) continue;
-    c->out.emplace_back(parts[i].first + skip, parts[i].first + parts[i].second);
+    c->out.push_back(OutChunk{OutBuffer(parts[i].first + skip, parts[i].first + parts[i].second), nullptr});
     c->outBytes += parts[i].second - skip;
   }
   if (queue && !c->out.empty()) {
@@ -496,29 +521,56 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
     if (it == mirror_.end()) return false;
     v = it->second;
   }
-  char head[32];
-  const int hl = snprintf(head, sizeof head, "$%llu\r\n", static_cast<unsigned long long>(v->length));
-  OutBuffer reply;
-  reply.resize(static_cast<size_t>(hl) + v->length + 2);
-  std::memcpy(reply.data(), head, static_cast<size_t>(hl));
-  uint8_t* dst = reply.data() + hl;
-  const uint8_t* base = arena_->host();
+  // A reply made for this very entry (same object: the mirror replaces, never edits, an entry) is reused while
+  // every page's slot still has its recorded version: the pages are then still where they were, and the reply's
+  // bytes are a copy that matched their CRC32Cs when it was made.
+  std::shared_ptr<const OutBuffer> reply;
+  Hot::Entry* hot = nullptr;
+  for (Hot::Entry& h : hot_->entries)
+    if (h.value == v) hot = &h;
   bool ok = true;
-  for (const MirrorPage& pg : v->pages) {
-    // Seqlock read: the version before (acquire) and after the copy (behind an acquire fence) must be the recorded
-    // one; a slot freed meanwhile (and perhaps rewritten) has a newer one. The CRC32C then says the bytes copied are
-    // the page's.
-    if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) {
-      ok = false;
-      break;
+  if (hot) {
+    for (const MirrorPage& pg : v->pages)
+      if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) ok = false;
+    if (ok) {
+      reply = hot->reply;
+      hotGets_++;
+    } else {
+      *hot = Hot::Entry{};
     }
-    const uint32_t crc = CopyCrc32c(0, dst, base + pg.offset, pg.length);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (LoadRelaxed(options_.slotVersions + pg.slot) != pg.version || crc != pg.crc) {
-      ok = false;
-      break;
+  } else {
+    char head[32];
+    const int hl = snprintf(head, sizeof head, "$%llu\r\n", static_cast<unsigned long long>(v->length));
+    auto made = std::make_shared<OutBuffer>();
+    made->resize(static_cast<size_t>(hl) + v->length + 2);
+    std::memcpy(made->data(), head, static_cast<size_t>(hl));
+    uint8_t* dst = made->data() + hl;
+    const uint8_t* base = arena_->host();
+    for (const MirrorPage& pg : v->pages) {
+      // Seqlock read: the version before (acquire) and after the copy (behind an acquire fence) must be the
+      // recorded one; a slot freed meanwhile (and perhaps rewritten) has a newer one. The CRC32C then says the
+      // bytes copied are the page's.
+      if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) {
+        ok = false;
+        break;
+      }
+      const uint32_t crc = CopyCrc32c(0, dst, base + pg.offset, pg.length);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (LoadRelaxed(options_.slotVersions + pg.slot) != pg.version || crc != pg.crc) {
+        ok = false;
+        break;
+      }
+      dst += pg.length;
     }
-    dst += pg.length;
+    if (ok) {
+      dst[0] = '\r';
+      dst[1] = '\n';
+      reply = std::move(made);
+      if (reply->size() <= kHotReplyBytes) {
+        hot_->entries[hot_->next] = Hot::Entry{v, reply};
+        hot_->next = (hot_->next + 1) % kHotReplies;
+      }
+    }
   }
   if (!ok) {
     getMismatches_++;
@@ -527,15 +579,13 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
     if (it != mirror_.end() && it->second == v) mirror_.erase(it);
     return false;
   }
-  dst[0] = '\r';
-  dst[1] = '\n';
   {
     std::lock_guard<std::mutex> lock(k.m);
     // A client that does not read its replies: JavaScript's flow control answers this GET (and waits for it).
-    if (!k.out.empty() && k.outBytes + reply.size() > options_.maxOutputBytes) return false;
+    if (!k.out.empty() && k.outBytes + reply->size() > options_.maxOutputBytes) return false;
     if (!k.closed && !k.endAfterFlush) {
-      k.outBytes += reply.size();
-      k.out.push_back(std::move(reply));
+      k.outBytes += reply->size();
+      k.out.push_back(OutChunk{OutBuffer(), std::move(reply)});
     }
   }
   nativeGets_++;

@@ -103,6 +103,8 @@ class Door {
   uint64_t nativeGets() const { return nativeGets_.load(); }
   // GETs of a mirrored key whose slot version or CRC32C no longer matched: forwarded, the entry dropped.
   uint64_t getMismatches() const { return getMismatches_.load(); }
+  // Native GETs answered with a reply kept from an earlier GET of the same entry (no copy).
+  uint64_t hotGets() const { return hotGets_.load(); }
 
   struct Conn;
 
@@ -143,7 +145,10 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
-  std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0};
+  std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0};
+  // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door.cc).
+  struct Hot;
+  std::unique_ptr<Hot> hot_;
   // (tenant as 4 bytes, key) -> value. Entries are immutable once in; the door thread copies the pointer out.
   std::mutex mirrorMutex_;
   std::unordered_map<std::string, std::shared_ptr<const MirrorValue>> mirror_;

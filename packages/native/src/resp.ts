@@ -45,6 +45,11 @@ export interface RespNativeStats {
   nativeGets: number;
   /** GETs of a mirrored key forwarded because a slot version or CRC32C no longer matched (the entry dropped). */
   getMismatches: number;
+  /**
+   * Native GETs answered with a reply kept from an earlier GET of the same entry (the last 8 values up to 1 MiB),
+   * sent again while every page's slot version is unchanged: no copy, no CRC32C pass.
+   */
+  hotGets: number;
   /** Keys in the mirror now. */
   mirroredKeys: number;
 }

@@ -44,6 +44,7 @@ export interface RespDoorStats {
   /** Native engine: GETs answered on its thread, GETs forwarded on a slot version or CRC32C mismatch, keys mirrored. */
   nativeGets?: number;
   getMismatches?: number;
+  hotGets?: number;
   mirroredKeys?: number;
 }
 

@@ -406,7 +406,7 @@ describe('RESP door, native engine, GETs and tenants', () => {
 });
 
 describe('RESP door, native engine, GETs of changed slots', () => {
-  it('forwards a GET whose pages were damaged (never sends them); the JavaScript path refuses them too', async () => {
+  it('forwards a GET whose pages were damaged (never sends them); the JavaScript path refuses them too; a reply made before the damage is reused', async () => {
     const server = await TierSyncServer.start(parseServerConfig({ ...config(), tiers: [{ url: `host://?capacity=${256 * PAGE}&verify=true`, name: 'host' }] } as ServerConfig));
     try {
       const c = await Raw.connect(server.respPort);
@@ -418,14 +418,25 @@ describe('RESP door, native engine, GETs of changed slots', () => {
       expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 1, getMismatches: 0 });
       // Flip a byte of the second page in the host tier's arena.
       const door = server.resp!;
-      const e = door.entry('default', 'dmg')!;
-      const slots = door.store.slots!;
-      const where = slots.pin(e.pages);
-      slots.unpin(e.pages);
-      slots.arena.view(where[1]!.offset + 10, 1)[0]! ^= 0x5a;
+      const damage = (key: string): void => {
+        const e = door.entry('default', key)!;
+        const slots = door.store.slots!;
+        const where = slots.pin(e.pages);
+        slots.unpin(e.pages);
+        slots.arena.view(where[1]!.offset + 10, 1)[0]! ^= 0x5a;
+      };
+      damage('dmg');
+      // The reply made by the GET before (checked then, kept by the door thread) is sent again: never the damage.
       c.socket.write(encodeCommand(['GET', 'dmg']));
+      expect((await c.replies_(1)).map(text)).toEqual([v.toString('latin1')]);
+      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 2, hotGets: 1, getMismatches: 0 });
+      // A value damaged before any GET of it: copied, its CRC32C mismatches, forwarded.
+      c.socket.write(encodeCommand(['SET', 'dmg2', v]));
+      expect((await c.replies_(1)).map(text)).toEqual(['OK']);
+      damage('dmg2');
+      c.socket.write(encodeCommand(['GET', 'dmg2']));
       const [r] = await c.replies_(1);
-      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 1, getMismatches: 1, mirroredKeys: 0 });
+      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 2, getMismatches: 1, mirroredKeys: 1 });
       // What JavaScript answers for a damaged page (an error or nil): never the damaged bytes.
       expect(r!.kind === 'error' || (r!.kind === 'bulk' && r!.value === null)).toBe(true);
       c.socket.destroy();
