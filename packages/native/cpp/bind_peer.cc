@@ -60,18 +60,23 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     if (info.Length() < 3 || !info[2].IsFunction()) Throw(env, Code::InvalidArgument, "plan must be a function");
     plan_ = Napi::Persistent(info[2].As<Napi::Function>());
     if (info.Length() > 3 && info[3].IsFunction()) commit_ = Napi::Persistent(info[3].As<Napi::Function>());
-    calls_ = PlanCalls::New(env, "tiersync-peer-plan", 0, 1, this);
+    calls_ = NewWrapCalls<PlanCalls>(env, "tiersync-peer-plan", this, hold_);
     peer::NotifyFn notify;
     // A null item on the same queue as the plans: committed pages reach JS in order with every later request.
     if (!commit_.IsEmpty()) notify = [this] { calls_.NonBlockingCall(nullptr); };
     server_ = Guard(env, [&] {
-      return std::make_unique<peer::Server>(opts, arena.memory, [this](std::shared_ptr<ServerRequest> r) {
-        auto* data = new std::shared_ptr<ServerRequest>(r);
-        if (calls_.NonBlockingCall(data) != napi_ok) {
-          delete data;
-          r->Answer("peer server is closing");
-        }
-      }, notify);
+      try {
+        return std::make_unique<peer::Server>(opts, arena.memory, [this](std::shared_ptr<ServerRequest> r) {
+          auto* data = new std::shared_ptr<ServerRequest>(r);
+          if (calls_.NonBlockingCall(data) != napi_ok) {
+            delete data;
+            r->Answer("peer server is closing");
+          }
+        }, notify);
+      } catch (...) {
+        AbandonWrapCalls(calls_, hold_);
+        throw;
+      }
     });
   }
 
@@ -261,6 +266,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   Napi::FunctionReference plan_;
   Napi::FunctionReference commit_;
   PlanCalls calls_;
+  WrapHold<ServerWrap>* hold_ = nullptr;
   bool closed_ = false;
 };
 
@@ -574,6 +580,9 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
   exports.Set("connectPeer", Napi::Function::New(env, ConnectPeer, "connectPeer"));
   exports.Set("decodePeerFrame", Napi::Function::New(env, DecodePeerFrame, "decodePeerFrame"));
   exports.Set("encodePeerFrame", Napi::Function::New(env, EncodePeerFrame, "encodePeerFrame"));
+  exports.Set("peerFrameCrypto", Napi::Function::New(
+                                     env, [](const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), peer::FrameCryptoSource()); },
+                                     "peerFrameCrypto"));
 }
 
 }  // namespace tiersync

@@ -42,6 +42,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     return DefineClass(env, "RespDoorNative",
                        {
                            InstanceAccessor<&RespDoorWrap::Port>("port"),
+                           InstanceAccessor<&RespDoorWrap::PooledSlots>("pooledSlots"),
                            InstanceMethod<&RespDoorWrap::Write>("write"),
                            InstanceMethod<&RespDoorWrap::End>("end"),
                            InstanceMethod<&RespDoorWrap::Destroy>("destroy"),
@@ -51,6 +52,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
                            InstanceMethod<&RespDoorWrap::SetFast>("setFast"),
                            InstanceMethod<&RespDoorWrap::Passthrough>("passthrough"),
                            InstanceMethod<&RespDoorWrap::Mirror>("mirror"),
+                           InstanceMethod<&RespDoorWrap::TakeServed>("takeServed"),
                            InstanceMethod<&RespDoorWrap::LastActive>("lastActive"),
                            InstanceMethod<&RespDoorWrap::Grant>("grant"),
                            InstanceMethod<&RespDoorWrap::TakePool>("takePool"),
@@ -98,9 +100,14 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     Napi::Array names = Napi::Array::New(env, kNames);
     for (size_t i = 0; i < kNames; i++) names.Set(static_cast<uint32_t>(i), Napi::String::New(env, kNameText[i]));
     names_ = Napi::Persistent(names);
-    calls_ = EventCalls::New(env, "tiersync-resp-events", 0, 1, this);
+    calls_ = NewWrapCalls<EventCalls>(env, "tiersync-resp-events", this, hold_);
     door_ = Guard(env, [&] {
-      return std::make_unique<resp::Door>(opts, arena.memory, [this] { calls_.NonBlockingCall(nullptr); });
+      try {
+        return std::make_unique<resp::Door>(opts, arena.memory, [this] { calls_.NonBlockingCall(nullptr); });
+      } catch (...) {
+        AbandonWrapCalls(calls_, hold_);
+        throw;
+      }
     });
   }
 
@@ -184,6 +191,10 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
   }
 
   Napi::Value Port(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), door_ ? door_->port() : 0); }
+  // stats().pooledSlots alone: read after every batch of landed values, so without building the stats object.
+  Napi::Value PooledSlots(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(door_ ? door_->pool().size() : 0));
+  }
 
   // write(conn, parts: Uint8Array[]): bytes still queued for the client.
   Napi::Value Write(const Napi::CallbackInfo& info) {
@@ -260,7 +271,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
   // mirror(ops: Float64Array, keys: Uint8Array[]): changes of the door's mirror of the catalog, in order.
   void Mirror(const Napi::CallbackInfo& info) { ApplyMirror(info, 0); }
 
-  // ops, a stream of numbers: [0, tenant, key] drops keys[key] of the tenant; [1, tenant, key, valueLength, pages,
+  // ops, a stream of numbers: [0, tenant, key] drops keys[key] of the tenant; [1, tenant, key, valueLength, id, pages,
   // then per page offset, length, crc32c, slot, version] installs it. All checked before any is applied.
   void ApplyMirror(const Napi::CallbackInfo& info, size_t at) {
     Napi::Env env = info.Env();
@@ -296,8 +307,9 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
         if (!slotCount_) Throw(env, Code::InvalidArgument, "this door was started without slotVersions");
         auto v = std::make_shared<resp::MirrorValue>();
         v->length = num(i, 9007199254740991.0, "valueLength");
-        const uint64_t pages = num(i + 1, 1u << 24, "pages");
-        i += 2;
+        v->id = num(i + 1, 9007199254740991.0, "id");
+        const uint64_t pages = num(i + 2, 1u << 24, "pages");
+        i += 3;
         uint64_t total = 0;
         for (uint64_t p = 0; p < pages; p++, i += 5) {
           resp::MirrorPage pg;
@@ -320,6 +332,14 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
       else door.MirrorDrop(c.tenant, c.key.Data(), c.key.ByteLength());
     }
   }
+  // takeServed(): Float64Array of the ids of mirror entries GETs were answered from since the last call.
+  Napi::Value TakeServed(const Napi::CallbackInfo& info) {
+    std::vector<uint64_t> ids = door_ ? door_->TakeServed() : std::vector<uint64_t>{};
+    auto out = Napi::Float64Array::New(info.Env(), ids.size());
+    for (size_t i = 0; i < ids.size(); i++) out[i] = static_cast<double>(ids[i]);
+    return out;
+  }
+
   void Passthrough(const Napi::CallbackInfo& info) { Live(info.Env()).Passthrough(UintArg(info, 0, "conn")); }
   Napi::Value LastActive(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), static_cast<double>(Live(info.Env()).LastActiveMs(UintArg(info, 0, "conn"))));
@@ -349,6 +369,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     o.Set("getMismatches", static_cast<double>(door_ ? door_->getMismatches() : 0));
     o.Set("hotGets", static_cast<double>(door_ ? door_->hotGets() : 0));
     o.Set("mirroredKeys", static_cast<double>(door_ ? door_->mirrorSize() : 0));
+    o.Set("unrecordedGets", static_cast<double>(door_ ? door_->unrecordedGets() : 0));
     return o;
   }
 
@@ -368,6 +389,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
   size_t slotCount_ = 0;
   uint64_t arenaBytes_ = 0, pageBytes_ = 0;
   EventCalls calls_;
+  WrapHold<RespDoorWrap>* hold_ = nullptr;
   bool closedCalls_ = false;
 };
 

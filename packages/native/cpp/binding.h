@@ -32,6 +32,36 @@ auto Guard(Napi::Env env, Fn&& fn) -> decltype(fn()) {
   }
 }
 
+// Thread-safe functions whose context is an ObjectWrap: the wrap holds a reference to itself from the function's
+// creation until the function's finalizer, which runs only after Release() and after every call still queued has
+// run. Without it, JavaScript dropping a closed object let the garbage collector free it while a call queued before
+// the close was still on its way, and that call then ran on freed memory.
+template <typename Wrap>
+struct WrapHold {
+  Wrap* wrap;  // null once the constructor gave up (AbandonWrapCalls): the finalizer leaves the wrap alone
+};
+
+template <typename Tsfn, typename Wrap>
+Tsfn NewWrapCalls(Napi::Env env, const char* name, Wrap* wrap, WrapHold<Wrap>*& hold) {
+  hold = new WrapHold<Wrap>{wrap};
+  auto finalize = [](Napi::Env, WrapHold<Wrap>* h, Wrap*) {
+    if (h->wrap) h->wrap->Unref();
+    delete h;
+  };
+  Tsfn calls = Tsfn::New(env, name, 0, 1, wrap, finalize, hold);
+  wrap->Ref();
+  return calls;
+}
+
+// For a constructor that fails after NewWrapCalls (a port in use): drops the self-reference and lets the function
+// go, so the failed object is collected and its function no longer keeps the process alive.
+template <typename Tsfn, typename Wrap>
+void AbandonWrapCalls(Tsfn& calls, WrapHold<Wrap>* hold) {
+  hold->wrap->Unref();
+  hold->wrap = nullptr;
+  calls.Release();
+}
+
 Napi::Object OptionsArg(const Napi::CallbackInfo& info, size_t index);
 // An integer in [0, 2^53) or the fallback when absent; throws naming `name` otherwise.
 uint64_t OptUint(Napi::Object o, const char* name, uint64_t fallback);

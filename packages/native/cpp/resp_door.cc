@@ -33,6 +33,10 @@
 //   The last few replies made (values up to 1 MiB) are kept and sent again for GETs of the same entry while every
 //   page's slot version is unchanged (a hot key read by many clients costs one copy, not one per GET); their bytes
 //   are the copy that was checked, never re-read from the slots.
+//   Each entry a GET is answered from is recorded once per drain window (NoteServed: a flag on the entry, then a
+//   shared_ptr in a vector that keeps its capacity), and JavaScript drains the record (TakeServed, every ~200 ms) to
+//   count those reads for the host tier's eviction policy: GETs answered here never reach JavaScript otherwise.
+//   The record holds at most kServedMax entries per window; GETs of further entries go unrecorded (counted).
 // - Replies: JavaScript writes them with Write() on its own thread (writev at once when nothing is queued, the rest
 //   copied and flushed by the door thread on EPOLLOUT), under the client's mutex.
 //
@@ -511,6 +515,32 @@ size_t Door::mirrorSize() {
   return mirror_.size();
 }
 
+std::vector<uint64_t> Door::TakeServed() {
+  std::vector<uint64_t> ids;
+  std::lock_guard<std::mutex> lock(servedMutex_);
+  ids.reserve(served_.size());
+  for (const auto& v : served_) {
+    ids.push_back(v->id);
+    v->served.store(false, std::memory_order_relaxed);
+  }
+  served_.clear();
+  return ids;
+}
+
+void Door::NoteServed(const std::shared_ptr<const MirrorValue>& v) {
+  // Recorded already in this window (the common case for a hot key): one relaxed load. A stale `true` just after a
+  // drain loses this one read's record, never more: the flag only changes under servedMutex_.
+  if (v->id == 0 || v->served.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(servedMutex_);
+  if (served_.size() >= kServedMax) {
+    // Bounded: the read is not recorded (the flag stays clear, so each such GET is counted).
+    unrecordedGets_++;
+    return;
+  }
+  v->served.store(true, std::memory_order_relaxed);
+  served_.push_back(v);
+}
+
 bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLength) {
   std::shared_ptr<const MirrorValue> v;
   lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
@@ -528,13 +558,13 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
   Hot::Entry* hot = nullptr;
   for (Hot::Entry& h : hot_->entries)
     if (h.value == v) hot = &h;
-  bool ok = true;
+  bool ok = true, reused = false;
   if (hot) {
     for (const MirrorPage& pg : v->pages)
       if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) ok = false;
     if (ok) {
       reply = hot->reply;
-      hotGets_++;
+      reused = true;
     } else {
       *hot = Hot::Entry{};
     }
@@ -588,7 +618,10 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
       k.out.push_back(OutChunk{OutBuffer(), std::move(reply)});
     }
   }
+  // Counted only now: past the output limit above, the GET still goes to JavaScript.
   nativeGets_++;
+  if (reused) hotGets_++;
+  NoteServed(v);
   return true;
 }
 

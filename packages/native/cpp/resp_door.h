@@ -53,7 +53,14 @@ struct MirrorPage {
 struct MirrorValue {
   uint64_t length = 0;
   std::vector<MirrorPage> pages;
+  // JavaScript's id of the entry, reported by TakeServed() once a GET of it was answered here (0: never reported).
+  uint64_t id = 0;
+  // In the record TakeServed() drains (set and cleared under the door's servedMutex_; read without it as a filter).
+  mutable std::atomic<bool> served{false};
 };
+
+// Mirror entries recorded as served between two TakeServed() calls, at most (one shared_ptr each).
+constexpr size_t kServedMax = 65536;
 
 enum class EventKind : uint8_t { Accept, Data, End, Close, Set, Drain };
 
@@ -95,6 +102,9 @@ class Door {
   void MirrorPut(uint32_t tenant, const uint8_t* key, size_t keyLength, std::shared_ptr<const MirrorValue> value);
   void MirrorDrop(uint32_t tenant, const uint8_t* key, size_t keyLength);
   size_t mirrorSize();
+  // The ids of the mirror entries a GET was answered from since the last call (each once, in the order first
+  // served); the record starts empty again.
+  std::vector<uint64_t> TakeServed();
   // Forwards everything this client sends from now on (JavaScript keeps per-client state the native path lacks).
   void Passthrough(uint64_t conn);
   uint64_t LastActiveMs(uint64_t conn);
@@ -105,6 +115,8 @@ class Door {
   uint64_t getMismatches() const { return getMismatches_.load(); }
   // Native GETs answered with a reply kept from an earlier GET of the same entry (no copy).
   uint64_t hotGets() const { return hotGets_.load(); }
+  // Native GETs not recorded for TakeServed(): kServedMax entries were recorded already in that window.
+  uint64_t unrecordedGets() const { return unrecordedGets_.load(); }
 
   struct Conn;
 
@@ -119,6 +131,8 @@ class Door {
   void Process(const std::shared_ptr<Conn>& c);
   // Answers `GET key` from the mirror (door thread); false: forward it to JavaScript.
   bool ServeGet(Conn& c, uint32_t tenant, const uint8_t* key, size_t keyLength);
+  // Records that a GET of `v` was answered here (door thread), once per TakeServed() window.
+  void NoteServed(const std::shared_ptr<const MirrorValue>& v);
   bool Flush(Conn& c);  // c.m held; false when the socket failed
   void CloseConn(const std::shared_ptr<Conn>& c);
   void Arm(Conn& c);
@@ -145,7 +159,7 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
-  std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0};
+  std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0}, unrecordedGets_{0};
   // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door.cc).
   struct Hot;
   std::unique_ptr<Hot> hot_;
@@ -153,6 +167,10 @@ class Door {
   std::mutex mirrorMutex_;
   std::unordered_map<std::string, std::shared_ptr<const MirrorValue>> mirror_;
   std::string lookup_;  // door thread: the key being looked up
+  // Entries GETs were answered from since the last TakeServed() (each once: its `served` flag), at most kServedMax.
+  // The vector keeps its capacity across drains, so recording an entry allocates nothing once it has grown.
+  std::mutex servedMutex_;
+  std::vector<std::shared_ptr<const MirrorValue>> served_;
 };
 
 }  // namespace tiersync::resp

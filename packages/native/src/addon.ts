@@ -28,6 +28,7 @@ export interface NativeAddon {
   PeerServer: new (options: object, arena: NativeEndpoint, plan: (request: never) => unknown, commit?: (batch: never) => unknown) => NativePeerServer;
   connectPeer(options: object): Promise<NativePeerClient>;
   decodePeerFrame(bytes: Uint8Array): NativePeerFrame;
+  peerFrameCrypto(): 'system' | 'node';
   encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
   tryLockFile(fd: number, shared?: boolean): boolean;
   crc32cRanges(arena: NativeEndpoint, offsets: Float64Array, lengths: Uint32Array, threads?: number): Promise<Uint32Array>;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, peerFrames, type PeerServerRequest, type Slot } from './index.js';
+import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, peerFrameCrypto, peerFrames, type PeerServerRequest, type Slot } from './index.js';
 import { pattern } from './test-helpers.js';
 
 const PAGE = 64 * 1024;
@@ -170,6 +170,14 @@ describe('peer data plane', () => {
     const client = await PeerClient.connect({ host: '127.0.0.1', port: server.port, streams: 1 });
     client.close();
     expect(() => client.has([key(1)])).toThrow(/closed/);
+  });
+});
+
+describe('peer frame crypto', () => {
+  it('names the OpenSSL that seals frames, the same on every call', () => {
+    const source = peerFrameCrypto();
+    expect(['system', 'node']).toContain(source);
+    expect(peerFrameCrypto()).toBe(source);
   });
 });
 

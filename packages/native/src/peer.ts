@@ -87,6 +87,8 @@ export interface PeerCommitAnswer {
 export interface PeerSlotTable {
   commit(batch: PeerCommitBatch): PeerCommitAnswer;
   release(offsets: Float64Array): void;
+  /** The server closed (after its pool's slots were released): the table stops lending to it. */
+  closed?(): void;
 }
 
 /**
@@ -141,6 +143,7 @@ export class PeerServer {
     this.#native.close();
     const left = this.#native.takePool();
     if (this.#slots && left.length) this.#slots.release(left);
+    this.#slots?.closed?.();
   }
 }
 
@@ -211,6 +214,15 @@ export class PeerClient {
   close(): void {
     this.#native.close();
   }
+}
+
+/**
+ * Which OpenSSL authenticates (and encrypts) peer frames in this process: `system` (the system's libcrypto.so.3,
+ * preferred for its AES-NI GCM path) or `node` (Node's bundled copy: no system library, an ASan build, or
+ * TIERSYNC_PEER_NODE_OPENSSL set). Node's copy was measured several times slower here; benchmarks report this.
+ */
+export function peerFrameCrypto(): 'system' | 'node' {
+  return native.peerFrameCrypto();
 }
 
 /** Frame codec exposed for tests and fuzzing: decode refuses malformed frames with ERR_PROTOCOL. */

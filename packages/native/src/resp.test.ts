@@ -67,6 +67,21 @@ describe('RespDoorNative GETs from the mirror', () => {
     }
   }
 
+  it('counts granted slots (pooledSlots, as in stats()) until they are taken back', () => {
+    const { d, arena } = door();
+    try {
+      expect(d.pooledSlots).toBe(0);
+      d.grant(Float64Array.of(0, PAGE, 2 * PAGE), PAGE);
+      expect(d.pooledSlots).toBe(3);
+      expect(d.stats().pooledSlots).toBe(3);
+      expect([...d.takePool()].sort((a, b) => a - b)).toEqual([0, PAGE, 2 * PAGE]);
+      expect(d.pooledSlots).toBe(0);
+    } finally {
+      d.close();
+      arena.close();
+    }
+  });
+
   it('answers GET of a mirrored value itself, and forwards it once the slot version or the bytes change', async () => {
     const { d, arena, versions, events } = door();
     try {
@@ -159,6 +174,98 @@ describe('RespDoorNative GETs from the mirror', () => {
       expect(() => d.setFast(1, true, -1)).toThrow(/tenant/);
       d.mirror(ops(good));
       expect(d.stats().mirroredKeys).toBe(1);
+    } finally {
+      d.close();
+      arena.close();
+    }
+  });
+
+  /** Puts `value` (one page, slot `slot`) as key `key` of tenant 1 with `id`. */
+  function putPage(d: RespDoorNative, arena: HostArena, versions: Uint32Array, key: string, slot: number, value: Buffer, id: number): void {
+    arena.view(slot * PAGE, value.length).set(value);
+    const ops = new RespMirrorOps();
+    ops.put(1, Buffer.from(key), value.length, [slot * PAGE], [value.length], [crc32c(value)], [slot], [versions[slot]!], id);
+    d.mirror(ops);
+    expect(ops.empty).toBe(true);
+  }
+
+  /** A client of `d` made fast for tenant 1; `got` collects the bytes it receives. */
+  async function fastClient(d: RespDoorNative, events: RespNativeEvent[]): Promise<{ s: net.Socket; conn: number; got: () => Buffer }> {
+    const s = net.connect(d.port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    s.on('data', (b) => chunks.push(b));
+    s.on('error', () => undefined);
+    await until(() => events.some((e) => e.kind === 'accept'));
+    const conn = events.find((e) => e.kind === 'accept')!.conn;
+    d.setFast(conn, true, 1);
+    return { s, conn, got: () => Buffer.concat(chunks) };
+  }
+
+  const getOf = (key: string) => Buffer.from(`*2\r\n$3\r\nGET\r\n$${key.length}\r\n${key}\r\n`);
+
+  it('records each entry it answered GETs of once per takeServed() window, by the id it was put with (0: never)', async () => {
+    const { d, arena, versions, events } = door();
+    try {
+      const a = randomBytes(100);
+      const b = randomBytes(200);
+      putPage(d, arena, versions, 'a', 1, a, 41);
+      putPage(d, arena, versions, 'b', 2, b, 42);
+      const quiet = randomBytes(50);
+      putPage(d, arena, versions, 'quiet', 3, quiet, 0);
+      expect(Array.from(d.takeServed())).toEqual([]);
+      const { s, got } = await fastClient(d, events);
+      const reply = (v: Buffer) => Buffer.concat([Buffer.from(`$${v.length}\r\n`), v, Buffer.from('\r\n')]);
+      const expected = Buffer.concat([reply(b), reply(a), reply(b), reply(quiet), reply(a)]);
+      s.write(Buffer.concat([getOf('b'), getOf('a'), getOf('b'), getOf('quiet'), getOf('a')]));
+      await until(() => got().length >= expected.length);
+      expect(got()).toEqual(expected);
+      expect(d.stats()).toMatchObject({ nativeGets: 5, unrecordedGets: 0 });
+      // Each once, in the order first served; the id-0 entry is never reported.
+      expect(Array.from(d.takeServed())).toEqual([42, 41]);
+      expect(Array.from(d.takeServed())).toEqual([]);
+      // A new window records them again.
+      s.write(getOf('a'));
+      await until(() => d.stats().nativeGets === 6);
+      expect(Array.from(d.takeServed())).toEqual([41]);
+      // A replaced entry is reported by its new id.
+      putPage(d, arena, versions, 'a', 4, a, 43);
+      s.write(getOf('a'));
+      await until(() => d.stats().nativeGets === 7);
+      expect(Array.from(d.takeServed())).toEqual([43]);
+      s.destroy();
+    } finally {
+      d.close();
+      arena.close();
+    }
+  });
+
+  it('counts as native (and hot) only the GETs it answered, not those the output limit hands to JavaScript', async () => {
+    const arena = HostArena.create({ capacity: 16 * PAGE });
+    const versions = new Uint32Array(new SharedArrayBuffer(16 * 4));
+    const events: RespNativeEvent[] = [];
+    const d = new RespDoorNative(arena, { pageBytes: PAGE, slotVersions: versions, maxOutputBytes: 4 * PAGE }, (es) => events.push(...es));
+    try {
+      // A 16-page value; 400 GETs of it (26 MB of replies) to a client that reads none: past what the kernel
+      // buffers, replies queue, and beyond maxOutputBytes the GETs go to JavaScript.
+      const value = randomBytes(16 * PAGE);
+      const ops = new RespMirrorOps();
+      const at = Array.from({ length: 16 }, (_, i) => i);
+      at.forEach((i) => arena.view(i * PAGE, PAGE).set(value.subarray(i * PAGE, (i + 1) * PAGE)));
+      ops.put(1, Buffer.from('v'), value.length, at.map((i) => i * PAGE), at.map(() => PAGE), at.map((i) => crc32c(value.subarray(i * PAGE, (i + 1) * PAGE))), at, at.map((i) => versions[i]!), 7);
+      d.mirror(ops);
+      const { s } = await fastClient(d, events);
+      s.pause();
+      const gets = 400;
+      const get = getOf('v');
+      s.write(Buffer.concat(Array.from({ length: gets }, () => get)));
+      const forwarded = (): number => events.reduce((n, e) => n + (e.kind === 'data' ? e.bytes.length : 0), 0) / get.length;
+      await until(() => d.stats().nativeGets + forwarded() === gets);
+      const st = d.stats();
+      expect(forwarded()).toBeGreaterThan(0);
+      // The first GET made the reply; every later native one reused it. A forwarded GET counts in neither.
+      expect(st.hotGets).toBe(st.nativeGets - 1);
+      expect(Array.from(d.takeServed())).toEqual([7]);
+      s.destroy();
     } finally {
       d.close();
       arena.close();

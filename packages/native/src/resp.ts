@@ -52,6 +52,11 @@ export interface RespNativeStats {
   hotGets: number;
   /** Keys in the mirror now. */
   mirroredKeys: number;
+  /**
+   * Native GETs whose read was not recorded for takeServed(): the record of entries served was full (65,536
+   * entries between two takeServed() calls).
+   */
+  unrecordedGets: number;
 }
 
 /**
@@ -59,7 +64,7 @@ export interface RespNativeStats {
  * absent), `put` installs or replaces it. Tenant ids are the caller's (>= 1), as given to setFast().
  */
 export class RespMirrorOps {
-  /** [0, tenant, key] or [1, tenant, key, valueLength, pages, (offset, length, crc32c, slot, version) per page]. */
+  /** [0, tenant, key] or [1, tenant, key, valueLength, id, pages, (offset, length, crc32c, slot, version) per page]. */
   readonly ops: number[] = [];
   readonly keys: Uint8Array[] = [];
 
@@ -72,10 +77,13 @@ export class RespMirrorOps {
     this.keys.push(key);
   }
 
-  /** `pages` arrays: one entry per page, in order. */
-  put(tenant: number, key: Uint8Array, length: number, offsets: ArrayLike<number>, lengths: ArrayLike<number>, crcs: ArrayLike<number>, slots: ArrayLike<number>, versions: ArrayLike<number>): void {
+  /**
+   * `pages` arrays: one entry per page, in order. `id`: the caller's id of this entry (a safe integer), reported by
+   * takeServed() once the door thread has answered a GET of it; 0: never reported.
+   */
+  put(tenant: number, key: Uint8Array, length: number, offsets: ArrayLike<number>, lengths: ArrayLike<number>, crcs: ArrayLike<number>, slots: ArrayLike<number>, versions: ArrayLike<number>, id = 0): void {
     const ops = this.ops;
-    ops.push(1, tenant, this.keys.length, length, offsets.length);
+    ops.push(1, tenant, this.keys.length, length, id, offsets.length);
     for (let i = 0; i < offsets.length; i++) ops.push(offsets[i]!, lengths[i]!, crcs[i]!, slots[i]!, versions[i]!);
     this.keys.push(key);
   }
@@ -83,6 +91,13 @@ export class RespMirrorOps {
   clear(): void {
     this.ops.length = 0;
     this.keys.length = 0;
+  }
+
+  /** The changes as the addon takes them (ops as numbers, keys in order); this object is left empty. */
+  take(): { ops: Float64Array; keys: Uint8Array[] } {
+    const taken = { ops: Float64Array.from(this.ops), keys: this.keys.slice() };
+    this.clear();
+    return taken;
   }
 }
 
@@ -98,6 +113,7 @@ export type RespNativeEvent =
 
 interface NativeRespDoor {
   readonly port: number;
+  readonly pooledSlots: number;
   write(conn: number, parts: Uint8Array[]): number;
   end(conn: number): void;
   destroy(conn: number): void;
@@ -106,6 +122,7 @@ interface NativeRespDoor {
   flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array, mirrorOps?: Float64Array, mirrorKeys?: Uint8Array[]): Float64Array;
   setFast(conn: number, fast: boolean, tenant?: number): void;
   mirror(ops: Float64Array, keys: Uint8Array[]): void;
+  takeServed(): Float64Array;
   passthrough(conn: number): void;
   lastActive(conn: number): number;
   grant(offsets: Float64Array, slotBytes: number): void;
@@ -180,9 +197,7 @@ export class RespDoorNative {
    */
   flush(conns: Float64Array, counts: Uint32Array, parts: Uint8Array[], dones: Uint32Array, mirror?: RespMirrorOps): Float64Array {
     if (!mirror || mirror.empty) return this.#native.flush(conns, counts, parts, dones);
-    const ops = Float64Array.from(mirror.ops);
-    const keys = mirror.keys.slice();
-    mirror.clear();
+    const { ops, keys } = mirror.take();
     return this.#native.flush(conns, counts, parts, dones, ops, keys);
   }
 
@@ -202,10 +217,17 @@ export class RespDoorNative {
    */
   mirror(ops: RespMirrorOps): void {
     if (ops.empty) return;
-    const f = Float64Array.from(ops.ops);
-    const keys = ops.keys.slice();
-    ops.clear();
-    this.#native.mirror(f, keys);
+    const taken = ops.take();
+    this.#native.mirror(taken.ops, taken.keys);
+  }
+
+  /**
+   * The ids (RespMirrorOps.put) of the mirror entries the door thread answered GETs of since the last call, each
+   * once, in the order first served; the record starts empty again. At most 65,536 entries are recorded between two
+   * calls (stats().unrecordedGets counts the GETs beyond). Entries put with id 0 are never reported.
+   */
+  takeServed(): Float64Array {
+    return this.#native.takeServed();
   }
 
   /** Hands every later byte of the client to JavaScript. */
@@ -230,6 +252,11 @@ export class RespDoorNative {
 
   stats(): RespNativeStats {
     return this.#native.stats();
+  }
+
+  /** Granted slots not yet used by a landed value (stats().pooledSlots, without the rest of stats()). */
+  get pooledSlots(): number {
+    return this.#native.pooledSlots;
   }
 
   /** Stops the door thread and closes every client; slots of values that did not land return to the pool. */

@@ -38,6 +38,9 @@ export interface SlotStore {
   commit?(slot: Slot, page: { key: PageKey; length: number; crc32c: number; meta?: PageMeta | undefined } | undefined): void;
 }
 
+/** The key a lent slot is reserved under: no page has it (keys are validated non-empty hex). */
+const LENT_SLOT: PageKey = '';
+
 export abstract class MemoryTier implements TierDriver {
   abstract readonly capabilities: TierCapabilities;
   readonly url: string;
@@ -49,11 +52,8 @@ export abstract class MemoryTier implements TierDriver {
   protected store: SlotStore | undefined;
   readonly #pins = new PinTable();
   readonly #inflight = new InFlight();
-  /**
-   * @internal Called when an allocation finds too few free slots, before it gives up: the peer server gives back
-   * the slots it holds for incoming PUTs, so they never cost this tier capacity.
-   */
-  reclaimSlots: (() => void) | undefined;
+  /** Holders of lent slots (lendSlots), asked to give them back when an allocation finds too few free slots. */
+  readonly #reclaimers = new Set<() => void>();
   /**
    * @internal One 32-bit version per slot (slot s: word s), bumped (Atomics, seq_cst) every time the slot is freed:
    * delete, eviction, demotion, a write that lost, slots given back. A reader outside JavaScript (the native RESP
@@ -106,10 +106,19 @@ export abstract class MemoryTier implements TierDriver {
     return store.dataOffset + slot * this.context.pageBytes;
   }
 
-  /** @internal The slot at an arena offset returned by reserveRemote() or pinRemote(). */
-  slotAt(offset: number): number {
+  /**
+   * @internal Where stored pages are now, without pinning them or counting a read: each one's arena offset, length,
+   * CRC32C and slot (the index into slotVersions); undefined for a key this tier does not hold. True for the calling
+   * turn only: any later free of the slot (delete, eviction, demotion) bumps its version first, so a reader outside
+   * JavaScript that records slotVersions[slot] in this same turn sees any change after it (the native RESP door's
+   * mirror of GET-able values).
+   */
+  locate(keys: readonly PageKey[]): Array<{ offset: number; length: number; crc32c: number; slot: number } | undefined> {
     const { store } = this.#ready();
-    return (offset - store.dataOffset) / this.context.pageBytes;
+    return keys.map((k) => {
+      const p = this.table.get(k);
+      return p && { offset: this.#offset(store, p.slot), length: p.length, crc32c: p.crc32c, slot: p.slot };
+    });
   }
 
   /** Frees slots; each one's version is bumped first, so a reader outside JavaScript sees the slot change. */
@@ -293,20 +302,54 @@ export abstract class MemoryTier implements TierDriver {
    * arena offsets; -1 for keys already stored. Undefined when they do not fit.
    */
   reserveRemote(keys: readonly PageKey[]): { offsets: Float64Array; existing: boolean[] } | undefined {
+    return this.#reserve(keys, true);
+  }
+
+  #reserve(keys: readonly PageKey[], reclaim: boolean): { offsets: Float64Array; existing: boolean[] } | undefined {
     const { allocator, store } = this.#ready();
     const existing = keys.map((k) => this.table.has(k));
-    const slots = this.#allocate(allocator, existing.filter((e) => !e).length);
+    const slots = this.#allocate(allocator, existing.filter((e) => !e).length, reclaim);
     if (!slots) return undefined;
     let next = 0;
     const offsets = Float64Array.from(keys, (_, i) => (existing[i] ? -1 : this.#offset(store, slots[next++]!)));
     return { offsets, existing };
   }
 
-  #allocate(allocator: PageAllocator, n: number): Slot[] | undefined {
+  #allocate(allocator: PageAllocator, n: number, reclaim = true): Slot[] | undefined {
     const got = allocator.allocate(n);
-    if (got || !this.reclaimSlots) return got;
-    this.reclaimSlots();
+    if (got || !reclaim || !this.#reclaimers.size) return got;
+    for (const r of [...this.#reclaimers]) r();
     return allocator.allocate(n);
+  }
+
+  /**
+   * @internal Up to `n` free slots (fewer when the tier is fuller; their arena offsets) lent to a pool that lands
+   * bytes outside JavaScript (the peer data plane, the native RESP door). Never takes slots back from other pools:
+   * filling one must not empty another. The lender registers with onShortage() and returns them with returnSlots().
+   */
+  lendSlots(n: number): Float64Array {
+    for (let k = n; k > 0; k = Math.floor(k / 2)) {
+      const got = this.#reserve(new Array<PageKey>(k).fill(LENT_SLOT), false);
+      if (got) return got.offsets;
+    }
+    return new Float64Array(0);
+  }
+
+  /** @internal Frees lent slots a pool did not use (nothing when the tier is closed: its slots went with it). */
+  returnSlots(offsets: Float64Array): void {
+    if (!offsets.length || this.#closed) return;
+    this.commitRemote(new Array<PageKey>(offsets.length).fill(LENT_SLOT), offsets, new Uint32Array(offsets.length), new Uint32Array(offsets.length), () => false);
+  }
+
+  /**
+   * @internal Registers a pool of lent slots: when an allocation finds too few free slots, every registered pool is
+   * asked (`reclaim`) to give its slots back (returnSlots) before the allocation gives up, so lent slots are spare
+   * room and never capacity this tier loses. Several pools may share a tier. Returns the function that unregisters it.
+   */
+  onShortage(reclaim: () => void): () => void {
+    const entry = (): void => reclaim(); // one entry per registration, even for the same function
+    this.#reclaimers.add(entry);
+    return () => void this.#reclaimers.delete(entry);
   }
 
   /** @internal Makes remotely written pages visible (ok) or frees their reserved slots. */

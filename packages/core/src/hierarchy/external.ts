@@ -1,7 +1,8 @@
 /**
- * Pages that reach a tier from outside store(): the daemon's peer endpoint and same-host clients write bytes into
- * a tier directly, then ask for room first (makeRoomOn), record them (adoptPages), or report them gone
- * (forgetPages). The planner decides room, victims and write-through as for a store.
+ * Pages that reach or leave a tier outside store() and load(): the daemon's peer endpoint and same-host clients
+ * write bytes into a tier directly, then ask for room first (makeRoomOn), record them (adoptPages), or report them
+ * gone (forgetPages); the RESP door reads bytes straight from a host tier's slots and reports those reads
+ * (recordHits). The planner decides room, victims, write-through and what a hit earns as for a store or a load.
  */
 import type { PageKey } from '@tiersync/tiers';
 import { runMoves } from './background.js';
@@ -56,4 +57,25 @@ export function forgetPages(s: HierarchyState, tier: string, keys: readonly Page
   index.removeCopies(t.name, keys, { force: true });
   planner.forget(t.index, keys);
   s.emit('block:evicted', { keys: [...keys], tier: t.name });
+}
+
+/**
+ * Counts reads of pages on tier `tier` made outside load() (bytes read straight from a host tier's slots, e.g. the
+ * RESP door's GETs) as load() counts the hits it served from that tier: the index records the access (time, hit
+ * count), the tier's eviction policy sees an access, and the planner answers promotions and selective copies, run
+ * here. Keys the planner does not hold on that tier are skipped (not recorded yet, evicted meanwhile, unknown):
+ * their access is lost, never an error. One index transaction and one planner call per batch. Keys are validated by
+ * the caller. Returns how many keys were counted.
+ */
+export function recordHits(s: HierarchyState, tier: string, keys: readonly PageKey[]): Promise<number> {
+  const t = tierNamed(s, tier);
+  return exclusive(s, async () => {
+    // Checked under the lock: the hierarchy may have closed while this waited for it.
+    const { index, planner } = ready(s);
+    const held = keys.filter((k) => planner.holds(t.index, k));
+    if (!held.length) return 0;
+    index.touch(held);
+    await runMoves(s, planner.load(held.map((key) => ({ key, tier: t.index }))));
+    return held.length;
+  });
 }

@@ -6,8 +6,8 @@
  *   write-through and selective copies, promotion, pins, priorities and quotas;
  * - the modules here execute its moves with real bytes: open.ts (drivers, planner, index, reconcile), store.ts,
  *   load.ts / layerwise.ts / read.ts, lookup.ts, moves.ts (evict and copy), background.ts (the queue of background
- *   copies), external.ts (pages written into a tier from outside), pins.ts, delete.ts; validate.ts checks what
- *   callers pass, once;
+ *   copies), external.ts (pages written into or read from a tier outside store() and load()), pins.ts, delete.ts;
+ *   validate.ts checks what callers pass, once;
  * - the block index (SQLite) records which pages exist and where their copies are.
  *
  * Data path:
@@ -32,7 +32,7 @@ import type { PageKey, PageLocation, TierDriver } from '@tiersync/tiers';
 import { enqueue as enqueueCopy, flush } from './background.js';
 import { parseConfig, type ResolvedConfig, type TierSyncConfig } from './config.js';
 import { deleteKeys, deleteNamespace } from './delete.js';
-import { adoptPages, forgetPages, makeRoomOn } from './external.js';
+import { adoptPages, forgetPages, makeRoomOn, recordHits } from './external.js';
 import { layerRanges } from './layerwise.js';
 import { loadPages } from './load.js';
 import { lookupExact, lookupPrefix } from './lookup.js';
@@ -304,7 +304,7 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
     await s.engine.close();
   }
 
-  // ---- Pages that reach a tier from outside store(): the daemon's peer endpoint and same-host clients ----
+  // ---- Pages written into or read from a tier outside store() and load(): peers, same-host clients, RESP ----
 
   /**
    * Frees room on tier `tier` so `pages` more fit under its high watermark (victims demoted as in store()), before
@@ -331,5 +331,18 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
   forgetPages(tier: string, keys: readonly PageKey[]): void {
     ready(this.#s);
     forgetPages(this.#s, tier, keys);
+  }
+
+  /**
+   * Counts reads of `keys` on tier `tier` that did not go through load() (bytes read straight from a host tier's
+   * slots, e.g. the RESP door's GETs) as hits, as load() would have: last access and hit count in the index, an
+   * access for the tier's eviction policy, promotions and selective copies. Keys the tier does not hold are skipped;
+   * a key named twice counts twice, in order. Call it with batches. Resolves with how many keys were counted.
+   * @throws TierSyncError ERR_INVALID_ARGUMENT naming a malformed key or an unknown tier, ERR_CLOSED
+   */
+  recordHits(tier: string, keys: readonly PageKey[]): Promise<number> {
+    ready(this.#s);
+    checkKeys(keys, 'keys', false);
+    return recordHits(this.#s, tier, keys);
   }
 }

@@ -303,6 +303,87 @@ describe('block index: adoptPages', () => {
   });
 });
 
+describe('block index: roots segments', () => {
+  /** First pages of unrelated chains: each a root (no parent, position 0), as RESP values and peer puts are. */
+  const roots = (n: number, seed: number) => Array.from({ length: n }, (_, i) => chain(1, seed * 1000 + i)[0]!);
+  const adopt = (index: BlockIndex, keys: readonly string[], tier = 'fs') =>
+    index.adoptPages(ns.id, tier, keys.map((key, i) => ({ key, parent: null, position: 0, length: 100 + i, crc32c: i, durable: true })));
+  const segmentRows = (file: string) => {
+    const db = new Database(file, { readonly: true });
+    try {
+      return db.prepare('SELECT count, position FROM segments ORDER BY id').all();
+    } finally {
+      db.close();
+    }
+  };
+
+  it('packs roots recorded together into segments of up to 64 pages, and keeps a chain with its first page', () => {
+    const file = path.join(dir, 'roots.sqlite');
+    let index = open(file);
+    const loose = roots(150, 1);
+    expect(adopt(index, loose).adopted).toEqual(loose);
+    // A chain's first page is a root too, but stays with its chain; a root alone is a one-page segment as before.
+    const c = chain(3, 77);
+    const [r1, r2, r3] = roots(3, 2);
+    index.adoptPages(ns.id, 'fs', [r1!, r2!, ...c, r3!].map((key, i) => ({ key, parent: i >= 3 && i <= 4 ? c[i - 3]! : null, position: i >= 3 && i <= 4 ? i - 2 : 0, length: 7, crc32c: 1, durable: true })));
+    index.close();
+    expect(segmentRows(file)).toEqual([
+      { count: 64, position: -1 },
+      { count: 64, position: -1 },
+      { count: 22, position: -1 },
+      { count: 2, position: -1 },
+      { count: 3, position: 0 },
+      { count: 1, position: 0 },
+    ]);
+    checkInvariants(file);
+
+    index = open(file);
+    // Each page reads as the root it is, found with nothing cached (through the anchor directory).
+    expect(index.lookupExact([loose[0]!, loose[100]!, r3!, c[2]!]).map((h) => h?.tiers.join())).toEqual(['fs', 'fs', 'fs', 'fs']);
+    expect(index.pages([loose[65]!, c[1]!, r2!])).toEqual([
+      expect.objectContaining({ key: loose[65], parent: null, position: 0, length: 165, crc32c: 65 }),
+      expect.objectContaining({ key: c[1], parent: c[0], position: 1 }),
+      expect.objectContaining({ key: r2, parent: null, position: 0, length: 7 }),
+    ]);
+    index.close();
+  });
+
+  it('frees a roots segment\'s rows when its last page goes; until then its other pages stay', () => {
+    const file = path.join(dir, 'roots-drop.sqlite');
+    let index = open(file);
+    const keys = roots(64, 3);
+    adopt(index, keys);
+    adopt(index, keys.slice(0, 4), 'host');
+    expect(index.removeCopies('fs', keys.slice(0, 63)).removed).toHaveLength(63);
+    index.close();
+    expect(segmentRows(file)).toEqual([{ count: 64, position: -1 }]);
+    index = open(file);
+    expect(index.lookupExact(keys).filter((h) => h !== undefined)).toHaveLength(1);
+    // Stored again, a gone page takes its old slot (a hole), with its new length and checksum.
+    adopt(index, [keys[5]!]);
+    expect(index.pages([keys[5]!])[0]).toMatchObject({ parent: null, position: 0, length: 100, crc32c: 0 });
+    expect(index.removeCopies('fs', [keys[5]!, keys[63]!]).removed).toHaveLength(2);
+    expect(index.lookupExact(keys).filter((h) => h !== undefined)).toHaveLength(0);
+    index.close();
+    expect(segmentRows(file)).toEqual([]);
+    checkInvariants(file);
+  });
+
+  it('opens a version-6 database unchanged and refuses nothing it wrote', () => {
+    const file = path.join(dir, 'v6.sqlite');
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    expect(migrate(db, 6)).toBe(0);
+    db.close();
+    const index = open(file);
+    expect(index.recovery).toMatchObject({ migratedFrom: 6, schemaVersion: SCHEMA_VERSION });
+    const keys = roots(3, 4);
+    adopt(index, keys);
+    expect(index.lookupExact(keys).every((h) => h?.tiers.join() === 'fs')).toBe(true);
+    index.close();
+  });
+});
+
 describe('block index: copy state moves', () => {
   it('changes copies only through the transition table: moves a state does not allow are reported, not applied', () => {
     const index = open();
@@ -452,7 +533,7 @@ describe('block index: restart and recovery', () => {
     expect(index.lookupPrefix(keys).map((h) => h.tiers)).toEqual([['fs'], ['fs']]);
     expect(index.copiesOf([keys[0]!])[0]).toMatchObject([{ location: 'f0', verified: false }]);
     index.close();
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
   });
 
   it('upgrades a version-2 database in place to the current schema (runs of pages), keeping pages, copies and pins', () => {

@@ -7,6 +7,7 @@ import { STATE, STATE_MASK, isHeld, stateName } from './copy-state.js';
 import type { IndexContext } from './context.js';
 import { hexOf, invalid } from './key-batch.js';
 import { locate } from './locate.js';
+import { ROOTS_POSITION } from './schema.js';
 import type { Segment } from './segments.js';
 import type { CopyRecord, PageHit, PageRecord } from './types.js';
 import { describeValue } from '@tiersync/native/errors';
@@ -124,8 +125,8 @@ export function pages(ctx: IndexContext, keys: readonly string[], nsName: (id: n
     return {
       key,
       namespace: nsName(seg.ns),
-      parent: s > 0 ? ctx.store.keyHex(seg, s - 1) : seg.parent ? hexOf(seg.parent, 0, seg.parent.length) : null,
-      position: seg.position + s,
+      parent: seg.position === ROOTS_POSITION ? null : s > 0 ? ctx.store.keyHex(seg, s - 1) : seg.parent ? hexOf(seg.parent, 0, seg.parent.length) : null,
+      position: seg.position === ROOTS_POSITION ? 0 : seg.position + s,
       length: seg.lengths[s]!,
       crc32c: seg.crcKnown === null || seg.crcKnown[s] ? seg.crcs[s]! : null,
       createdMs: created,

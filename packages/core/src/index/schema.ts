@@ -64,6 +64,10 @@
  * - deleteNamespace finds a namespace's segments by scanning the segments rows' small leading columns.
  * - pagedata `lengths` holds one u32le when every page of the segment has the same length (segments.ts lengthsBlob),
  *   else one per page as before (v5 rows are read unchanged).
+ *
+ * Schema v7 adds roots segments (`position` = ROOTS_POSITION): pages that are each a root (no parent, position 0) and
+ * are recorded in one batch share a segment, as a chain's pages do, instead of one segment each. Values of the RESP
+ * door and pages put by peers are such pages: recording one cost four row inserts, and replacing it four deletes.
  */
 import type Database from 'better-sqlite3';
 import { TierSyncError } from '@tiersync/native/errors';
@@ -214,6 +218,17 @@ function toRuns(db: Database.Database): void {
 
 /** Most pages per segment (bytes per segment row: 32 per page for keys, 8 in pagedata, 1 per tier in copies). */
 export const SEGMENT_PAGES = 4096;
+/**
+ * `position` of a roots segment (schema v7): its pages do not continue each other; each is a root (no parent,
+ * position 0), e.g. values of the RESP door or pages a peer put, recorded together. Such pages were one-page
+ * segments before v7: four rows written per page and four deleted when it went.
+ */
+export const ROOTS_POSITION = -1;
+/**
+ * Most pages of one roots segment. A roots segment's rows go only when its last page goes, so a page that stays
+ * keeps the holes of up to this many gone pages in the index; chains are dropped together and need no such bound.
+ */
+export const ROOTS_SEGMENT_PAGES = 64;
 /** Tier codes per segment in copies/locations rowids (rowid = segment * TIER_CODES + code). */
 export const TIER_CODES = 256;
 
@@ -472,6 +487,13 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 6,
     description: 'segments carry their anchors (appended with the segment); anchors table and segments(ns) index dropped',
     sql: toAnchorColumn,
+  },
+  {
+    version: 7,
+    description: 'roots segments: position -1 marks a segment of unrelated root pages (no rows change)',
+    // Nothing to rewrite: v6 never wrote a negative position. The version keeps earlier releases, which would read
+    // -1 as a chain's position, from opening a database that has roots segments.
+    sql: '',
   },
 ];
 

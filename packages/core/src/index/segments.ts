@@ -68,7 +68,7 @@ export interface Segment {
   readonly count: number;
   /** Bytes per key. */
   readonly width: number;
-  /** Position of the first page. */
+  /** Position of the first page, or ROOTS_POSITION: every page is a root (no parent, position 0), see schema.ts. */
   readonly position: number;
   /** Parent key of the first page, or null. */
   readonly parent: Uint8Array | null;

@@ -9,7 +9,7 @@ import type { IndexContext } from './context.js';
 import { checkKey, firstDuplicate, invalid } from './key-batch.js';
 import { type Located, locate } from './locate.js';
 import { packSlot } from './pins.js';
-import { SEGMENT_PAGES } from './schema.js';
+import { ROOTS_POSITION, ROOTS_SEGMENT_PAGES, SEGMENT_PAGES } from './schema.js';
 import type { Segment, TierCopies } from './segments.js';
 import type { AdoptPage, AdoptResult, BeginStoreResult, CommitEntry, CommitResult, PageKey, RemoveResult, StorePage } from './types.js';
 
@@ -95,15 +95,30 @@ function locatePages(ctx: IndexContext, pages: readonly NewPage[]): Located {
   return loc;
 }
 
+/** A page that starts no chain of its own: no parent, position 0. */
+const isRoot = (p: NewPage): boolean => p.parent === null && p.position === 0;
+
 /**
- * Creates segments for the pages no segment holds: runs of pages that continue each other (parent = the previous
- * page, next position, same key width) in batch order, up to SEGMENT_PAGES each. `stateOf(i)` is page i's byte.
+ * Creates segments for the pages no segment holds, in batch order: runs of pages that continue each other (parent =
+ * the previous page, next position, same key width), up to SEGMENT_PAGES each; and runs of roots that start no chain
+ * in the batch (single-page values), up to ROOTS_SEGMENT_PAGES each, as one roots segment. `stateOf(i)` is page i's
+ * byte.
  */
 function insertNew(ctx: IndexContext, ns: number, rank: number, pages: readonly NewPage[], loc: Located, now: number, stateOf: (i: number) => number, withLocation: boolean): void {
   const batch = loc.batch;
   if (!batch) return;
   const idx0 = loc.batchFrom;
   const { bytes, off } = batch;
+  /** Batch page e is in no segment yet and its key is `width` bytes long. */
+  const fresh = (e: number, width: number): boolean => loc.segs[idx0 + e] === undefined && off[e + 1]! - off[e]! === width;
+  /** Batch page e continues batch page e - 1's chain. */
+  const continues = (e: number): boolean => {
+    const p = pages[idx0 + e]!;
+    const prev = pages[idx0 + e - 1]!;
+    return p.parent === prev.key && p.position === prev.position + 1;
+  };
+  /** Batch page e is a root whose next page does not continue it (a chain's first page stays with its chain). */
+  const loneRoot = (e: number): boolean => isRoot(pages[idx0 + e]!) && !(e + 1 < batch.n && loc.segs[idx0 + e + 1] === undefined && continues(e + 1));
   for (let b = 0; b < batch.n; ) {
     if (loc.segs[(idx0 + b)] !== undefined) {
       b++;
@@ -112,13 +127,9 @@ function insertNew(ctx: IndexContext, ns: number, rank: number, pages: readonly 
     const first = pages[(idx0 + b)]!;
     const width = off[b + 1]! - off[b]!;
     let e = b + 1;
-    while (e < batch.n && e - b < SEGMENT_PAGES) {
-      const i = (idx0 + e);
-      const prev = (idx0 + e - 1);
-      const p = pages[i]!;
-      if (i !== prev + 1 || loc.segs[i] !== undefined || p.parent !== pages[prev]!.key || p.position !== pages[prev]!.position + 1 || off[e + 1]! - off[e]! !== width) break;
-      e++;
-    }
+    const roots = loneRoot(b) && e < batch.n && fresh(e, width) && loneRoot(e);
+    if (roots) while (e < batch.n && e - b < ROOTS_SEGMENT_PAGES && fresh(e, width) && loneRoot(e)) e++;
+    else while (e < batch.n && e - b < SEGMENT_PAGES && fresh(e, width) && continues(e)) e++;
     const count = e - b;
     const lengths = new Uint32Array(count);
     const crcs = new Uint32Array(count);
@@ -143,7 +154,7 @@ function insertNew(ctx: IndexContext, ns: number, rank: number, pages: readonly 
       // The parent is usually the previous key of the batch, already decoded.
       parent = pb >= 0 && idx0 + pb === pi && pages[pi]!.key === first.parent ? bytes.subarray(off[pb]!, off[pb + 1]!) : Buffer.from(first.parent, 'hex');
     }
-    ctx.store.insert({ ns, width, position: first.position, parent, keys: bytes.subarray(off[b]!, off[e]!), lengths, crcs, crcKnown, now, rank, states, locations, names });
+    ctx.store.insert({ ns, width, position: roots ? ROOTS_POSITION : first.position, parent, keys: bytes.subarray(off[b]!, off[e]!), lengths, crcs, crcKnown, now, rank, states, locations, names });
     b = e;
   }
 }

@@ -464,3 +464,62 @@ describe('the block index recorder under a steady stream of commits', () => {
     }
   });
 });
+
+describe('host-tier reads that bypass the hierarchy count for eviction', () => {
+  it("a same-host client's pin of a page in the host tier counts as a hit; a remote client's peer GET counts once", async () => {
+    const daemon = await startTestDaemon('client-hits', {
+      hostPages: 64,
+      fsPages: 256,
+      config: () => ({ peer: { port: 0 }, client: { socket: false }, tenants: [{ name: 'near', token: 'token-near' }, { name: 'far', token: 'token-far', sharedMemory: false }] }),
+    });
+    const { server } = daemon;
+    // Stored keys in the order the host tier recorded them (a client names pages by its own keys).
+    const stored: string[] = [];
+    server.ts.on('block:stored', (e) => {
+      if (e.tier === 'host') stored.push(...e.keys);
+    });
+    const hits = (keys: readonly string[]) => server.ts.pageRecords(keys).map((r) => r?.hits);
+    const arena = HostArena.create({ capacity: 4 * PAGE });
+    const near = await TierSyncClient.connect({ url: server.url, token: 'token-near', transport: 'shm' });
+    const far = await TierSyncClient.connect({ url: server.url, token: 'token-far', transport: 'peer' });
+    try {
+      randomFillSync(arena.view(0, 4 * PAGE));
+      const page = (i: number) => [{ arena, offset: i * PAGE, length: PAGE }];
+      const take = async (): Promise<string> => {
+        await expect.poll(() => stored.length, { timeout: 5000 }).toBe(1);
+        return stored.shift()!;
+      };
+      expect((await near.store([key(700)], page(0))).stored).toBe(1);
+      const read = await take();
+      expect((await near.store([key(701)], page(1))).stored).toBe(1);
+      const unread = await take();
+      expect(far.transport).toBe('peer');
+      expect((await far.store([key(702)], page(2))).stored).toBe(1);
+      const remote = await take();
+      expect(hits([read, unread, remote])).toEqual([0, 0, 0]);
+
+      // A pin lease of a page already in the host tier: no load runs, the access batch reports it.
+      const pin = await send({ url: server.url }, 'pin', { keys: [key(700)] }, { token: 'token-near' });
+      expect(pin.json.offsets[0]).toBeGreaterThanOrEqual(0);
+      expect((await send({ url: server.url }, 'release', { lease: pin.json.lease }, { token: 'token-near' })).status).toBe(200);
+      await expect.poll(() => hits([read])[0], { timeout: 5000 }).toBe(1);
+
+      // A remote client's load: its pin is not counted (no shared memory), the peer server's GET is.
+      const into = HostArena.create({ capacity: PAGE });
+      try {
+        expect((await far.load([key(702)], [{ arena: into, offset: 0, length: PAGE }])).loaded).toBe(1);
+        expect(Buffer.compare(Buffer.from(into.view(0, PAGE)), Buffer.from(arena.view(2 * PAGE, PAGE)))).toBe(0);
+      } finally {
+        into.close();
+      }
+      await expect.poll(() => hits([remote])[0], { timeout: 5000 }).toBe(1);
+      // Counted once each; the page nobody read has none.
+      expect(hits([read, unread, remote])).toEqual([1, 0, 1]);
+    } finally {
+      arena.close();
+      await near.close();
+      await far.close();
+      await daemon.close();
+    }
+  });
+});

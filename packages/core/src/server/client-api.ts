@@ -29,6 +29,7 @@ import type { RetentionHint } from '@tiersync/policy';
 import type { TierSync } from '../hierarchy/index.js';
 import type { ClusterRegistry, NodeInfo } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
+import { AccessBatch, warnRefused } from './access-batch.js';
 import { PageRecorder } from './page-recorder.js';
 import { crc32cLibrary } from './crc32c-library.js';
 import {
@@ -119,6 +120,11 @@ export class ClientApi {
   readonly #unrecorded: PageRecorder;
   /** Retention hints of committed pages waiting for the index (applied once it records them). */
   readonly #retention = new Map<PageKey, RetentionHint>();
+  /**
+   * Pages pin leases found already in the host tier (pinned there without the hierarchy's load()), on their way to
+   * its eviction policy (TierSync.recordHits), in batches: without it a page only clients read would look cold.
+   */
+  readonly #accesses: AccessBatch;
   /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
   readonly #damagedByReads = new Set<PageKey>();
   #nextLease = 1;
@@ -139,6 +145,10 @@ export class ClientApi {
         this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
         for (const p of batch) this.#retention.delete(p.key);
       },
+    });
+    this.#accesses = new AccessBatch({
+      record: (keys) => options.ts.recordHits(options.hostTierName, keys),
+      onFailed: warnRefused(options.log, 'client reads'),
     });
     this.#sweep = setInterval(() => this.#expire(Date.now()), Math.min(1000, Math.max(50, options.leaseMs / 4)));
     this.#sweep.unref();
@@ -654,6 +664,12 @@ export class ClientApi {
           this.#trackPins([keys[i]!]);
         });
       take(hostTier.pinRemote(keys), keys.map((_, i) => i));
+      // Read from the host tier without a load: counted for its eviction policy (pages brought up below are loads;
+      // a tenant without shared memory fetches over the peer protocol, whose server counts what it sends).
+      if (tenant.sharedMemory) {
+        const resident = keys.filter((_, i) => lease.offsets[i]! >= 0);
+        if (resident.length) this.#accesses.add(resident);
+      }
       const rest = keys.map((_, i) => i).filter((i) => lease.offsets[i]! < 0);
       if (rest.length) {
         const restKeys = rest.map((i) => keys[i]!);
@@ -844,8 +860,11 @@ export class ClientApi {
   /** Undoes every open lease, records committed pages in the block index, closes peer connections. */
   async close(): Promise<void> {
     clearInterval(this.#sweep);
+    this.#accesses.close();
     this.#o.ts.off('block:evicted', this.#onEvicted);
     this.#o.ts.off('integrity:failed', this.#onIntegrity);
+    // Damaged pages waiting for the next turn are dropped now, while the hierarchy is still open.
+    this.#dropDamaged(this.#takeDamagedByReads(), 'found by a read of the host tier');
     for (const l of [...this.#leases.values()]) this.#close(l);
     for (const p of this.#peers.values()) void p.then((c) => c.close(), () => undefined);
     this.#peers.clear();

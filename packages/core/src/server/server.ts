@@ -27,6 +27,7 @@ import { ClusterRegistry, type HolderAnswer } from './registry.js';
 import { RespDoor } from './resp/door.js';
 import { TierSyncPageStore } from './resp/page-store.js';
 import { ClientApi } from './client-api.js';
+import { AccessBatch, warnRefused } from './access-batch.js';
 import { FRAME_MAGIC, ProtocolError, daemonRoutes, isClientOp, parseRequest, tokensRequestSchema, type ErrorBody } from '../protocol/index.js';
 import { openApiDocument } from './openapi.js';
 import { FrameSession } from './client-frames.js';
@@ -159,6 +160,8 @@ export class TierSyncServer {
   readonly #frameSessions = new Set<FrameSession>();
   readonly #peer: PeerServer | undefined;
   readonly #peerTier: string | undefined;
+  /** Pages peers' GETs read from the served host tier, on their way to its eviction policy (TierSync.recordHits). */
+  readonly #peerReads: AccessBatch | undefined;
   readonly #registry: ClusterRegistry | undefined;
   /** The RESP front door, when `resp.port` is set. */
   #resp: RespDoor | undefined;
@@ -173,13 +176,14 @@ export class TierSyncServer {
   /** The OpenAPI document, built on first request (it does not change while the daemon runs). */
   #openApi: Record<string, unknown> | undefined;
 
-  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; unix?: UnixListener | undefined; peer: PeerServer | undefined; peerTier: string | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
+  private constructor(parts: { config: ResolvedServerConfig; ts: TierSync; log: Logger; http: http.Server; unix?: UnixListener | undefined; peer: PeerServer | undefined; peerTier: string | undefined; peerReads: AccessBatch | undefined; registry: ClusterRegistry | undefined; nodeId: string; peerAddress: string }) {
     this.config = parts.config;
     this.ts = parts.ts;
     this.log = parts.log;
     this.#http = parts.http;
     this.#peer = parts.peer;
     this.#peerTier = parts.peerTier;
+    this.#peerReads = parts.peerReads;
     this.#registry = parts.registry;
     this.nodeId = parts.nodeId;
     this.metrics = new ServerMetrics({
@@ -252,6 +256,7 @@ export class TierSyncServer {
 
       let peer: PeerServer | undefined;
       let peerTier: string | undefined;
+      let peerReads: AccessBatch | undefined;
       if (config.peer.enabled) {
         const tiers = ts.stats().tiers;
         peerTier = config.peer.tier ?? tiers.find((t) => t.kind === 'host')?.name;
@@ -261,6 +266,13 @@ export class TierSyncServer {
           const driver = ts.tierDriver(peerTier);
           if (!(driver instanceof HostTier)) throw new TierSyncError(`config peer.tier: '${peerTier}' is not a host:// tier; only host RAM can be served to peers`, 'ERR_CONFIG');
           const served = peerTier;
+          // Peers' GETs read the tier's slots without the hierarchy's load(): counted for its eviction policy in batches.
+          const reads = new AccessBatch({
+            record: (keys) => ts.recordHits(served, keys),
+            onFailed: warnRefused(log, 'pages peers read'),
+          });
+          peerReads = reads;
+          undo.push(() => reads.close());
           peer = servePeer(driver, {
             host: config.peer.host,
             port: config.peer.port,
@@ -271,6 +283,7 @@ export class TierSyncServer {
             // Pages other hosts (or remote clients) put into this host tier enter the block index.
             onCommitted: (pages) => void ts.adoptPages(served, pages).catch((e: unknown) => log.error({ err: e, pages: pages.length }, 'could not record pages a peer put')),
             onDeleted: (keys) => ts.forgetPages(served, keys),
+            onServed: (keys) => reads.add(keys),
           });
           const listening = peer;
           undo.push(() => listening.close());
@@ -307,9 +320,10 @@ export class TierSyncServer {
           logger: log,
         });
       }
-      const self = new TierSyncServer({ config, ts, log, http: server, unix, peer, peerTier, registry, nodeId, peerAddress });
+      const self = new TierSyncServer({ config, ts, log, http: server, unix, peer, peerTier, peerReads, registry, nodeId, peerAddress });
       if (config.resp?.port !== undefined) {
-        const door = await RespDoor.listen({ config: config.resp, store: new TierSyncPageStore(ts), logger: log.child({ component: 'resp' }), metrics: self.metrics.registry });
+        const respLog = log.child({ component: 'resp' });
+        const door = await RespDoor.listen({ config: config.resp, store: new TierSyncPageStore(ts, { log: respLog }), logger: respLog, metrics: self.metrics.registry });
         self.#resp = door;
         undo.push(() => door.close());
         log.info({ resp: `${config.resp.host}:${door.port}`, respPort: door.port, auth: door.requiresAuth }, 'RESP door listening');
@@ -613,6 +627,7 @@ export class TierSyncServer {
       await this.#resp?.close(this.config.http.shutdownGraceMs);
       await this.#registry?.close();
       this.#peer?.close();
+      this.#peerReads?.close();
       await this.#clients?.close();
       this.metrics.close();
       await this.ts.close();

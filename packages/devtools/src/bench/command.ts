@@ -32,7 +32,7 @@ Suites:
   agent      llama.cpp agent server (repository checkout): TTFT of a 2,000-token conversation recomputed vs restored
              from host RAM / a cold fs tier (its own options: --tokens --model --repetitions --threads --dir)
   resp       redis-benchmark -d 262144 -c 50 -t get,set against the RESP door and a redis-server in the same run
-             (its own options: --requests N --bytes N --clients N --repetitions N)
+             (its own options: --requests N --bytes N --clients N --repetitions N --keyspace N --engine E --durable --cpu)
   reliability  SIGKILL crash cycles, injected faults, fuzzing: durable pages lost, corrupt pages served, hangs
              (its own options: --scenarios LIST --cycles N --cases N --operations N; docs/RELIABILITY.md)
 

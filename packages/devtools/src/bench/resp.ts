@@ -1,7 +1,7 @@
 /**
  * `tiersync bench resp`: redis-benchmark (the real one, from apt) against the RESP door of a TierSyncServer and
  * against a redis-server started in the same run, with the same options:
- *   redis-benchmark -p PORT -d 262144 -c 50 -t get,set -n N --csv
+ *   redis-benchmark -p PORT -d 262144 -c 50 -t get,set -n N --csv [-r KEYSPACE]
  * Door and redis-server alternate (A B A B ...); medians of the requests per second are reported, with the ratio
  * door / redis-server (1.0: as fast as Redis). A run counts only if redis-benchmark exits 0 and prints no error.
  *
@@ -24,6 +24,8 @@ import { median, round } from './stats.js';
 
 const exec = promisify(execFile);
 
+const DEFAULT_HOST_BYTES = 512 * 1024 ** 2;
+
 export interface RespBenchOptions {
   /** Requests per test (-n). Default 20,000. */
   requests?: number;
@@ -33,6 +35,12 @@ export interface RespBenchOptions {
   clients?: number;
   /** Door / redis-server pairs. Default 3. */
   repetitions?: number;
+  /**
+   * Keys drawn at random from this many (-r): each SET and GET names one of them. Default: one key, as
+   * redis-benchmark does without -r (then a SET always replaces the value the previous SET wrote, and a GET reads
+   * the value the last one left).
+   */
+  keyspace?: number;
   /** Host tier of the door, bytes. Default 512 MiB (prefaulted at start, like memory a cache claims). */
   hostBytes?: number;
   /** A /dev/shm host tier and a durable catalog (see the file comment). Default false. */
@@ -60,6 +68,8 @@ export interface RespBenchReport {
   valueBytes: number;
   clients: number;
   repetitions: number;
+  /** Keys the requests are spread over (-r); 1: one key (no -r). */
+  keyspace: number;
   /** The door's catalog: `durable` (manifest per SET, on a /dev/shm host tier) or `memory`. */
   catalog: 'durable' | 'memory';
   /** The door's engine as it ran (resp.engine). */
@@ -76,9 +86,32 @@ export interface RespBenchReport {
   machine: string;
 }
 
+/** What every redis-benchmark run of a bench shares. */
+type BenchShape = Required<Pick<RespBenchOptions, 'requests' | 'valueBytes' | 'clients' | 'keyspace'>>;
+
+function keyspaceArgs(o: BenchShape): string[] {
+  return o.keyspace > 1 ? ['-r', String(o.keyspace)] : [];
+}
+
+/**
+ * Every key's value must stay in the door's host tier (its only tier): an evicted value would answer GETs with nil
+ * and flatter the door. A quarter of the tier is left for the door's slot pool and values in flight.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT
+ */
+function checkKeyspaceFits(o: BenchShape, hostBytes: number): void {
+  if (o.keyspace * o.valueBytes > hostBytes * 0.75) {
+    throw new TierSyncError(`--keyspace ${o.keyspace} x ${o.valueBytes} bytes exceeds 3/4 of the door's ${hostBytes}-byte host tier: values would be evicted`, 'ERR_INVALID_ARGUMENT');
+  }
+}
+
+/** The redis-benchmark command line a report names (host and port left out). */
+function commandLine(o: BenchShape, tests: string): string {
+  return ['redis-benchmark', '-d', o.valueBytes, '-c', o.clients, '-t', tests, '-n', o.requests, ...keyspaceArgs(o)].join(' ');
+}
+
 /** Runs redis-benchmark; throws when it fails or reports an error. */
-async function redisBenchmark(port: number, o: Required<Pick<RespBenchOptions, 'requests' | 'valueBytes' | 'clients'>>, tests: 'get,set' | 'set' | 'get' = 'get,set'): Promise<{ setRps: number; getRps: number }> {
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-d', String(o.valueBytes), '-c', String(o.clients), '-t', tests, '-n', String(o.requests), '--csv'];
+async function redisBenchmark(port: number, o: BenchShape, tests: 'get,set' | 'set' | 'get' = 'get,set'): Promise<{ setRps: number; getRps: number }> {
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-d', String(o.valueBytes), '-c', String(o.clients), '-t', tests, '-n', String(o.requests), '--csv', ...keyspaceArgs(o)];
   const r = await exec('redis-benchmark', args, { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
     throw new TierSyncError(`redis-benchmark failed: ${e.message} ${e.stderr ?? ''}`.trim(), 'ERR_IO');
   });
@@ -164,7 +197,7 @@ function doorConfig(options: RespBenchOptions, valueBytes: number, shm?: string)
     model: 'resp-bench',
     layout: 'llama-3-8b',
     tokensPerPage: 2,
-    tiers: [{ url: `host://?capacity=${options.hostBytes ?? 512 * 1024 ** 2}${shm ? `&shm=${shm}` : ''}`, name: 'host' }],
+    tiers: [{ url: `host://?capacity=${options.hostBytes ?? DEFAULT_HOST_BYTES}${shm ? `&shm=${shm}` : ''}`, name: 'host' }],
     http: { port: 0 },
     peer: { enabled: false },
     log: { level: 'warn' },
@@ -173,9 +206,10 @@ function doorConfig(options: RespBenchOptions, valueBytes: number, shm?: string)
 }
 
 export async function runRespBench(options: RespBenchOptions = {}): Promise<RespBenchReport> {
-  const o = { requests: options.requests ?? 20_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50 };
+  const o: BenchShape = { requests: options.requests ?? 20_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50, keyspace: options.keyspace ?? 1 };
   const repetitions = options.repetitions ?? 3;
   const log = options.log ?? (() => undefined);
+  checkKeyspaceFits(o, options.hostBytes ?? DEFAULT_HOST_BYTES);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-bench-resp-'));
   const shm = options.durable ? `/dev/shm/tiersync-bench-resp-${process.pid}` : undefined;
   const redis = await startRedis();
@@ -225,7 +259,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   const base = figure('redis');
   const bare = sink ? figure('node-sink') : undefined;
   return {
-    command: `redis-benchmark -d ${o.valueBytes} -c ${o.clients} -t get,set -n ${o.requests}`,
+    command: commandLine(o, 'get,set'),
     ...o,
     repetitions,
     catalog: shm ? 'durable' : 'memory',
@@ -304,7 +338,8 @@ function threadCpu(): Record<'js' | 'door' | 'other', { user: number; system: nu
  * throughput on a machine with few cores is measured apart from the rate.
  */
 export async function runRespCpu(options: RespBenchOptions = {}): Promise<RespCpuReport> {
-  const o = { requests: options.requests ?? 10_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50 };
+  const o: BenchShape = { requests: options.requests ?? 10_000, valueBytes: options.valueBytes ?? 262_144, clients: options.clients ?? 50, keyspace: options.keyspace ?? 1 };
+  checkKeyspaceFits(o, options.hostBytes ?? DEFAULT_HOST_BYTES);
   const redis = await startRedis();
   let server: TierSyncServer | undefined;
   try {
@@ -334,7 +369,7 @@ export async function runRespCpu(options: RespBenchOptions = {}): Promise<RespCp
     options.log?.(`door (${engine}): SET ${door.set.usPerRequest} us, GET ${door.get.usPerRequest} us per request`);
     const base = { set: await measure(redis.port, 'set', () => procCpu(pid)), get: await measure(redis.port, 'get', () => procCpu(pid)) };
     return {
-      command: `redis-benchmark -d ${o.valueBytes} -c ${o.clients} -t set|get -n ${o.requests}`,
+      command: commandLine(o, 'set|get'),
       engine,
       ...o,
       door,
@@ -347,7 +382,7 @@ export async function runRespCpu(options: RespBenchOptions = {}): Promise<RespCp
   }
 }
 
-const usage = `Usage: tiersync bench resp [--json] [--requests N] [--bytes N] [--clients N] [--repetitions N] [--durable]
+const usage = `Usage: tiersync bench resp [--json] [--requests N] [--bytes N] [--clients N] [--repetitions N] [--keyspace N] [--durable]
 
 redis-benchmark -d BYTES -c CLIENTS -t get,set -n REQUESTS against the RESP door of a TierSyncServer and against a
 redis-server started in the same run (alternating); reports both and the ratio.
@@ -355,6 +390,7 @@ redis-server started in the same run (alternating); reports both and the ratio.
   --bytes N        value size in bytes (default 262144)
   --clients N      parallel clients (default 50)
   --repetitions N  door/redis pairs (default 3)
+  --keyspace N     spread SETs and GETs over N random keys (redis-benchmark -r N; default: one key)
   --engine E       the door's engine: native or node (default: resp.engine's default)
   --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)
   --node-sink      also run a bare Node.js RESP sink (stores nothing: the ceiling of Node's socket path here)
@@ -370,7 +406,7 @@ function positive(v: string | undefined, name: string): number | undefined {
 
 /** `tiersync bench resp ...` (its own options). */
 export async function respBenchCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, cpu: { type: 'boolean' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, keyspace: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, cpu: { type: 'boolean' }, help: { type: 'boolean' } } });
   if (values.help) {
     console.log(usage);
     return 0;
@@ -385,6 +421,8 @@ export async function respBenchCommand(args: string[]): Promise<number> {
   if (bytes) opts.valueBytes = bytes;
   if (clients) opts.clients = clients;
   if (repetitions) opts.repetitions = repetitions;
+  const keyspace = positive(values.keyspace, '--keyspace');
+  if (keyspace) opts.keyspace = keyspace;
   if (values.durable) opts.durable = true;
   if (values.engine !== undefined) {
     if (values.engine !== 'native' && values.engine !== 'node') throw new TierSyncError(`--engine must be native or node, got '${values.engine}'`, 'ERR_CONFIG');

@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { HostArena, TransferEngine } from '@tiersync/native';
+import { HostArena, TransferEngine, peerFrameCrypto } from '@tiersync/native';
 import { fileLoopBaseline, tcpBaseline } from '@tiersync/native/bench';
 import { HostTier, createTier, servePeer, type PageKey, type TierDriver } from '@tiersync/tiers';
 import { Redis } from 'ioredis';
@@ -48,6 +48,8 @@ export interface DriverFigure {
    * this host's cores, so when the cores are the limit the throughput ratio follows the CPU ratio; on separate hosts
    * each end pays about half of these figures and the wire is the limit while that half stays below it.
    */
+  /** peer only: which OpenSSL sealed the frames (`node`: Node's bundled copy, measured several times slower). */
+  frameCrypto?: 'system' | 'node';
   cpuSecondsPerGiB?: { rawTcp: number; write: number; read: number; unauthenticatedWrite: number; unauthenticatedRead: number; encryptedWrite: number; encryptedRead: number };
 }
 
@@ -160,7 +162,8 @@ function describeFigure(f: DriverFigure): string {
   const cpu = f.cpuSecondsPerGiB
     ? `; CPU s/GiB raw TCP ${f.cpuSecondsPerGiB.rawTcp}, write ${f.cpuSecondsPerGiB.write} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedWrite}), read ${f.cpuSecondsPerGiB.read} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedRead})`
     : '';
-  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc + plain + cpu;
+  const crypto = f.frameCrypto ? `; frames sealed by ${f.frameCrypto} OpenSSL` : '';
+  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc + plain + cpu + crypto;
   return `${f.driver.padEnd(6)} ${String(f.pageBytes / KiB).padStart(5)} KiB: write ${f.writeGiBps} GiB/s (ratio ${f.writeRatio}), read ${f.readGiBps} GiB/s (ratio ${f.readRatio}) vs ${f.baseline}${extra}`;
 }
 
@@ -203,7 +206,7 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
   const variants = { authenticated: [] as DriverTimes[], encrypted: [] as DriverTimes[], unauthenticated: [] as DriverTimes[] };
   const raw: Array<{ seconds: number; cpu: number }> = [];
   const redisRuns: Array<[number, number]> = [];
-  const timePeer = async (variant: keyof typeof variants): Promise<void> => {
+  const timePeer = async (variant: keyof typeof variants, timed = true): Promise<void> => {
     const url =
       variant === 'unauthenticated'
         ? `peer://127.0.0.1:${plainServer.port}?streams=${streams}`
@@ -211,11 +214,17 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
     const driver = createTier(url, { engine, pageBytes, fingerprint: 'bench' });
     await driver.open();
     const salt = nextSalt();
-    variants[variant].push(await timeDriver(driver, src, dst, pageBytes, moved, salt));
+    const times = await timeDriver(driver, src, dst, pageBytes, moved, salt);
+    if (timed) variants[variant].push(times);
     await driver.delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
     await driver.close();
   };
   try {
+    // One untimed pass of each variant first. The first transfers after the servers start ran several times
+    // slower here (0.11-0.16 GiB/s and 6-9 s of CPU per GiB for whichever variant went first, 1-2 GiB/s and
+    // 1-2 s/GiB after), and with two repetitions that one pass was half the median of the variant measured first
+    // (the authenticated one, the main figure).
+    for (const variant of ['authenticated', 'encrypted', 'unauthenticated'] as const) await timePeer(variant, false);
     for (let r = 0; r < reps; r++) {
       await timePeer('authenticated');
       const cpu = process.cpuUsage();
@@ -243,6 +252,7 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
   };
   f.encrypted = side(variants.encrypted);
   f.unauthenticated = side(variants.unauthenticated);
+  f.frameCrypto = peerFrameCrypto();
   const perGiB = (cpu: number[]) => round(median(cpu) / (moved / GiB));
   f.cpuSecondsPerGiB = {
     rawTcp: perGiB(raw.map((x) => x.cpu)),

@@ -86,6 +86,37 @@ describe('host tier on /dev/shm', () => {
     rmSync(shm, { force: true });
   });
 
+  it('locate(): where stored pages are now, without pinning or counting them; undefined for a page it does not hold; a later free bumps the slot version', async () => {
+    const engine = new TransferEngine({ threads: 1 });
+    const src = HostArena.create({ capacity: 2 * PAGE });
+    src.view(0, 2 * PAGE).fill(7);
+    const t = new HostTier(`host://?capacity=${4 * PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });
+    await t.open();
+    const w = await t.write([
+      { key: testKey(1), source: { arena: src, offset: 0, length: PAGE } },
+      { key: testKey(2), source: { arena: src, offset: PAGE, length: 100 } },
+    ]);
+    const hits = t.stats().hits;
+    const [a, b, none] = t.locate([testKey(1), testKey(2), testKey(3)]);
+    expect(none).toBeUndefined();
+    expect(a).toMatchObject({ length: PAGE, crc32c: w.crc32c[0] });
+    expect(b).toMatchObject({ length: 100, crc32c: w.crc32c[1] });
+    expect(a!.slot).not.toBe(b!.slot);
+    // The same place pinRemote() names (which pins: undone at once).
+    const pinned = t.pinRemote([testKey(1), testKey(2)]);
+    t.unpin([testKey(1), testKey(2)]);
+    expect(pinned.map((p) => p!.offset)).toEqual([a!.offset, b!.offset]);
+    expect(t.stats().hits - hits).toBe(2); // pinRemote's; locate() counted none
+    // Not pinned: a delete frees the slot, bumping its version; the page is then not located.
+    const version = t.slotVersions![a!.slot]!;
+    expect(t.deleteNow([testKey(1)])).toEqual({ deleted: [testKey(1)], pinned: [] });
+    expect(t.slotVersions![a!.slot]).toBe(version + 1);
+    expect(t.locate([testKey(1)])).toEqual([undefined]);
+    await t.close();
+    await engine.close();
+    src.close();
+  });
+
   it('says why an anonymous host tier starts empty', async () => {
     const engine = new TransferEngine({ threads: 1 });
     const t = new HostTier(`host://?capacity=${PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });

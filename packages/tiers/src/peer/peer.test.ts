@@ -227,6 +227,22 @@ describe.skipIf(process.getuid?.() !== 0)('peer across hosts in network namespac
   });
 });
 
+describe('peer GETs reported to the tier owner', () => {
+  it('reports the pages a GET sent (onServed), not the ones it missed', async () => {
+    const served: string[][] = [];
+    const serve = { onServed: (keys: string[]) => served.push(keys) };
+    await withLoopbackPeer({ pageBytes: PAGE, fingerprint: 'served', hostPages: 8, arenaBytes: 8 * PAGE, serve }, async ({ tier, arena }) => {
+      arena.view(0, 2 * PAGE).fill(3);
+      await tier.write([0, 1].map((i) => ({ key: testKey(i), source: { arena, offset: i * PAGE, length: PAGE } })));
+      expect(served).toEqual([]);
+      const out = await tier.read([testKey(0), testKey(9), testKey(1)].map((key, i) => ({ key, into: { arena, offset: (4 + i) * PAGE, length: PAGE } })));
+      expect(out.map((o) => o.status)).toEqual(['hit', 'miss', 'hit']);
+      // The server's finish of the GET may run after the client has its bytes.
+      await expect.poll(() => served.flat().sort(), { timeout: 5000 }).toEqual([testKey(0), testKey(1)]);
+    });
+  });
+});
+
 describe('peer PUTs into granted slots', () => {
   it('stores PUTs without a plan, records them (existing for held keys) before the ack, and gives the pool back when full', async () => {
     const committed: string[] = [];
@@ -256,6 +272,26 @@ describe('peer PUTs into granted slots', () => {
       const big = await tier.write(Array.from({ length: 14 }, (_, i) => page(2 + i)));
       expect(big.written).toHaveLength(14);
       expect(host.stats().pages).toBe(16);
+    });
+  });
+
+  it('takes back the pools of every server sharing a tier when a write is short of slots, and forgets a closed server', async () => {
+    await withLoopbackPeer({ pageBytes: PAGE, fingerprint: 'pools', hostPages: 16, arenaBytes: 16 * PAGE, serve: { slotPool: 4 } }, async ({ host, server, arena }) => {
+      const second = servePeer(host, { slotPool: 4 });
+      const pages = (salt: number) => Array.from({ length: 16 }, (_, i) => ({ key: testKey(salt * 100 + i), source: { arena, offset: i * PAGE, length: PAGE } }));
+      try {
+        expect([server.stats().pooledSlots, second.stats().pooledSlots]).toEqual([4, 4]);
+        // 8 slots free, 8 lent: the whole tier fits only if both pools give theirs back.
+        expect((await host.write(pages(1))).written).toHaveLength(16);
+        expect([server.stats().pooledSlots, second.stats().pooledSlots]).toEqual([0, 0]);
+        await host.delete(pages(1).map((p) => p.key));
+      } finally {
+        second.close();
+      }
+      // The closed server is no longer asked (its pool went back when it closed); the other one still is.
+      server.grant(host.lendSlots(4), PAGE);
+      expect(server.stats().pooledSlots).toBe(4);
+      expect((await host.write(pages(2))).written).toHaveLength(16);
     });
   });
 });

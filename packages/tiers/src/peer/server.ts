@@ -8,8 +8,6 @@ import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer
 import type { PageKey, TierContext } from '../driver.js';
 import type { HostTier } from '../host/index.js';
 
-/** A key no page has: reserveRemote() then allocates a slot for every entry (slots for the data plane's pool). */
-const POOL_PLACEHOLDER = '';
 const POOL_MAX_BYTES = 256 * 2 ** 20;
 
 /** The native server's options (listen address, secret, deadlines, limits), plus the tier owner's hooks. */
@@ -21,6 +19,11 @@ export interface PeerServeOptions extends PeerServerOptions {
   onCommitted?: (pages: Array<{ key: PageKey; length: number; crc32c: number }>) => void;
   /** Called after a peer deleted pages from the tier. */
   onDeleted?: (keys: PageKey[]) => void;
+  /**
+   * Called after a GET sent pages from the tier (those its plan found, on a connection that did not fail), so the
+   * owner of the tier can count these reads for its eviction policy: they bypass the owner's loads.
+   */
+  onServed?: (keys: PageKey[]) => void;
   /**
    * Page slots granted to the data plane in advance, so PUTs never wait on this thread (they are refilled as pages
    * commit). They are reserved in the tier, unavailable to local writes, while granted. 0 sends every PUT through
@@ -77,9 +80,12 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
         });
         return { offsets, statuses, lengths, crcs };
       }
-      case 'get:finish':
-        tier.unpin(r.keys.filter((_, i) => r.planned?.[i] === PeerStatus.ok));
+      case 'get:finish': {
+        const sent = r.keys.filter((_, i) => r.planned?.[i] === PeerStatus.ok);
+        tier.unpin(sent);
+        if (!r.failed && sent.length && options.onServed) options.onServed(sent);
         return;
+      }
       case 'has:plan': {
         const have = tier.hasNow(r.keys);
         return { offsets: new Float64Array(n).fill(-1), statuses: Uint8Array.from(have, (h) => (h ? PeerStatus.ok : PeerStatus.miss)) };
@@ -105,20 +111,6 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const slotBytes = (tier as unknown as { context: TierContext }).context.pageBytes;
   const capacitySlots = Math.floor(tier.stats().capacityBytes / slotBytes);
   const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 8));
-  /** Up to n free slots of the tier (fewer when it is fuller), reserved for the pool. */
-  const reserveSlots = (n: number): Float64Array => {
-    const reclaim = tier.reclaimSlots;
-    tier.reclaimSlots = undefined; // filling the pool must not empty it
-    try {
-      for (let k = n; k > 0; k = Math.floor(k / 2)) {
-        const got = tier.reserveRemote(new Array<string>(k).fill(POOL_PLACEHOLDER));
-        if (got) return got.offsets;
-      }
-      return new Float64Array(0);
-    } finally {
-      tier.reclaimSlots = reclaim;
-    }
-  };
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
       const statuses = new Uint8Array(batch.keys.length).fill(PeerStatus.failed);
@@ -135,27 +127,27 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
           landed.push({ key, length: batch.lengths[i]!, crc32c: batch.crcs[i]! });
         });
         if (landed.length && options.onCommitted) options.onCommitted(landed);
-        return { statuses, grant: reserveSlots(batch.keys.length) };
+        return { statuses, grant: tier.lendSlots(batch.keys.length) };
       } catch {
         return { statuses }; // the tier closed under us: nothing recorded
       }
     },
     release(offsets: Float64Array): void {
-      try {
-        tier.commitRemote(new Array<string>(offsets.length).fill(POOL_PLACEHOLDER), offsets, new Uint32Array(offsets.length), new Uint32Array(offsets.length), () => false);
-      } catch {
-        // a closed tier has freed its slots already
-      }
+      tier.returnSlots(offsets);
+    },
+    closed(): void {
+      unhook?.();
     },
   };
-  const { onCommitted: _committed, onDeleted: _deleted, slotPool: _pool, secret, ...server } = options;
+  let unhook: (() => void) | undefined;
+  const { onCommitted: _committed, onDeleted: _deleted, onServed: _served, slotPool: _pool, secret, ...server } = options;
   peer = new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) }, poolTarget > 0 ? slots : undefined);
   if (poolTarget > 0) {
     // Any allocation of the tier that finds too few free slots takes the pool back first: pooled slots are spare
     // room lent to the data plane, never capacity the tier's owner loses.
     const server = peer;
-    tier.reclaimSlots = () => slots.release(server.takePool());
-    const granted = reserveSlots(poolTarget);
+    unhook = tier.onShortage(() => slots.release(server.takePool()));
+    const granted = tier.lendSlots(poolTarget);
     if (granted.length) peer.grant(granted, slotBytes);
   }
   return peer;

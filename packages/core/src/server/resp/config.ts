@@ -67,9 +67,10 @@ export const respConfigSchema = z
      */
     engine: z.enum(['native', 'node']).default(() => (process.env.TIERSYNC_RESP_ENGINE === 'node' ? 'node' : 'native')),
     /**
-     * With engine `native`: answer `GET key` on the door's thread for values whose pages are all in the first (host)
-     * tier's slots and that have no TTL (memory catalog), each page checked by slot version and CRC32C as it is
-     * copied into the reply; anything else, and any mismatch, goes to JavaScript as before. Default true, or false
+     * With engine `native`: answer `GET key` on the door's thread for values without a TTL whose pages are all in
+     * the first (host) tier's slots when they are set (by any SET or MSET, with either catalog), each page checked
+     * by slot version and CRC32C as it is copied into the reply; anything else, and any mismatch, goes to
+     * JavaScript as before. Default true, or false
      * when the environment's TIERSYNC_RESP_NATIVE_GETS is `0` (for A/B benchmarks).
      */
     nativeGets: z.boolean().default(() => process.env.TIERSYNC_RESP_NATIVE_GETS !== '0'),

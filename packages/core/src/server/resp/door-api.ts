@@ -36,6 +36,11 @@ export interface RespDoorStats {
   stagingUsedBytes: number;
   stagingCapacityBytes: number;
   orphanedPages: number;
+  /**
+   * Page reads from the first tier's slots (GETs) not counted for its eviction policy: the access batch was full
+   * (server/access-batch.ts ACCESS_MAX_PAGES pages per interval).
+   */
+  unrecordedReads: number;
   /** Which engine owns the sockets (resp.engine as it runs). */
   engine: 'native' | 'node';
   /** Native engine: SETs whose value landed in first-tier slots on its thread, and pool slots lent to it now. */
@@ -46,6 +51,8 @@ export interface RespDoorStats {
   getMismatches?: number;
   hotGets?: number;
   mirroredKeys?: number;
+  /** Native engine: GETs answered on its thread whose read was not recorded for eviction (its record was full). */
+  unrecordedGets?: number;
 }
 
 /** Options of a write: expiry (ms since the epoch), KEEPTTL, NX (only when absent), XX (only when present). */

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseServerConfig, type ServerConfig } from '../config.js';
 import { TierSyncServer } from '../server.js';
 import { encodeCommand } from './encoder.js';
+import type { TierSyncPageStore } from './page-store.js';
 import { RESP_WAIT, RespParser, type RespValue } from './parser.js';
 import { requireTools } from '../../../../../scripts/system-packages.mjs';
 
@@ -99,6 +100,12 @@ function pattern(n: number, seed: number): Buffer {
   return b;
 }
 
+/** Until the index lists what the door stored: pages committed into slots are recorded after RECORD_DELAY_MS. */
+async function settled(server: TierSyncServer): Promise<void> {
+  await (server.resp!.store as TierSyncPageStore).slots?.recorded();
+  await server.ts.flush();
+}
+
 describe('RESP door (no AUTH, loopback)', () => {
   let dir: string;
   let server: TierSyncServer;
@@ -129,7 +136,7 @@ describe('RESP door (no AUTH, loopback)', () => {
     expect(await c.call('SET', key, small)).toEqual({ kind: 'simple', value: 'OK' });
     expect(bulk(await c.call('GET', key))).toEqual(small);
     await new Promise((r) => setTimeout(r, 100));
-    await server.ts.flush();
+    await settled(server);
     // The value's page and its catalog manifest (an fs tier makes the catalog durable).
     expect(server.ts.stats().index.pages).toBe(2);
     expect(await c.call('SET', 'empty', '')).toEqual({ kind: 'simple', value: 'OK' });
@@ -412,6 +419,50 @@ describe('RESP door under eviction', () => {
   });
 });
 
+describe('RESP door GETs count for eviction', () => {
+  // One host tier of 16 one-page slots, lru, evicting only what a store needs: the first victim is the page used least
+  // recently. Values are half a page, so each is one page.
+  const tiers = [{ url: `host://?capacity=${16 * PAGE}`, name: 'host', policy: 'lru', highWatermark: 1, lowWatermark: 1 }];
+  for (const engine of ['node', 'native'] as const) {
+    it(`${engine} engine: a key read only by GETs survives eviction; an unread key of the same age is evicted first`, async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-hits-'));
+      const server = await TierSyncServer.start(parseServerConfig(config(dir, { engine }, tiers)));
+      try {
+        const door = server.resp!;
+        expect(door.engine).toBe(engine);
+        const slots = (door.store as TierSyncPageStore).slots!;
+        const c = await Client.connect(server.respPort);
+        const set = async (key: string, seed: number) => expect(await c.call('SET', key, pattern(PAGE / 2, seed))).toEqual({ kind: 'simple', value: 'OK' });
+        const exists = async (key: string) => (await c.call('EXISTS', key)).value;
+        // Same age: a and b, then younger values, all recorded by the index before any GET (a GET of a page the
+        // index has yet to record is not counted).
+        await set('a', 1);
+        await set('b', 2);
+        for (let i = 0; i < 8; i++) await set(`young${i}`, 10 + i);
+        await slots.recorded();
+        const native = door.nativeStats()?.nativeGets ?? 0;
+        for (let i = 0; i < 3; i++) expect(bulk(await c.call('GET', 'a'))).toEqual(pattern(PAGE / 2, 1));
+        if (engine === 'native') expect(door.nativeStats()!.nativeGets - native).toBe(3);
+        await door.recordAccesses();
+        // Pressure now: stores until the first eviction takes b (the least recently used) or a.
+        for (let i = 0; i < 32 && (await exists('b')) === 1 && (await exists('a')) === 1; i++) {
+          await set(`later${i}`, 100 + i);
+          await slots.recorded();
+        }
+        expect(await exists('b')).toBe(0);
+        expect(await exists('a')).toBe(1);
+        expect(bulk(await c.call('GET', 'a'))).toEqual(pattern(PAGE / 2, 1));
+        expect(door.stats().unrecordedReads).toBe(0);
+        if (engine === 'native') expect(door.nativeStats()!.unrecordedGets).toBe(0);
+        c.close();
+      } finally {
+        await server.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
+
 describe('RESP door and a client that never reads', () => {
   it('stops reading its commands, bounds what it holds, and closes it at the deadline', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-slow-'));
@@ -512,7 +563,8 @@ describe('RESP door with values larger than its staging area', () => {
   });
 
   it('drops a value whose client leaves mid-upload: staging freed, its pages deleted', async () => {
-    await server.ts.flush();
+    // The earlier tests' last pages reach the index after the recorder's delay: counted before, not during, this one.
+    await settled(server);
     const before = server.ts.stats().index.pages;
     const c = await Client.connect(server.respPort);
     c.socket.write(`*3\r\n$3\r\nSET\r\n$4\r\ngone\r\n$${BIG}\r\n`);
@@ -599,7 +651,7 @@ describe('RESP door with a durable catalog', () => {
         c.close();
         // Old generations' manifests and pages were deleted: one manifest per key, pages only of live values.
         await new Promise((r) => setTimeout(r, 100));
-        await server.ts.flush();
+        await settled(server);
         expect(server.ts.stats().index.pages).toBe(6 + 1 + 1 + 0 + 1 + 3 + 6);
       } finally {
         await server.close();

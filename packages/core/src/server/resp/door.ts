@@ -34,6 +34,7 @@ import { packageVersion } from '../../build-info.js';
 
 /** RESP command latency buckets, seconds: 20 us (a GET of a small value) .. 10 s (a very large value from a bucket). */
 const RESP_LATENCY_BUCKETS = [0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
+import { AccessBatch, warnRefused } from '../access-batch.js';
 import { executeCommand } from './commands.js';
 import type { ResolvedRespConfig } from './config.js';
 import { RespConnection, type RespSocket } from './connection.js';
@@ -99,8 +100,19 @@ export class RespDoor implements StreamHost, DoorApi {
   #closing: Promise<void> | undefined;
   /** Whether the catalog is also written as manifest pages (resp.catalog). */
   readonly durable: boolean;
+  /**
+   * Pages read straight from the first tier's slots (GETs from pinned slots, GETs the native door thread answered),
+   * on their way to the tier's eviction policy; undefined when the store reads no slots or cannot record reads.
+   */
+  readonly #accesses: AccessBatch | undefined;
   readonly counters = { connectionsTotal: 0, rejectedConnections: 0, commandsTotal: 0, authFailures: 0, protocolErrors: 0, orphanedPages: 0, recoveredKeys: 0 };
-  readonly #metrics: { commands: Counter<'command'>; errors: Counter<'command'>; seconds: Histogram<'command'> } | undefined;
+  /**
+   * Commands run in JavaScript and those answered with an error, by metrics label: a Map update per command, read
+   * by tiersync_resp_commands_total and _command_errors_total when scraped (an observation through prom-client
+   * costs ~0.6 us of the event loop per counter).
+   */
+  readonly #commandCounts = new Map<string, { calls: number; errors: number }>();
+  readonly #latency: Histogram<'command'> | undefined;
 
   private constructor(options: RespDoorOptions, server: net.Server | undefined) {
     this.config = options.config;
@@ -121,7 +133,14 @@ export class RespDoor implements StreamHost, DoorApi {
       throw new TierSyncError('config resp.catalog: durable needs a persistent tier (a host tier with shm=, fs, object) for the manifests to live on', 'ERR_CONFIG');
     }
     this.staging = new StagingArea(this.config.stagingBytes);
-    if (options.metrics) this.#metrics = this.#registerMetrics(options.metrics);
+    const store = this.store;
+    if (store.slots && store.recordReads) {
+      this.#accesses = new AccessBatch({
+        record: (keys) => store.recordReads!(keys),
+        onFailed: warnRefused(this.log, 'RESP GET accesses'),
+      });
+    }
+    if (options.metrics) this.#latency = this.#registerMetrics(options.metrics);
   }
 
   /**
@@ -147,6 +166,8 @@ export class RespDoor implements StreamHost, DoorApi {
         throw e;
       }
       if (door.#engine) {
+        // Keys recovered from manifests whose pages are in the first tier: their GETs are answered natively too.
+        for (const [tenant, ks] of door.#tenants) for (const [key, e] of ks.entries()) door.#mirror(tenant, key, e);
         door.#sweep = setInterval(() => door.#sweepClients(), 1000);
         door.#sweep.unref();
         return door;
@@ -208,6 +229,24 @@ export class RespDoor implements StreamHost, DoorApi {
   landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, pages?: PageKey[]): LandedValue {
     pages ??= this.#pageKeys(tenant, key, ++this.#generation, offsets.length);
     return new LandedValue(this, this.store.slots!, length, pages, offsets, lengths, crcs);
+  }
+
+  /**
+   * Pages read straight from the first tier's slots without the hierarchy (the native door thread's GETs): counted
+   * as accesses for the tier's eviction policy, in batches.
+   */
+  slotsRead(pages: readonly PageKey[]): void {
+    this.#accesses?.add(pages);
+  }
+
+  /**
+   * Records every GET access noted so far (the native door thread's record drained first) with the hierarchy's
+   * eviction policy; resolves once it has them. They go on their own every ACCESS_FLUSH_MS (server/access-batch.ts); this
+   * is for callers that need them counted now (tests, a benchmark's phases).
+   */
+  async recordAccesses(): Promise<void> {
+    this.#engine?.drainServed();
+    await this.#accesses?.flush();
   }
 
   /** Page keys of a new generation for each value that landed in one batch of the native engine's events, in one native call. */
@@ -389,7 +428,7 @@ export class RespDoor implements StreamHost, DoorApi {
       return true;
     }
     const expiresAt = options.keepTtl ? (ks.get(key, Date.now(), this.#onDead)?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    ks.set(key, { length: value.length, pages, expiresAt, manifest }, this.#onDead);
+    this.#mirror(tenant, key, ks.set(key, { length: value.length, pages, expiresAt, manifest }, this.#onDead));
     return true;
   }
 
@@ -442,7 +481,8 @@ export class RespDoor implements StreamHost, DoorApi {
     this.#supersede(tenant, key);
     writer.commit();
     const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest }, this.#onDead);
+    // Where the pages are now is looked up in this turn: they may have moved while the manifest was written.
+    this.#mirror(tenant, key, ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest }, this.#onDead));
     return true;
   }
 
@@ -473,6 +513,14 @@ export class RespDoor implements StreamHost, DoorApi {
     return current;
   }
 
+  /**
+   * `e`, just installed as `key`'s value: the native door answers its GETs when it has no TTL and every page is in
+   * the first tier's slots now (NativeRespEngine.mirrorPut looks them up in this turn); otherwise they stay here.
+   */
+  #mirror(tenant: string, key: string, e: ValueEntry): void {
+    if (this.#engine && !e.expiresAt) this.#engine.mirrorPut(tenant, key, e);
+  }
+
   /** A finished writer's value becomes `key`'s (catalog in memory: no manifest). */
   #install(tenant: string, key: string, writer: ValueSink, options: WriteOptions): boolean {
     const ks = this.keyspace(tenant);
@@ -482,9 +530,7 @@ export class RespDoor implements StreamHost, DoorApi {
     this.#supersede(tenant, key);
     writer.commit();
     const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-    const e = ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest: undefined }, this.#onDead);
-    // A landed value without a TTL: every page is in its host-tier slot, so the native door may answer its GETs.
-    if (this.#engine && !expiresAt && writer instanceof LandedValue) this.#engine.mirrorPut(tenant, key, e, writer);
+    this.#mirror(tenant, key, ks.set(key, { length: writer.length, pages: [...writer.pages], expiresAt, manifest: undefined }, this.#onDead));
     return true;
   }
 
@@ -705,6 +751,7 @@ export class RespDoor implements StreamHost, DoorApi {
     const slots = this.store.slots;
     const pinned = !slots ? [] : slots.verifiesOnRead ? await Promise.all(entries.map((e) => (e && e.length ? this.#pinVerified(e) : undefined))) : entries.map((e) => (e && e.length ? this.#pinEntry(e) : undefined));
     if (!pinned.some(Boolean)) return this.#stagedValues(tenant, keys, entries);
+    if (this.#engine) for (let i = 0; i < entries.length; i++) if (pinned[i] && !entries[i]!.expiresAt) this.#engine.remirror(tenant, keys[i]!, entries[i]!);
     const rest = entries.map((e, i) => (pinned[i] ? null : e));
     let others: Array<ReadValue | null>;
     try {
@@ -770,6 +817,8 @@ export class RespDoor implements StreamHost, DoorApi {
     }
     const at = where as PinnedSlot[];
     e.readers++;
+    // Read without the hierarchy's load(): its eviction policy hears of it through the access batch.
+    this.#accesses?.add(e.pages);
     let released = false;
     const release = () => {
       if (released) return;
@@ -862,7 +911,7 @@ export class RespDoor implements StreamHost, DoorApi {
     return null;
   }
 
-  #registerMetrics(r: Registry): { commands: Counter<'command'>; errors: Counter<'command'>; seconds: Histogram<'command'> } {
+  #registerMetrics(r: Registry): Histogram<'command'> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const door = this;
     new Gauge({
@@ -904,20 +953,42 @@ export class RespDoor implements StreamHost, DoorApi {
     counter('tiersync_resp_auth_failures_total', 'Failed AUTH attempts on the RESP door.', () => this.counters.authFailures);
     counter('tiersync_resp_protocol_errors_total', 'Clients closed for a protocol error or an exceeded bound.', () => this.counters.protocolErrors);
     counter('tiersync_resp_orphaned_pages_total', 'Pages the door could not delete (left to eviction).', () => this.counters.orphanedPages);
-    return {
-      commands: new Counter({ name: 'tiersync_resp_commands_total', help: 'RESP commands executed, by command.', labelNames: ['command'], registers: [r] }),
-      errors: new Counter({ name: 'tiersync_resp_command_errors_total', help: 'RESP commands answered with an error, by command.', labelNames: ['command'], registers: [r] }),
-      // From the parsed command to its reply queued (a store's or load's bytes included), as Redis's latency stats.
-      seconds: new Histogram({ name: 'tiersync_resp_command_duration_seconds', help: 'RESP command latency, seconds, by command.', labelNames: ['command'], buckets: RESP_LATENCY_BUCKETS, registers: [r] }),
-    };
+    const counts = this.#commandCounts;
+    new Counter({
+      name: 'tiersync_resp_commands_total',
+      help: 'RESP commands executed, by command (GETs the native engine answered on its thread included).',
+      labelNames: ['command'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const [command, c] of counts) this.inc({ command }, c.calls);
+        const native = door.nativeStats()?.nativeGets ?? 0;
+        if (native) this.inc({ command: 'get' }, native);
+      },
+    });
+    new Counter({
+      name: 'tiersync_resp_command_errors_total',
+      help: 'RESP commands answered with an error, by command.',
+      labelNames: ['command'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const [command, c] of counts) if (c.errors) this.inc({ command }, c.errors);
+      },
+    });
+    // From the parsed command to its reply queued (a store's or load's bytes included), as Redis's latency stats.
+    // Commands run in JavaScript only: the native engine's GETs are not timed.
+    return new Histogram({ name: 'tiersync_resp_command_duration_seconds', help: 'RESP command latency, seconds, by command (commands run in JavaScript).', labelNames: ['command'], buckets: RESP_LATENCY_BUCKETS, registers: [r] });
   }
 
   /** Counts a command and its latency for metrics (names outside the known set are counted as `other`). */
   countCommand(name: string, failed: boolean, seconds: number): void {
     this.counters.commandsTotal++;
-    this.#metrics?.commands.inc({ command: name });
-    this.#metrics?.seconds.observe({ command: name }, seconds);
-    if (failed) this.#metrics?.errors.inc({ command: name });
+    let c = this.#commandCounts.get(name);
+    if (!c) this.#commandCounts.set(name, (c = { calls: 0, errors: 0 }));
+    c.calls++;
+    if (failed) c.errors++;
+    this.#latency?.observe({ command: name }, seconds);
   }
 
   stats(): RespDoorStats {
@@ -937,6 +1008,7 @@ export class RespDoor implements StreamHost, DoorApi {
       stagingUsedBytes: this.staging.usedBytes,
       stagingCapacityBytes: this.staging.capacity,
       orphanedPages: this.counters.orphanedPages,
+      unrecordedReads: this.#accesses?.dropped ?? 0,
       engine: this.engine,
       ...(this.#engine ? this.#engine.stats() : {}),
     };
@@ -959,6 +1031,7 @@ export class RespDoor implements StreamHost, DoorApi {
       await listening;
       clearTimeout(deadline);
       this.#engine?.close();
+      this.#accesses?.close();
       // A catalog in memory dies with the process: its pages go. A durable one is kept, with its pages, for the next start.
       if (!this.durable) {
         for (const ks of this.#tenants.values()) {

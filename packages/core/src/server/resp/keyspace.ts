@@ -27,9 +27,11 @@ export interface ValueEntry {
   seq: number;
   /**
    * Set while the native door may answer GETs of this entry from its mirror (native-engine.ts): its tenant id and
-   * the key's bytes there. The entry's death drops it from the mirror first.
+   * the key's bytes there, the id the door thread reports it by when it served a GET of it, and each page's slot
+   * and that slot's version when it was put (a later version: the door thread has let it go). The entry's death
+   * drops it from the mirror first.
    */
-  mirror: { tenant: number; key: Uint8Array } | undefined;
+  mirror: { tenant: number; key: Uint8Array; id: number; slots: Uint32Array; versions: Uint32Array } | undefined;
 }
 
 /** Matches `text` against a Redis glob (`*`, `?`, `[abc]`, `[^a-z]`, `\x`), byte by byte (both latin1 strings). */

@@ -1,11 +1,15 @@
 // The native RESP engine's own behaviour (resp.engine: native): what it lands itself, its ordering with commands it
 // forwards, and what it gives back when a value does not complete. The whole door suite (door.test.ts and the
 // test/ scenarios) also runs against it with TIERSYNC_RESP_ENGINE=native.
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseServerConfig, type ServerConfig } from '../config.js';
 import { TierSyncServer } from '../server.js';
 import { encodeCommand } from './encoder.js';
+import type { TierSyncPageStore } from './page-store.js';
 import { RESP_WAIT, RespParser, type RespValue } from './parser.js';
 
 const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
@@ -287,6 +291,60 @@ describe('RESP door, native engine, GETs answered on the door thread', () => {
     other.socket.destroy();
   });
 
+  it('counts the GETs the door thread answered in tiersync_resp_commands_total, with those run in JavaScript', async () => {
+    const gets = async (): Promise<{ calls: number; errors: number }> => {
+      const text = await server.metrics.registry.metrics();
+      const value = (name: string) => Number(new RegExp(`^${name}\\{command="get"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      return { calls: value('tiersync_resp_commands_total'), errors: value('tiersync_resp_command_errors_total') };
+    };
+    const c = await Raw.connect(server.respPort);
+    c.socket.write(encodeCommand(['SET', 'counted', 'v']));
+    expect((await c.replies_(1)).map(text)).toEqual(['OK']);
+    const before = await gets();
+    const native = stats().nativeGets;
+    // Five GETs of a mirrored value (the door thread), one of a missing key and one with a wrong arity (JavaScript).
+    for (let i = 0; i < 5; i++) c.socket.write(encodeCommand(['GET', 'counted']));
+    c.socket.write(encodeCommand(['GET', 'absent']));
+    c.socket.write(encodeCommand(['GET']));
+    const replies = await c.replies_(7);
+    expect(replies.slice(0, 6).map(text)).toEqual(['v', 'v', 'v', 'v', 'v', null]);
+    expect(replies[6]!.kind).toBe('error');
+    expect(stats().nativeGets - native).toBe(5);
+    const after = await gets();
+    expect({ calls: after.calls - before.calls, errors: after.errors - before.errors }).toEqual({ calls: 7, errors: 1 });
+    c.socket.destroy();
+  });
+
+  it("counts each served entry's pages once per drain of the door thread's record; entries replaced since are skipped", async () => {
+    const door = server.resp!;
+    const slots = (door.store as TierSyncPageStore).slots!;
+    const c = await Raw.connect(server.respPort);
+    const call = async (...args: Array<string | Buffer>): Promise<unknown> => {
+      c.socket.write(encodeCommand(args));
+      return text((await c.replies_(1))[0]!);
+    };
+    const hits = (pages: readonly string[]) => server.ts.pageRecords(pages).map((r) => r?.hits);
+    expect(await call('SET', 'h', pattern(2 * PAGE + 7, 3))).toBe('OK');
+    await slots.recorded();
+    const first = door.entry('default', 'h')!.pages;
+    expect(hits(first)).toEqual([0, 0, 0]);
+    const before = stats().nativeGets;
+    for (let i = 0; i < 3; i++) expect(await call('GET', 'h')).toBe(pattern(2 * PAGE + 7, 3).toString('latin1'));
+    expect(stats().nativeGets - before).toBe(3);
+    await door.recordAccesses();
+    expect(hits(first)).toEqual([1, 1, 1]);
+    // Served, then replaced: the new value's pages owe nothing to GETs of the old one (skipped at the drain, or
+    // recorded on the old pages if the periodic drain came first).
+    expect(await call('GET', 'h')).toBe(pattern(2 * PAGE + 7, 3).toString('latin1'));
+    expect(await call('SET', 'h', pattern(PAGE, 4))).toBe('OK');
+    await slots.recorded();
+    await door.recordAccesses();
+    const second = door.entry('default', 'h')!.pages;
+    expect(hits(second)).toEqual([0]);
+    expect(stats().nativeGets - before).toBe(4);
+    c.socket.destroy();
+  });
+
   it('drops mirror entries on DEL, SET over them (with a TTL, or through JavaScript) and FLUSHDB', async () => {
     const c = await Raw.connect(server.respPort);
     const call = async (...args: Array<string | Buffer>): Promise<unknown> => {
@@ -309,10 +367,14 @@ describe('RESP door, native engine, GETs answered on the door thread', () => {
     expect(await call('GET', 'b')).toBe('short');
     await new Promise((r) => setTimeout(r, 80));
     expect(await call('GET', 'b')).toBe(null);
-    // SET ... XX goes through JavaScript: the landed value it replaces leaves the mirror.
+    // SET ... XX goes through JavaScript: the landed value it replaces leaves the mirror, its own value enters it.
     expect(await call('SET', 'c', 'via-js', 'XX')).toBe('OK');
-    expect(stats().mirroredKeys).toBe(1);
+    expect(stats().mirroredKeys).toBe(2);
+    const viaJs = stats().nativeGets;
     expect(await call('GET', 'c')).toBe('via-js');
+    expect(stats().nativeGets - viaJs).toBe(1);
+    expect(await call('DEL', 'c')).toBe(1);
+    expect(stats().mirroredKeys).toBe(1);
     expect(await call('FLUSHDB')).toBe('OK');
     expect(stats().mirroredKeys).toBe(0);
     expect(await call('GET', 'd')).toBe(null);
@@ -485,4 +547,257 @@ describe('RESP door, native engine, GETs of changed slots', () => {
       await server.close();
     }
   });
+});
+
+describe('RESP door, native engine, GETs of values that left the first tier and came back', () => {
+  it('answers them on the door thread again once a read has brought their pages back', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-native-remirror-'));
+    const server = await TierSyncServer.start(
+      parseServerConfig({
+        ...config(),
+        tiers: [
+          { url: `host://?capacity=${16 * PAGE}`, name: 'host' },
+          { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, name: 'fs' },
+        ],
+      } as ServerConfig),
+    );
+    try {
+      const door = server.resp!;
+      const slots = (door.store as TierSyncPageStore).slots!;
+      const inHost = () => slots.locate!(door.entry('default', 'back')!.pages).every(Boolean);
+      const call = caller(await Raw.connect(server.respPort));
+      const v = pattern(2 * PAGE + 5, 7);
+      expect(await call('SET', 'back', v)).toBe('OK');
+      let gets = server.resp!.nativeStats()!.nativeGets;
+      expect(await call('GET', 'back')).toBe(v.toString('latin1'));
+      expect(server.resp!.nativeStats()!.nativeGets).toBe(++gets);
+      // Newer values push it down to fs: the door thread lets it go, and JavaScript reads it from fs.
+      for (let i = 0; i < 12; i++) expect(await call('SET', `push${i}`, pattern(2 * PAGE, i))).toBe('OK');
+      await slots.recorded();
+      await expect.poll(() => inHost(), { timeout: 5000 }).toBe(false);
+      expect(await call('GET', 'back')).toBe(v.toString('latin1'));
+      gets = server.resp!.nativeStats()!.nativeGets;
+      // That read promotes it back into the first tier (promoteOnHit); the next GET, read from its slots in
+      // JavaScript, mirrors it again, and the ones after it are answered by the door thread.
+      await expect.poll(() => inHost(), { timeout: 5000 }).toBe(true);
+      expect(await call('GET', 'back')).toBe(v.toString('latin1'));
+      for (let i = 0; i < 3; i++) expect(await call('GET', 'back')).toBe(v.toString('latin1'));
+      expect(server.resp!.nativeStats()!.nativeGets - gets).toBe(3);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A client's one-command-at-a-time view: the reply as text (bulk strings latin1), or the error. */
+function caller(c: Raw): (...args: Array<string | Buffer>) => Promise<unknown> {
+  return async (...args) => {
+    c.socket.write(encodeCommand(args));
+    return text((await c.replies_(1))[0]!);
+  };
+}
+
+describe('RESP door, native engine, GETs of values written through JavaScript', () => {
+  let server: TierSyncServer;
+  beforeAll(async () => {
+    server = await TierSyncServer.start(parseServerConfig(config()));
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  const stats = () => server.resp!.nativeStats()!;
+
+  it('answers natively GETs of values set with NX, XX, KEEPTTL, GET, MSET and an inline SET; not of values with a TTL; DEL, SET over and FLUSHDB answer as Redis', async () => {
+    const c = await Raw.connect(server.respPort);
+    const call = caller(c);
+    expect(await call('FLUSHDB')).toBe('OK');
+    const values: Record<string, Buffer> = {
+      nx: pattern(2 * PAGE + 11, 1),
+      xx: pattern(PAGE + 1, 2),
+      m1: pattern(3 * PAGE, 3),
+      m2: Buffer.from('small'),
+      kt: pattern(40, 4),
+      g: Buffer.from('new'),
+      inline: Buffer.from('hello'),
+    };
+    expect(await call('SET', 'nx', values.nx!, 'NX')).toBe('OK');
+    expect(await call('SET', 'nx', 'other', 'NX')).toBe(null);
+    expect(await call('SET', 'xx', 'x0')).toBe('OK');
+    expect(await call('SET', 'xx', values.xx!, 'XX')).toBe('OK');
+    expect(await call('MSET', 'm1', values.m1!, 'm2', values.m2!)).toBe('OK');
+    expect(await call('SET', 'kt', values.kt!, 'KEEPTTL')).toBe('OK');
+    expect(await call('SET', 'g', 'old')).toBe('OK');
+    expect(await call('SET', 'g', values.g!, 'GET')).toBe('old');
+    // An inline command: parsed by JavaScript (that client stays there), stored through staging and the hierarchy.
+    const inline = await Raw.connect(server.respPort);
+    inline.socket.write('SET inline hello\r\n');
+    expect((await inline.replies_(1)).map(text)).toEqual(['OK']);
+    expect(stats().mirroredKeys).toBe(Object.keys(values).length);
+    let before = stats().nativeGets;
+    for (const [k, v] of Object.entries(values)) expect(await call('GET', k)).toBe(v.toString('latin1'));
+    expect(stats().nativeGets - before).toBe(Object.keys(values).length);
+
+    // A TTL (EX, or kept by KEEPTTL): not mirrored, answered by JavaScript; a SET without one clears it, as in Redis.
+    const mirrored = stats().mirroredKeys;
+    expect(await call('SET', 't', 'v1', 'EX', '100')).toBe('OK');
+    expect(await call('SET', 't', 'v2', 'XX', 'KEEPTTL')).toBe('OK');
+    expect(await call('SET', 'kt', 'ttl now', 'XX', 'PX', '100000')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(mirrored - 1);
+    before = stats().nativeGets;
+    expect(await call('GET', 't')).toBe('v2');
+    expect(await call('GET', 'kt')).toBe('ttl now');
+    expect(stats().nativeGets - before).toBe(0);
+    expect(await call('SET', 't', 'v3', 'XX')).toBe('OK');
+    expect(await call('TTL', 't')).toBe(-1);
+    expect(await call('GET', 't')).toBe('v3');
+    expect(stats().nativeGets - before).toBe(1);
+
+    // DEL, a SET over a key (refused or done), MSET over one, FLUSHDB.
+    expect(await call('DEL', 'nx')).toBe(1);
+    expect(await call('GET', 'nx')).toBe(null);
+    expect(await call('SET', 'xx', 'refused', 'NX')).toBe(null);
+    expect(await call('GET', 'xx')).toBe(values.xx!.toString('latin1'));
+    expect(await call('MSET', 'm1', 'replaced', 'm3', pattern(PAGE + 3, 5))).toBe('OK');
+    before = stats().nativeGets;
+    expect(await call('GET', 'm1')).toBe('replaced');
+    expect(await call('GET', 'm3')).toBe(pattern(PAGE + 3, 5).toString('latin1'));
+    expect(stats().nativeGets - before).toBe(2);
+    expect(await call('FLUSHDB')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(0);
+    for (const k of [...Object.keys(values), 't', 'm3']) expect(await call('GET', k)).toBe(null);
+    expect(stats().getMismatches).toBe(0);
+    c.socket.destroy();
+    inline.socket.destroy();
+  });
+});
+
+describe('RESP door, native engine, GETs of long values', () => {
+  it('mirrors values up to resp.maxOutputBytes; a longer one is sent by JavaScript', async () => {
+    const server = await TierSyncServer.start(parseServerConfig(config({ maxOutputBytes: 64 << 10 })));
+    try {
+      const c = await Raw.connect(server.respPort);
+      const call = caller(c);
+      const fits = pattern(64 << 10, 1);
+      const over = pattern((64 << 10) + 1, 2);
+      expect(await call('SET', 'fits', fits)).toBe('OK');
+      expect(await call('SET', 'over', over)).toBe('OK');
+      const stats = () => server.resp!.nativeStats()!;
+      expect(stats().mirroredKeys).toBe(1);
+      const before = stats().nativeGets;
+      expect(await call('GET', 'fits')).toBe(fits.toString('latin1'));
+      expect(await call('GET', 'over')).toBe(over.toString('latin1'));
+      expect(stats().nativeGets - before).toBe(1);
+      c.socket.destroy();
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('RESP door, native engine, GETs with a durable catalog', () => {
+  const dirs: string[] = [];
+  const shms: string[] = [];
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    for (const f of shms) rmSync(f, { force: true });
+  });
+  /** A door with a /dev/shm first tier of `pages` pages and resp.catalog durable (as `bench resp --durable`). */
+  const durable = (name: string, pages: number): { start: () => Promise<TierSyncServer> } => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-native-durable-'));
+    const shm = `/dev/shm/tiersync-resp-native-${name}-${process.pid}`;
+    dirs.push(dir);
+    shms.push(shm);
+    rmSync(shm, { force: true });
+    const c = { ...config({ catalog: 'durable' }), tiers: [{ url: `host://?capacity=${pages * PAGE}&shm=${shm}`, name: 'host' }], index: { path: path.join(dir, 'index.sqlite') } } as ServerConfig;
+    return { start: () => TierSyncServer.start(parseServerConfig(c)) };
+  };
+
+  it('answers GETs of committed values natively (landed SET, NX, XX, MSET), and of recovered keys after a restart; TTLs, DEL, SET over and FLUSHDB as Redis', async () => {
+    const d = durable('gets', 256);
+    let server = await d.start();
+    const values: Record<string, Buffer> = { a: pattern(3 * PAGE + 5, 1), nx: pattern(100, 2), xx: pattern(PAGE, 3), m1: pattern(2 * PAGE + 1, 4), m2: Buffer.from('m2') };
+    try {
+      expect(server.resp!.durable).toBe(true);
+      const c = await Raw.connect(server.respPort);
+      const call = caller(c);
+      expect(await call('SET', 'a', values.a!)).toBe('OK');
+      expect(await call('SET', 'nx', values.nx!, 'NX')).toBe('OK');
+      expect(await call('SET', 'xx', 'x0')).toBe('OK');
+      expect(await call('SET', 'xx', values.xx!, 'XX')).toBe('OK');
+      expect(await call('MSET', 'm1', values.m1!, 'm2', values.m2!)).toBe('OK');
+      expect(await call('SET', 't', 'with a ttl', 'EX', '1000')).toBe('OK');
+      const stats = () => server.resp!.nativeStats()!;
+      expect(stats().mirroredKeys).toBe(5);
+      const before = stats().nativeGets;
+      for (const [k, v] of Object.entries(values)) expect(await call('GET', k)).toBe(v.toString('latin1'));
+      expect(stats().nativeGets - before).toBe(5);
+      expect(await call('GET', 't')).toBe('with a ttl');
+      expect(stats().nativeGets - before).toBe(5);
+      expect(await call('DEL', 'a')).toBe(1);
+      expect(await call('GET', 'a')).toBe(null);
+      values.xx = pattern(PAGE + 9, 5);
+      expect(await call('SET', 'xx', values.xx)).toBe('OK');
+      expect(await call('GET', 'xx')).toBe(values.xx.toString('latin1'));
+      expect(stats().nativeGets - before).toBe(6);
+      expect(stats().getMismatches).toBe(0);
+      c.socket.destroy();
+    } finally {
+      await server.close();
+    }
+    delete values.a;
+    server = await d.start();
+    try {
+      // Recovered from the manifests, pages still in the shm tier: mirrored as the door starts.
+      expect(server.resp!.counters.recoveredKeys).toBe(5);
+      const stats = () => server.resp!.nativeStats()!;
+      expect(stats().mirroredKeys).toBe(4);
+      const c = await Raw.connect(server.respPort);
+      const call = caller(c);
+      // A new client's first command may reach the door thread before JavaScript made it a fast client.
+      expect(await call('PING')).toBe('PONG');
+      const before = stats().nativeGets;
+      for (const [k, v] of Object.entries(values)) expect(await call('GET', k)).toBe(v.toString('latin1'));
+      expect(stats().nativeGets - before).toBe(4);
+      expect(await call('FLUSHDB')).toBe('OK');
+      expect(stats().mirroredKeys).toBe(0);
+      for (const k of [...Object.keys(values), 't']) expect(await call('GET', k)).toBe(null);
+      expect(stats().getMismatches).toBe(0);
+      c.socket.destroy();
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
+
+  it('does not mirror a value whose page left the first tier while its manifest was written (its slot went to the manifest)', async () => {
+    // 8 slots: the value takes all of them, so its manifest's page needs one of them: a page of the value is evicted
+    // between the value's commit and the catalog update, and its slot reused.
+    const d = durable('evicted', 8);
+    const server = await d.start();
+    try {
+      const door = server.resp!;
+      const c = await Raw.connect(server.respPort);
+      const call = caller(c);
+      const v = pattern(8 * PAGE, 6);
+      const stats = () => door.nativeStats()!;
+      const before = stats().nativeGets;
+      expect(await call('SET', 'big', v)).toBe('OK');
+      const e = door.keyspace('default').entries().next().value![1];
+      const where = door.store.slots!.locate!(e.pages);
+      expect(where.some((w) => w === undefined)).toBe(true);
+      expect(stats().mirroredKeys).toBe(0);
+      // JavaScript answers: the value lost a page, so the key is gone (as an evicted key in Redis).
+      expect(await call('GET', 'big')).toBe(null);
+      expect(stats().nativeGets - before).toBe(0);
+      // A value that fits with its manifest is mirrored as usual.
+      expect(await call('SET', 'small', 'fits')).toBe('OK');
+      expect(stats().mirroredKeys).toBe(1);
+      expect(await call('GET', 'small')).toBe('fits');
+      expect(stats().nativeGets - before).toBe(1);
+      expect(stats().getMismatches).toBe(0);
+      c.socket.destroy();
+    } finally {
+      await server.close();
+    }
+  }, 30_000);
 });

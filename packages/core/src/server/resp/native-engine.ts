@@ -14,13 +14,21 @@
  * The slot pool is lent from the first tier's free slots (never capacity: any allocation short of slots takes it
  * back first) and topped up after each batch of landed values.
  *
- * GETs (resp.nativeGets): the door thread answers `GET key` itself for values this engine mirrors into it: a
- * landed SET's value without a TTL (memory catalog) is put in the mirror when its SET is installed in the catalog
- * (door.ts #install), with each page's slot and that slot's version (the tier bumps it on every free); any death
- * of the entry (SET over it, DEL, FLUSHDB, eviction, shutdown) drops it. Changes made while a batch of events runs
+ * GETs (resp.nativeGets): the door thread answers `GET key` itself for values this engine mirrors into it: every
+ * catalog entry without a TTL whose pages are all in the first tier's slots when it is installed (whatever wrote
+ * it: a landed SET, a SET or MSET through JavaScript, a durable commit, a key recovered at start) is put in the
+ * mirror then (mirrorPut), with each page's slot and that slot's version as the tier's table says in that turn (the
+ * tier bumps a slot's version on every free); any death of the entry (SET over it, DEL, FLUSHDB, eviction,
+ * shutdown) drops it. An entry whose pages left the first tier and were read back into it is put again when
+ * JavaScript next reads it from the slots (remirror). Changes made while a batch of events runs
  * go to the addon in the batch's flush, before its replies (so a client that read a SET's `+OK` or a DEL's reply
  * finds the new state); outside a batch they go at once, before the reply that follows them. The door thread copies
  * and checks each page (version before and after, CRC32C) and forwards the GET here when anything changed.
+ *
+ * Reads for eviction: the door thread notes each mirror entry it answered a GET of (once per drain window, by the
+ * id given with its put; bounded, see resp_door.cc), and this engine drains that record every SERVED_DRAIN_MS:
+ * each id still naming a live entry gives its pages to the door's access batch (server/access-batch.ts), which counts them
+ * for the first tier's eviction policy. An entry dropped or replaced since is skipped.
  */
 import { EventEmitter } from 'node:events';
 import { RespDoorNative, RespMirrorOps, TierSyncError, type RespNativeEvent, type RespNativeStats } from '@tiersync/native';
@@ -33,6 +41,9 @@ import { storeFailure } from './slot-writer.js';
 import type { StreamHost, ValueSink } from './value-stream.js';
 
 const POOL_MAX_BYTES = 256 * 2 ** 20;
+
+/** How often the door thread's record of the mirror entries it served is drained, ms (one addon call each). */
+export const SERVED_DRAIN_MS = 200;
 
 /**
  * Replies and answered commands held while the engine runs one batch of door events, handed to the addon in one
@@ -336,6 +347,8 @@ export interface NativeEngineHost extends StreamHost {
   landedValue(tenant: string, key: string, length: number, offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, pages?: PageKey[]): ValueSink;
   /** Page keys of a new generation for each landed value of a batch (one native call). */
   landedPageKeys(values: ReadonlyArray<{ tenant: string; key: Uint8Array; count: number }>): PageKey[][];
+  /** Pages the door thread read from the first tier's slots for GETs (for the tier's eviction policy). */
+  slotsRead(pages: readonly PageKey[]): void;
 }
 
 export class NativeRespEngine {
@@ -349,6 +362,10 @@ export class NativeRespEngine {
   /** Native GETs are on: the tier keeps slot versions and resp.nativeGets is set. */
   readonly #mirrorOn: boolean;
   readonly #tenantIds = new Map<string, number>();
+  /** Entries in the door's mirror by the id they were put with (what the door thread reports GETs of). */
+  readonly #mirrored = new Map<number, ValueEntry>();
+  #nextMirrorId = 0;
+  readonly #drainTimer: NodeJS.Timeout | undefined;
   readonly #idOf = (tenant: string): number => {
     let id = this.#tenantIds.get(tenant);
     if (id === undefined) {
@@ -367,7 +384,7 @@ export class NativeRespEngine {
     this.#slots = slots;
     this.#slotBytes = slots.slotBytes!;
     const capacitySlots = slots.capacitySlots ?? 0;
-    const versions = c.nativeGets && slots.slotOf ? slots.slotVersions : undefined;
+    const versions = c.nativeGets && slots.locate ? slots.slotVersions : undefined;
     this.#mirrorOn = versions !== undefined;
     this.#poolTarget = Math.max(1, Math.min(Math.floor(POOL_MAX_BYTES / this.#slotBytes), Math.floor(capacitySlots / 8)));
     this.#door = new RespDoorNative(
@@ -392,6 +409,7 @@ export class NativeRespEngine {
     // Any allocation of the tier short of slots takes the pool back first.
     this.#unhook = slots.onShortage!(() => slots.giveBack!(this.#door.takePool()));
     this.#topUp();
+    if (this.#mirrorOn) this.#drainTimer = setInterval(() => this.drainServed(), SERVED_DRAIN_MS).unref();
   }
 
   /**
@@ -418,29 +436,67 @@ export class NativeRespEngine {
   }
 
   /**
-   * `entry` (just installed as `key`'s value, no TTL) has every page in the landed value's slots: the door thread
-   * may answer its GETs. Each page's slot version is read now, in the turn its slot was committed.
+   * Lets the door thread answer GETs of `entry`, just installed as `key`'s value, when it has no TTL and every page
+   * is in the first tier's slots now, whatever wrote it (a landed SET, a SET through JavaScript, MSET, a durable
+   * commit, a recovered key). Where each page is and its slot's version are read from the tier in this very turn (a
+   * lookup, no pin): a slot freed at any later time has its version bumped first, and the door thread then forwards
+   * the GET. Nothing remembered across an await is trusted (a durable SET's pages may have moved while its manifest
+   * was written). Returns whether it was mirrored; a value with a page elsewhere is not (its GETs stay in JavaScript),
+   * nor one longer than resp.maxOutputBytes: the door thread copies a whole value into each reply and queues it
+   * without a deadline, while JavaScript sends a long value from its pinned slots and closes a client that does not
+   * read it.
    */
-  mirrorPut(tenant: string, key: string, entry: ValueEntry, value: LandedValue): void {
-    if (!this.#mirrorOn || this.#closed || entry.dead || !value.offsets.length) return;
-    const slots = this.#slots;
-    const versions = slots.slotVersions!;
-    const at = Array.from(value.offsets, (o) => slots.slotOf!(o));
-    const id = this.#idOf(tenant);
+  mirrorPut(tenant: string, key: string, entry: ValueEntry): boolean {
+    if (!this.#mirrorOn || this.#closed || entry.dead || entry.expiresAt || !entry.pages.length) return false;
+    if (entry.length > this.host.config.maxOutputBytes) return false;
+    const where = this.#slots.locate!(entry.pages);
+    const n = where.length;
+    const offsets = new Float64Array(n);
+    const lengths = new Uint32Array(n);
+    const crcs = new Uint32Array(n);
+    const at = new Uint32Array(n);
+    const seen = new Uint32Array(n);
+    const versions = this.#slots.slotVersions!;
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      const w = where[i];
+      if (!w) return false;
+      offsets[i] = w.offset;
+      lengths[i] = w.length;
+      crcs[i] = w.crc32c;
+      at[i] = w.slot;
+      seen[i] = versions[w.slot]!;
+      total += w.length;
+    }
+    // Pages that do not add up to the value (never expected): not answered from here.
+    if (total !== entry.length) return false;
+    if (entry.mirror) this.#mirrored.delete(entry.mirror.id);
+    const tenantId = this.#idOf(tenant);
     const bytes = Buffer.from(key, 'latin1');
+    const id = ++this.#nextMirrorId;
     const { ops, now } = this.#mirrorOps();
-    ops.put(
-      id,
-      bytes,
-      value.length,
-      value.offsets,
-      value.lengths,
-      value.crcs,
-      at,
-      at.map((s) => versions[s]!),
-    );
-    entry.mirror = { tenant: id, key: bytes };
+    ops.put(tenantId, bytes, entry.length, offsets, lengths, crcs, at, seen, id);
+    entry.mirror = { tenant: tenantId, key: bytes, id, slots: at, versions: seen };
+    this.#mirrored.set(id, entry);
     if (now) this.#door.mirror(ops);
+    return true;
+  }
+
+  /**
+   * `entry` was just read from the first tier's slots in JavaScript: mirrors it again when the door thread let it go
+   * because a slot of its was freed since it was put (its pages left the first tier and were read back into it), or
+   * when it was never mirrored, so its GETs return to the door thread. An entry the door thread still holds (or
+   * dropped for bytes that failed their check, with the same slots) is left as it is.
+   */
+  remirror(tenant: string, key: string, entry: ValueEntry): void {
+    const m = entry.mirror;
+    if (m) {
+      const versions = this.#slots.slotVersions!;
+      let moved = false;
+      for (let i = 0; i < m.slots.length && !moved; i++) moved = versions[m.slots[i]!] !== m.versions[i];
+      if (!moved) return;
+    }
+    this.mirrorPut(tenant, key, entry);
   }
 
   /** `entry` stops being its key's value: out of the mirror before anything answers that. */
@@ -448,15 +504,33 @@ export class NativeRespEngine {
     const m = entry.mirror;
     if (!m) return;
     entry.mirror = undefined;
+    this.#mirrored.delete(m.id);
     if (this.#closed) return;
     const { ops, now } = this.#mirrorOps();
     ops.drop(m.tenant, m.key);
     if (now) this.#door.mirror(ops);
   }
 
+  /**
+   * Takes the door thread's record of the mirror entries it answered GETs of since the last drain and hands the
+   * pages of those still live to the door (slotsRead). Runs every SERVED_DRAIN_MS; callable at any time.
+   */
+  drainServed(): void {
+    if (this.#closed || !this.#mirrorOn) return;
+    const ids = this.#door.takeServed();
+    if (!ids.length) return;
+    const pages: PageKey[] = [];
+    for (const id of ids) {
+      // Dropped from the mirror since (replaced, deleted, evicted): its pages are not the key's any more.
+      const e = this.#mirrored.get(id);
+      if (e && !e.dead) for (const p of e.pages) pages.push(p);
+    }
+    if (pages.length) this.host.slotsRead(pages);
+  }
+
   #topUp(): void {
     if (this.#closed) return;
-    const have = this.#door.stats().pooledSlots;
+    const have = this.#door.pooledSlots;
     if (have >= this.#poolTarget / 2) return;
     const got = this.#slots.lend!(this.#poolTarget - have);
     if (got.length) this.#door.grant(got, this.#slotBytes);
@@ -544,6 +618,8 @@ export class NativeRespEngine {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#drainTimer);
+    this.#mirrored.clear();
     this.#unhook();
     this.#door.close();
     this.#slots.giveBack!(this.#door.takePool());

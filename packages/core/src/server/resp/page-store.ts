@@ -6,8 +6,11 @@
  * (group commit), so 50 clients' SETs cost one index transaction per batch rather than one each.
  *
  * When the hierarchy's first tier is a host tier, the store also lends its slots (`slots`, slot-access.ts): values
- * are parsed straight into reserved slots and GETs are written from pinned ones, with no staging copy.
+ * are parsed straight into reserved slots and GETs are written from pinned ones, with no staging copy. Such reads
+ * bypass the hierarchy's load(), so the door reports them (`recordReads`, batched by server/access-batch.ts) for the
+ * tier's eviction policy to count.
  */
+import type { Logger } from 'pino';
 import type { PageKey, PageLocation } from '@tiersync/tiers';
 import { HostTier } from '@tiersync/tiers';
 import type { TierSync } from '../../hierarchy/index.js';
@@ -30,6 +33,12 @@ export interface RespPageStore {
   unpin(keys: readonly PageKey[], owner: string): void;
   /** The first tier's slots, when it is a host tier (values are received into and sent from them directly). */
   readonly slots?: SlotAccess | undefined;
+  /**
+   * Counts pages read straight from `slots` (not through read()) as accesses for the first tier's eviction policy,
+   * as read() counts its own (TierSync.recordHits). Pages the tier does not hold (not recorded yet, gone) are
+   * skipped. Call it with batches.
+   */
+  recordReads?(keys: readonly PageKey[]): Promise<unknown>;
   /** Whether the first tier keeps its pages across a restart of the process (a shm host tier, fs, ...). */
   readonly firstTierPersistent: boolean;
   /** Whether any tier keeps its pages across a restart. */
@@ -104,19 +113,21 @@ export class TierSyncPageStore implements RespPageStore {
   readonly #reads: Coalescer<{ key: PageKey; into: PageLocation }, boolean>;
   readonly #removes: Coalescer<{ key: PageKey }, boolean>;
   readonly slots: HostSlots | undefined;
+  readonly #firstTier: string;
   readonly firstTierPersistent: boolean;
   readonly anyTierPersistent: boolean;
 
   constructor(
     private readonly ts: TierSync,
-    options: { maxBatchPages?: number } = {},
+    options: { maxBatchPages?: number; log?: Logger } = {},
   ) {
     this.pageBytes = ts.pageBytes;
     const first = ts.stats().tiers[0]!.name;
+    this.#firstTier = first;
     const driver = ts.tierDriver(first);
     this.firstTierPersistent = driver.capabilities.persistent;
     this.anyTierPersistent = ts.stats().tiers.some((t) => ts.tierDriver(t.name).capabilities.persistent);
-    this.slots = driver instanceof HostTier ? new HostSlots(ts, driver, first) : undefined;
+    this.slots = driver instanceof HostTier ? new HostSlots(ts, driver, first, options.log) : undefined;
     const max = options.maxBatchPages ?? 1024;
     this.#writes = new Coalescer(async (items) => {
       const r = await this.ts.storeKeys(
@@ -149,8 +160,19 @@ export class TierSyncPageStore implements RespPageStore {
     return this.#writes.submit([...pages]);
   }
 
-  read(pages: ReadonlyArray<{ key: PageKey; into: PageLocation }>): Promise<boolean[]> {
+  async read(pages: ReadonlyArray<{ key: PageKey; into: PageLocation }>): Promise<boolean[]> {
+    // The hierarchy reads what the index lists: pages committed into the first tier's slots and not yet recorded
+    // would read as missing (and a damaged one would go unreported), so wait for the recorder's batch first.
+    const slots = this.slots;
+    if (slots?.unrecordedCount) {
+      const waiting = pages.filter((p) => slots.isUnrecorded(p.key)).map((p) => p.key);
+      if (waiting.length) await slots.recorded(waiting);
+    }
     return this.#reads.submit([...pages]);
+  }
+
+  recordReads(keys: readonly PageKey[]): Promise<number> {
+    return this.ts.recordHits(this.#firstTier, keys);
   }
 
   has(keys: readonly PageKey[]): boolean[] {

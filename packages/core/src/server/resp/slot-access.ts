@@ -14,20 +14,21 @@
  */
 import { crc32cRanges, HostArena, TierSyncError } from '@tiersync/native';
 import type { HostTier, PageKey } from '@tiersync/tiers';
+import type { Logger } from 'pino';
 import type { TierSync } from '../../hierarchy/index.js';
 import { PageRecorder } from '../page-recorder.js';
-
-/** A key no page has: reserveRemote() then allocates a slot for every entry (slots lent to a pool). */
-const POOL_PLACEHOLDER = '';
 
 /**
  * How long committed pages wait before the recorder writes them to the block index, ms. A value replaced within
  * this time (a hot key SET again and again) is dropped from the tier without ever costing an index transaction
  * (insert, then delete: ~15% of the event loop's time per landed SET when each turn recorded its pages), and the
- * rest are recorded in fewer, larger transactions. A caller short of slots still waits for the recorder
- * (PageRecorder.reserve), so unrecorded pages never make the tier refuse what eviction would allow.
+ * rest are recorded in fewer, larger transactions. Each recording costs a few index transactions whatever its size
+ * (~0.4 ms for one page here), so a hot key costs that once per delay: at 5 ms that was still ~5 us of event-loop
+ * time per SET at 10,000 SETs/s (session 8, `bench resp --cpu`). A caller short of slots still waits for the
+ * recorder (PageRecorder.reserve), so unrecorded pages never make the tier refuse what eviction would allow; a
+ * crash before recording loses nothing (the tier's slot records make the index adopt them at its next open).
  */
-const RECORD_DELAY_MS = 5;
+const RECORD_DELAY_MS = 20;
 
 const recordTurn = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, RECORD_DELAY_MS));
 
@@ -39,6 +40,12 @@ export interface PinnedSlot {
   readonly offset: number;
   readonly length: number;
   readonly crc32c: number;
+}
+
+/** Where a stored page is in the first tier's arena right now (SlotAccess.locate): PinnedSlot and its slot number. */
+export interface LocatedSlot extends PinnedSlot {
+  /** The slot (index into slotVersions). */
+  readonly slot: number;
 }
 
 /** What the door uses of the first tier's slots (implemented by HostSlots). */
@@ -89,8 +96,11 @@ export interface SlotAccess {
    * RESP door checks before and after it copies a slot out for a GET.
    */
   readonly slotVersions?: Uint32Array | undefined;
-  /** The slot (index into slotVersions) at an arena offset of this tier. */
-  slotOf?(offset: number): number;
+  /**
+   * Where pages are in the tier now, without pinning them (undefined: not in this tier). Valid in the calling turn
+   * only: a slot freed later has its version bumped first, so slotVersions read in the same turn detect it.
+   */
+  locate?(keys: readonly PageKey[]): Array<LocatedSlot | undefined>;
 }
 
 export class HostSlots implements SlotAccess {
@@ -101,9 +111,15 @@ export class HostSlots implements SlotAccess {
     private readonly ts: TierSync,
     private readonly tier: HostTier,
     private readonly tierName: string,
+    log?: Logger,
   ) {
-    // A batch that fails stays in the tier (a shm tier's slot records name them): the index adopts it at its next open.
-    this.#recorder = new PageRecorder({ ts, tierName, turn: recordTurn });
+    this.#recorder = new PageRecorder({
+      ts,
+      tierName,
+      turn: recordTurn,
+      // The batch stays in the tier (a shm tier's slot records name its pages): the index adopts it at its next open.
+      onFailed: (batch, e) => log?.error({ err: (e as Error).message, pages: batch.length }, 'could not record RESP value pages in the block index'),
+    });
   }
 
   get arena(): HostArena {
@@ -187,46 +203,23 @@ export class HostSlots implements SlotAccess {
   }
 
   lend(n: number): Float64Array {
-    const reclaim = this.tier.reclaimSlots;
-    this.tier.reclaimSlots = undefined; // filling a pool must not empty another one
-    try {
-      for (let k = n; k > 0; k = Math.floor(k / 2)) {
-        const got = this.tier.reserveRemote(new Array<string>(k).fill(POOL_PLACEHOLDER));
-        if (got) return got.offsets;
-      }
-      return new Float64Array(0);
-    } finally {
-      this.tier.reclaimSlots = reclaim;
-    }
+    return this.tier.lendSlots(n);
   }
 
   giveBack(offsets: Float64Array): void {
-    if (!offsets.length) return;
-    try {
-      this.tier.commitRemote(new Array<string>(offsets.length).fill(POOL_PLACEHOLDER), offsets, new Uint32Array(offsets.length), new Uint32Array(offsets.length), () => false);
-    } catch {
-      // a closed tier has freed its slots already
-    }
+    this.tier.returnSlots(offsets);
   }
 
   get slotVersions(): Uint32Array | undefined {
     return this.tier.slotVersions;
   }
 
-  slotOf(offset: number): number {
-    return this.tier.slotAt(offset);
+  locate(keys: readonly PageKey[]): Array<LocatedSlot | undefined> {
+    return this.tier.locate(keys);
   }
 
   onShortage(reclaim: () => void): () => void {
-    const before = this.tier.reclaimSlots;
-    const hook = (): void => {
-      before?.();
-      reclaim();
-    };
-    this.tier.reclaimSlots = hook;
-    return () => {
-      if (this.tier.reclaimSlots === hook) this.tier.reclaimSlots = before;
-    };
+    return this.tier.onShortage(reclaim);
   }
 
   /**

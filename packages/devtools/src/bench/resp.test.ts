@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest';
+import { runRespBench } from './resp.js';
+
+describe('bench resp', () => {
+  it('spreads requests over random keys with --keyspace and reports them (door and redis-server, real redis-benchmark)', async () => {
+    const r = await runRespBench({ requests: 400, valueBytes: 4096, clients: 4, repetitions: 1, keyspace: 50, engine: 'native' });
+    expect(r).toMatchObject({ keyspace: 50, requests: 400, valueBytes: 4096, clients: 4, repetitions: 1, engine: 'native', catalog: 'memory' });
+    expect(r.command).toBe('redis-benchmark -d 4096 -c 4 -t get,set -n 400 -r 50');
+    expect(r.runs.map((x) => x.target)).toEqual(['door', 'redis']);
+    for (const x of r.runs) {
+      expect(x.setRps).toBeGreaterThan(0);
+      expect(x.getRps).toBeGreaterThan(0);
+    }
+  });
+
+  it('refuses a keyspace whose values would not stay in the door host tier, before starting anything', async () => {
+    await expect(runRespBench({ keyspace: 4096, valueBytes: 262_144, hostBytes: 512 * 1024 ** 2 })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('--keyspace 4096') });
+  });
+});
