@@ -259,6 +259,14 @@ describe('RESP door, native and Node engines answer alike', () => {
   });
 });
 
+/** A client's one-command-at-a-time view: the reply as text (bulk strings latin1), or the error. */
+function caller(c: Raw): (...args: Array<string | Buffer>) => Promise<unknown> {
+  return async (...args) => {
+    c.socket.write(encodeCommand(args));
+    return text((await c.replies_(1))[0]!);
+  };
+}
+
 describe('RESP door, native engine, GETs answered on the door thread', () => {
   let server: TierSyncServer;
   beforeAll(async () => {
@@ -427,6 +435,69 @@ describe('RESP door, native engine, GETs answered on the door thread', () => {
       await node.close();
     }
   });
+
+  it('answers natively GETs of values set with NX, XX, KEEPTTL, GET, MSET and an inline SET; not of values with a TTL; DEL, SET over and FLUSHDB answer as Redis', async () => {
+    const c = await Raw.connect(server.respPort);
+    const call = caller(c);
+    expect(await call('FLUSHDB')).toBe('OK');
+    const values: Record<string, Buffer> = {
+      nx: pattern(2 * PAGE + 11, 1),
+      xx: pattern(PAGE + 1, 2),
+      m1: pattern(3 * PAGE, 3),
+      m2: Buffer.from('small'),
+      kt: pattern(40, 4),
+      g: Buffer.from('new'),
+      inline: Buffer.from('hello'),
+    };
+    expect(await call('SET', 'nx', values.nx!, 'NX')).toBe('OK');
+    expect(await call('SET', 'nx', 'other', 'NX')).toBe(null);
+    expect(await call('SET', 'xx', 'x0')).toBe('OK');
+    expect(await call('SET', 'xx', values.xx!, 'XX')).toBe('OK');
+    expect(await call('MSET', 'm1', values.m1!, 'm2', values.m2!)).toBe('OK');
+    expect(await call('SET', 'kt', values.kt!, 'KEEPTTL')).toBe('OK');
+    expect(await call('SET', 'g', 'old')).toBe('OK');
+    expect(await call('SET', 'g', values.g!, 'GET')).toBe('old');
+    // An inline command: parsed by JavaScript (that client stays there), stored through staging and the hierarchy.
+    const inline = await Raw.connect(server.respPort);
+    inline.socket.write('SET inline hello\r\n');
+    expect((await inline.replies_(1)).map(text)).toEqual(['OK']);
+    expect(stats().mirroredKeys).toBe(Object.keys(values).length);
+    let before = stats().nativeGets;
+    for (const [k, v] of Object.entries(values)) expect(await call('GET', k)).toBe(v.toString('latin1'));
+    expect(stats().nativeGets - before).toBe(Object.keys(values).length);
+
+    // A TTL (EX, or kept by KEEPTTL): not mirrored, answered by JavaScript; a SET without one clears it, as in Redis.
+    const mirrored = stats().mirroredKeys;
+    expect(await call('SET', 't', 'v1', 'EX', '100')).toBe('OK');
+    expect(await call('SET', 't', 'v2', 'XX', 'KEEPTTL')).toBe('OK');
+    expect(await call('SET', 'kt', 'ttl now', 'XX', 'PX', '100000')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(mirrored - 1);
+    before = stats().nativeGets;
+    expect(await call('GET', 't')).toBe('v2');
+    expect(await call('GET', 'kt')).toBe('ttl now');
+    expect(stats().nativeGets - before).toBe(0);
+    expect(await call('SET', 't', 'v3', 'XX')).toBe('OK');
+    expect(await call('TTL', 't')).toBe(-1);
+    expect(await call('GET', 't')).toBe('v3');
+    expect(stats().nativeGets - before).toBe(1);
+
+    // DEL, a SET over a key (refused or done), MSET over one, FLUSHDB.
+    expect(await call('DEL', 'nx')).toBe(1);
+    expect(await call('GET', 'nx')).toBe(null);
+    expect(await call('SET', 'xx', 'refused', 'NX')).toBe(null);
+    expect(await call('GET', 'xx')).toBe(values.xx!.toString('latin1'));
+    expect(await call('MSET', 'm1', 'replaced', 'm3', pattern(PAGE + 3, 5))).toBe('OK');
+    before = stats().nativeGets;
+    expect(await call('GET', 'm1')).toBe('replaced');
+    expect(await call('GET', 'm3')).toBe(pattern(PAGE + 3, 5).toString('latin1'));
+    expect(stats().nativeGets - before).toBe(2);
+    expect(await call('FLUSHDB')).toBe('OK');
+    expect(stats().mirroredKeys).toBe(0);
+    for (const k of [...Object.keys(values), 't', 'm3']) expect(await call('GET', k)).toBe(null);
+    expect(stats().getMismatches).toBe(0);
+    c.socket.destroy();
+    inline.socket.destroy();
+  });
 });
 
 describe('RESP door, native engine, GETs and tenants', () => {
@@ -587,88 +658,6 @@ describe('RESP door, native engine, GETs of values that left the first tier and 
       await server.close();
       rmSync(dir, { recursive: true, force: true });
     }
-  });
-});
-
-/** A client's one-command-at-a-time view: the reply as text (bulk strings latin1), or the error. */
-function caller(c: Raw): (...args: Array<string | Buffer>) => Promise<unknown> {
-  return async (...args) => {
-    c.socket.write(encodeCommand(args));
-    return text((await c.replies_(1))[0]!);
-  };
-}
-
-describe('RESP door, native engine, GETs of values written through JavaScript', () => {
-  let server: TierSyncServer;
-  beforeAll(async () => {
-    server = await TierSyncServer.start(parseServerConfig(config()));
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
-  const stats = () => server.resp!.nativeStats()!;
-
-  it('answers natively GETs of values set with NX, XX, KEEPTTL, GET, MSET and an inline SET; not of values with a TTL; DEL, SET over and FLUSHDB answer as Redis', async () => {
-    const c = await Raw.connect(server.respPort);
-    const call = caller(c);
-    expect(await call('FLUSHDB')).toBe('OK');
-    const values: Record<string, Buffer> = {
-      nx: pattern(2 * PAGE + 11, 1),
-      xx: pattern(PAGE + 1, 2),
-      m1: pattern(3 * PAGE, 3),
-      m2: Buffer.from('small'),
-      kt: pattern(40, 4),
-      g: Buffer.from('new'),
-      inline: Buffer.from('hello'),
-    };
-    expect(await call('SET', 'nx', values.nx!, 'NX')).toBe('OK');
-    expect(await call('SET', 'nx', 'other', 'NX')).toBe(null);
-    expect(await call('SET', 'xx', 'x0')).toBe('OK');
-    expect(await call('SET', 'xx', values.xx!, 'XX')).toBe('OK');
-    expect(await call('MSET', 'm1', values.m1!, 'm2', values.m2!)).toBe('OK');
-    expect(await call('SET', 'kt', values.kt!, 'KEEPTTL')).toBe('OK');
-    expect(await call('SET', 'g', 'old')).toBe('OK');
-    expect(await call('SET', 'g', values.g!, 'GET')).toBe('old');
-    // An inline command: parsed by JavaScript (that client stays there), stored through staging and the hierarchy.
-    const inline = await Raw.connect(server.respPort);
-    inline.socket.write('SET inline hello\r\n');
-    expect((await inline.replies_(1)).map(text)).toEqual(['OK']);
-    expect(stats().mirroredKeys).toBe(Object.keys(values).length);
-    let before = stats().nativeGets;
-    for (const [k, v] of Object.entries(values)) expect(await call('GET', k)).toBe(v.toString('latin1'));
-    expect(stats().nativeGets - before).toBe(Object.keys(values).length);
-
-    // A TTL (EX, or kept by KEEPTTL): not mirrored, answered by JavaScript; a SET without one clears it, as in Redis.
-    const mirrored = stats().mirroredKeys;
-    expect(await call('SET', 't', 'v1', 'EX', '100')).toBe('OK');
-    expect(await call('SET', 't', 'v2', 'XX', 'KEEPTTL')).toBe('OK');
-    expect(await call('SET', 'kt', 'ttl now', 'XX', 'PX', '100000')).toBe('OK');
-    expect(stats().mirroredKeys).toBe(mirrored - 1);
-    before = stats().nativeGets;
-    expect(await call('GET', 't')).toBe('v2');
-    expect(await call('GET', 'kt')).toBe('ttl now');
-    expect(stats().nativeGets - before).toBe(0);
-    expect(await call('SET', 't', 'v3', 'XX')).toBe('OK');
-    expect(await call('TTL', 't')).toBe(-1);
-    expect(await call('GET', 't')).toBe('v3');
-    expect(stats().nativeGets - before).toBe(1);
-
-    // DEL, a SET over a key (refused or done), MSET over one, FLUSHDB.
-    expect(await call('DEL', 'nx')).toBe(1);
-    expect(await call('GET', 'nx')).toBe(null);
-    expect(await call('SET', 'xx', 'refused', 'NX')).toBe(null);
-    expect(await call('GET', 'xx')).toBe(values.xx!.toString('latin1'));
-    expect(await call('MSET', 'm1', 'replaced', 'm3', pattern(PAGE + 3, 5))).toBe('OK');
-    before = stats().nativeGets;
-    expect(await call('GET', 'm1')).toBe('replaced');
-    expect(await call('GET', 'm3')).toBe(pattern(PAGE + 3, 5).toString('latin1'));
-    expect(stats().nativeGets - before).toBe(2);
-    expect(await call('FLUSHDB')).toBe('OK');
-    expect(stats().mirroredKeys).toBe(0);
-    for (const k of [...Object.keys(values), 't', 'm3']) expect(await call('GET', k)).toBe(null);
-    expect(stats().getMismatches).toBe(0);
-    c.socket.destroy();
-    inline.socket.destroy();
   });
 });
 
