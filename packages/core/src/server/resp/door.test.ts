@@ -100,6 +100,17 @@ function pattern(n: number, seed: number): Buffer {
   return b;
 }
 
+/** Polls `probe` every 10 ms until it gives `want` or `ms` pass (background work on a busy machine); its last value. */
+async function settle<T>(probe: () => T, want: T, ms = 5000): Promise<T> {
+  const until = Date.now() + ms;
+  let v = probe();
+  while (v !== want && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 10));
+    v = probe();
+  }
+  return v;
+}
+
 /** Until the index lists what the door stored: pages committed into slots are recorded after RECORD_DELAY_MS. */
 async function settled(server: TierSyncServer): Promise<void> {
   await (server.resp!.store as TierSyncPageStore).slots?.recorded();
@@ -485,8 +496,7 @@ describe('RESP door and a client that never reads', () => {
       expect(server.resp!.clients).toBe(0);
       // Replies waiting for the client hold at most maxOutputBytes plus one reply of staging memory.
       expect(maxStaging).toBeLessThanOrEqual(64 * 1024 + value.length + 4096);
-      await new Promise((r) => setTimeout(r, 100));
-      expect(server.resp!.staging.usedBytes).toBe(0);
+      expect(await settle(() => server.resp!.staging.usedBytes, 0)).toBe(0);
       c.close();
     } finally {
       await server.close();
@@ -532,8 +542,7 @@ describe('RESP door with values larger than its staging area', () => {
     // The first tier is a host tier: the value is received into its slots and sent from them, through no staging
     // at all (through staging, one window filling + one being written, or one being loaded + one being sent).
     expect(maxStaging).toBeLessThanOrEqual(2 * WINDOW);
-    await new Promise((r) => setTimeout(r, 50));
-    expect(server.resp!.staging.usedBytes).toBe(0);
+    expect(await settle(() => server.resp!.staging.usedBytes, 0)).toBe(0);
     c.close();
   });
 
@@ -598,8 +607,7 @@ describe('RESP door with values larger than its staging area', () => {
     const until = Date.now() + 15_000;
     while (server.resp!.clients > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     expect(server.resp!.clients).toBe(0);
-    await new Promise((r) => setTimeout(r, 100));
-    expect(server.resp!.staging.usedBytes).toBe(0);
+    expect(await settle(() => server.resp!.staging.usedBytes, 0)).toBe(0);
     c.close();
   });
 });
