@@ -315,6 +315,9 @@ std::shared_ptr<Door::Conn> Door::Find(uint64_t conn) {
   return it == conns_.end() ? nullptr : it->second;
 }
 
+// The door whose Loop() runs on this thread (none on JavaScript's).
+static thread_local const Door* tlsLoopDoor = nullptr;
+
 void Door::Emit(Event e) {
   bool wake;
   {
@@ -323,7 +326,11 @@ void Door::Emit(Event e) {
     wake = !drainScheduled_;
     drainScheduled_ = true;
   }
-  if (wake) notify_();
+  if (!wake) return;
+  // On the door thread, JavaScript is woken once the epoll round is handled, as Redis writes its replies before it
+  // sleeps: the events of every client ready in this round reach it as one batch (one wake, one flush).
+  if (tlsLoopDoor == this) notifyDue_ = true;
+  else notify_();
 }
 
 std::vector<Event> Door::Drain() {
@@ -640,6 +647,7 @@ uint64_t Door::LastActiveMs(uint64_t conn) {
 void Door::Loop() {
   // Named so that per-thread CPU (/proc/PID/task/TID/stat, `bench resp --cpu`) tells the door thread apart.
   pthread_setname_np(pthread_self(), "tiersync-resp");
+  tlsLoopDoor = this;
   epoll_event evs[64];
   int64_t lastSweep = NowMs();
   while (!closing_) {
@@ -705,6 +713,10 @@ void Door::Loop() {
     if (now - lastSweep >= 100) {
       lastSweep = now;
       Sweep();
+    }
+    if (notifyDue_) {
+      notifyDue_ = false;
+      notify_();
     }
   }
 }

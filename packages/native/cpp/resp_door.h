@@ -156,6 +156,7 @@ class Door {
   std::mutex eventsMutex_;
   std::vector<Event> events_;
   bool drainScheduled_ = false;
+  bool notifyDue_ = false;  // door thread only: events emitted in this epoll round, JavaScript not woken yet
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
