@@ -32,27 +32,27 @@ export interface RangeRead {
 }
 
 /**
- * How a layerwise load reads its ranges: the first range alone (so the first event comes as early as it can),
- * then runs of adjacent ranges that double in size (1, 1, 2, 4, ...) up to `maxBytes` of a page per read. Small
- * ranges (one layer: 64 KiB of a 2 MiB page) read one by one cost one request or one disk operation each, which
- * is what keeps a layer-by-layer load behind a whole one; merged, the reads are few and large, while events stay
- * per range. The cap bounds how long the caller waits for the last range of a read: at most `maxBytes` per page.
+ * How a layerwise load reads its ranges: the first range alone (so the first event comes as early as it can), the
+ * second alone (so the caller, busy with the first layer, soon has the next), then runs of adjacent ranges as
+ * long as `maxBytes` of a page allows. Each read costs a request or a disk operation per page whatever its size,
+ * so after the first two the fewest reads give the shortest load: on fs, 2 MiB pages of 32 layers read as 1, 1,
+ * 16 and 14 layers took 1.08x a whole load (median of 7 runs), against 1.13x as 1, 1, 2, 4, 8, 16
+ * (docs/BENCHMARKS.md, "Layer-wise reads as large as the cap"). The cap bounds how long the caller waits for the last
+ * range of a read: at most `maxBytes` per page.
  */
 export function readPlan(ranges: readonly LayerRange[], maxBytes: number = MERGED_READ_BYTES.memory): RangeRead[] {
   const out: RangeRead[] = [];
-  let size = 1;
   for (let from = 0; from < ranges.length; ) {
     const first = ranges[from]!;
     let to = from + 1;
     let length = first.length;
-    while (to < ranges.length && to - from < size) {
+    while (out.length >= 2 && to < ranges.length) {
       const r = ranges[to]!;
       if (r.offset !== first.offset + length || length + r.length > maxBytes) break;
       length += r.length;
       to++;
     }
     out.push({ from, to, offset: first.offset, length });
-    if (out.length > 1) size *= 2;
     from = to;
   }
   return out;

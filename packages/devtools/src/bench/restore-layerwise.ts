@@ -235,7 +235,6 @@ export async function runLayerwiseBench(options: LayerwiseBenchOptions = {}): Pr
       } catch (e) {
         (report.errors ??= {})[tier] = (e as Error).message;
         log(`  ${tier}: failed: ${(e as Error).message}`);
-        if (process.env["LW_DEBUG"]) log(String((e as Error).stack));
       }
     }
   } finally {
