@@ -1,8 +1,10 @@
 /**
  * The serving side of the peer tier: exposes a host tier's pages to other hosts through the native peer data
  * plane. The host tier's page table answers GET/HAS/DELETE batches (where bytes are); PUTs land in slots granted to
- * the data plane in advance and are acknowledged without waiting on this thread; the page table records them
- * right after, batched, before it answers any later request. Bytes move socket <-> arena on native threads.
+ * the data plane in advance, with no plan from this thread; the page table records every PUT that landed meanwhile
+ * in one batched call (`slots.commit`), and each PUT is acknowledged after that call, with its status (ok, or
+ * existing when the tier already held the key), so a client that has its ack finds the page. Bytes move
+ * socket <-> arena on native threads.
  */
 import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
 import type { PageKey, TierContext } from '../driver.js';
@@ -25,9 +27,10 @@ export interface PeerServeOptions extends PeerServerOptions {
    */
   onServed?: (keys: PageKey[]) => void;
   /**
-   * Page slots granted to the data plane in advance, so PUTs never wait on this thread (they are refilled as pages
-   * commit). They are reserved in the tier, unavailable to local writes, while granted. 0 sends every PUT through
-   * the page table first. Default: an eighth of the tier, at most 256 MiB of slots (two 64 MiB batches in flight).
+   * Page slots granted to the data plane in advance, so PUTs need no plan from this thread (only the batched
+   * record before their ack; the slots are refilled as pages commit). They are reserved in the tier, unavailable
+   * to local writes, while granted. 0 sends every PUT through the page table first. Default: an eighth of the
+   * tier, at most 256 MiB of slots (two 64 MiB batches in flight).
    */
   slotPool?: number;
 }
