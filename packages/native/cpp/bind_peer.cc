@@ -38,8 +38,9 @@ using PlanCalls = Napi::TypedThreadSafeFunction<ServerWrap, std::shared_ptr<Serv
 // new PeerServer(options, arena, plan, commit?): `plan(request)` runs on the JS thread for every request batch,
 // twice (phase 'plan' then 'finish'); for 'plan' it returns { offsets: Float64Array, statuses: Uint8Array,
 // lengths?: Uint32Array, crcs?: Uint32Array } or throws to refuse the batch. With `commit`, PUTs land in slots
-// granted in advance (grant()) without a plan; `commit({ keys, offsets, lengths, crcs })` then runs on the JS
-// thread, batched, after their acks, before any later plan, and may return a Float64Array of slots to grant.
+// granted in advance (grant()) without a plan and are acknowledged on their connection thread (ok or existing by
+// the keys held: holdKeys/dropKeys); `commit({ keys, offsets, lengths, crcs })` then runs on the JS thread,
+// batched, before any later plan (or at drain()), and may return { grant: Float64Array } of slots to grant.
 class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
  public:
   explicit ServerWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ServerWrap>(info) {
@@ -80,25 +81,25 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     });
   }
 
-  // Hands pages the data plane stored to the control plane (one call for every PUT waiting), answers each PUT
-  // with what the control plane said per page, and grants the slots it returns to the pool.
-  void DrainCommitted(Napi::Env env) {
+  // Hands the pages of every PUT acknowledged since the last call to the control plane (one call), and grants
+  // the slots it returns to the pool.
+  void DrainLanded(Napi::Env env) {
     if (!server_ || commit_.IsEmpty()) return;
-    std::vector<std::shared_ptr<peer::Committed>> batch = server_->DrainCommitted();
-    size_t n = 0;
-    for (const auto& c : batch) n += c->entries.size();
+    std::vector<peer::Landed> batch = server_->DrainLanded();
     if (batch.empty()) return;
+    size_t n = 0;
+    for (const auto& l : batch) n += l.entries.size();
     Napi::Array keys = Napi::Array::New(env, n);
     auto offsets = Napi::Float64Array::New(env, n);
     auto lengths = Napi::Uint32Array::New(env, n);
     auto crcs = Napi::Uint32Array::New(env, n);
     size_t k = 0;
-    for (const auto& c : batch) {
-      for (size_t i = 0; i < c->entries.size(); i++, k++) {
-        keys.Set(static_cast<uint32_t>(k), c->entries[i].key);
-        offsets[k] = c->offsets[i];
-        lengths[k] = c->entries[i].length;
-        crcs[k] = c->entries[i].crc32c;
+    for (const auto& l : batch) {
+      for (size_t i = 0; i < l.entries.size(); i++, k++) {
+        keys.Set(static_cast<uint32_t>(k), l.entries[i].key);
+        offsets[k] = l.offsets[i];
+        lengths[k] = l.entries[i].length;
+        crcs[k] = l.entries[i].crc32c;
       }
     }
     Napi::Object o = Napi::Object::New(env);
@@ -107,28 +108,16 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("lengths", lengths);
     o.Set("crcs", crcs);
     Napi::Value answer;
-    bool failed = false;
     try {
       answer = commit_.Call({o});
     } catch (const Napi::Error&) {
-      failed = true;  // the TS side catches its own failures; a throw here fails the PUTs (status failed)
+      return;  // the TS side catches its own failures; nothing to grant
     }
-    const uint8_t* statuses = nullptr;
-    if (!failed && answer.IsObject()) {
-      Napi::Object a = answer.As<Napi::Object>();
-      Napi::Value st = a.Get("statuses"), grant = a.Get("grant");
-      if (st.IsTypedArray() && st.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array && st.As<Napi::TypedArray>().ElementLength() == n)
-        statuses = st.As<Napi::Uint8Array>().Data();
-      if (grant.IsTypedArray() && grant.As<Napi::TypedArray>().TypedArrayType() == napi_float64_array) {
-        auto f = grant.As<Napi::Float64Array>();
-        server_->pool().Grant(std::vector<double>(f.Data(), f.Data() + f.ElementLength()), server_->pool().slotBytes());
-      }
-    }
-    k = 0;
-    for (const auto& c : batch) {
-      c->statuses.resize(c->entries.size());
-      for (size_t i = 0; i < c->entries.size(); i++, k++) c->statuses[i] = statuses ? statuses[k] : static_cast<uint8_t>(peer::kFailed);
-      c->Answer(false);
+    if (!answer.IsObject()) return;
+    Napi::Value grant = answer.As<Napi::Object>().Get("grant");
+    if (grant.IsTypedArray() && grant.As<Napi::TypedArray>().TypedArrayType() == napi_float64_array) {
+      auto f = grant.As<Napi::Float64Array>();
+      server_->pool().Grant(std::vector<double>(f.Data(), f.Data() + f.ElementLength()), server_->pool().slotBytes());
     }
   }
 
@@ -140,7 +129,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
 
   void Plan(Napi::Env env, const std::shared_ptr<ServerRequest>& r) {
     if (closed_) return r->Answer("peer server is closing");
-    DrainCommitted(env);  // a request after a PUT's ack sees its pages
+    DrainLanded(env);  // a request after a PUT's ack sees its pages
     const size_t n = r->entries.size();
     Napi::Object req = Napi::Object::New(env);
     req.Set("id", Napi::Number::New(env, static_cast<double>(r->id)));
@@ -180,6 +169,18 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   }
 
  private:
+  static std::vector<std::string> KeysArg(const Napi::CallbackInfo& info, const char* method) {
+    if (info.Length() < 1 || !info[0].IsArray()) Throw(info.Env(), Code::InvalidArgument, std::string(method) + "(keys: string[])");
+    Napi::Array a = info[0].As<Napi::Array>();
+    std::vector<std::string> keys(a.Length());
+    for (uint32_t i = 0; i < a.Length(); i++) {
+      Napi::Value v = a.Get(i);
+      if (!v.IsString()) Throw(info.Env(), Code::InvalidArgument, std::string(method) + ": keys[" + std::to_string(i) + "] must be a string");
+      keys[i] = v.As<Napi::String>().Utf8Value();
+    }
+    return keys;
+  }
+
   static std::string ReadPlan(Napi::Value v, ServerRequest& r) {
     const size_t n = r.entries.size();
     if (!v.IsObject()) return "plan() must return an object";
@@ -226,13 +227,14 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("active", Napi::Number::New(info.Env(), static_cast<double>(server_->active())));
     o.Set("pooledPuts", Napi::Number::New(info.Env(), static_cast<double>(server_->pooledPuts())));
     o.Set("pooledSlots", Napi::Number::New(info.Env(), static_cast<double>(server_->pool().size())));
+    o.Set("heldKeys", Napi::Number::New(info.Env(), static_cast<double>(server_->held().size())));
     o.Set("rangesByChunk", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesByChunk())));
     o.Set("rangesWhole", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesWhole())));
     return o;
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {
     Shutdown();
-    DrainCommitted(info.Env());  // acknowledged pages are committed even when the server closes right after
+    DrainLanded(info.Env());  // acknowledged pages are recorded even when the server closes right after
     return info.Env().Undefined();
   }
 
@@ -261,6 +263,22 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     return out;
   }
 
+  // holdKeys(keys: string[]) / dropKeys(keys: string[]): the served tier's table gained or lost these keys.
+  Napi::Value HoldKeys(const Napi::CallbackInfo& info) {
+    if (server_) server_->held().Hold(KeysArg(info, "holdKeys"));
+    return info.Env().Undefined();
+  }
+  Napi::Value DropKeys(const Napi::CallbackInfo& info) {
+    if (server_) server_->held().Drop(KeysArg(info, "dropKeys"));
+    return info.Env().Undefined();
+  }
+
+  // drain(): hands the pages of every PUT acknowledged so far to the control plane now (see DrainLanded).
+  Napi::Value Drain(const Napi::CallbackInfo& info) {
+    DrainLanded(info.Env());
+    return info.Env().Undefined();
+  }
+
  private:
   std::unique_ptr<peer::Server> server_;
   Napi::FunctionReference plan_;
@@ -271,8 +289,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
 };
 
 void CallPlan(Napi::Env env, Napi::Function, ServerWrap* self, std::shared_ptr<ServerRequest>* data) {
-  if (data == nullptr) {  // committed pages wait
-    if (env != nullptr && self != nullptr) self->DrainCommitted(env);
+  if (data == nullptr) {  // landed pages wait
+    if (env != nullptr && self != nullptr) self->DrainLanded(env);
     return;
   }
   std::unique_ptr<std::shared_ptr<ServerRequest>> owned(data);
@@ -567,6 +585,9 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
                                                       ServerWrap::InstanceMethod("close", &ServerWrap::Close),
                                                       ServerWrap::InstanceMethod("grant", &ServerWrap::Grant),
                                                       ServerWrap::InstanceMethod("takePool", &ServerWrap::TakePool),
+                                                      ServerWrap::InstanceMethod("holdKeys", &ServerWrap::HoldKeys),
+                                                      ServerWrap::InstanceMethod("dropKeys", &ServerWrap::DropKeys),
+                                                      ServerWrap::InstanceMethod("drain", &ServerWrap::Drain),
                                                   });
   Napi::Function client = ClientWrap::DefineClass(env, "PeerClient",
                                                   {

@@ -1,7 +1,8 @@
 // The peer data plane: a server that exposes one host arena to other hosts, and a client with several parallel
 // streams. Page bytes move socket <-> arena on native threads. The server asks its control plane (JavaScript:
 // the host tier's page table) where each page lives through PlanFn, once per request batch, so the data path
-// never waits on JavaScript per page.
+// never waits on JavaScript per page. PUTs into granted slots (SlotPool) ask nothing: the keys the tier holds are
+// mirrored here (HeldKeys), so such a PUT is acknowledged on its connection thread and recorded afterwards.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "memory.h"
@@ -47,21 +49,31 @@ struct ServerRequest {
 
 using PlanFn = std::function<void(std::shared_ptr<ServerRequest>)>;
 
-// Pages a PUT stored into pool slots (intact, tag checked), waiting for the control plane to record them: one
-// batched call for every PUT that landed meanwhile, on any connection. The connection acks once it answered.
-struct Committed {
+// Pages a PUT stored into pool slots (intact, tag checked) and acknowledged, on their way to the control plane: one
+// batched call records every PUT that landed meanwhile, on any connection.
+struct Landed {
   std::vector<Entry> entries;  // key, length, CRC32C (computed on arrival when the client asked)
   std::vector<double> offsets;
-  // Answer: per entry kOk (recorded) or kExisting (the tier held the key already; its slot was freed).
-  std::vector<uint8_t> statuses;
-  std::mutex m;
-  std::condition_variable cv;
-  bool answered = false;
-  bool dropped = false;  // the server closed before the control plane saw these pages
-  void Answer(bool drop);
-  bool Wait(uint64_t timeoutMs);
 };
-// Called (from a connection thread) when committed pages wait and no drain is scheduled yet.
+
+// The keys the served tier holds, mirrored here by the control plane (Hold when its table gains keys, Drop when it
+// loses them) and claimed by pooled PUTs as they land, so a PUT's ack says ok or existing on its connection thread.
+// A key a PUT claimed stays held: the control plane records it (or already held it) when the PUT's Landed batch
+// reaches it, and Drops it only when its table loses it.
+class HeldKeys {
+ public:
+  void Hold(std::vector<std::string> keys);
+  void Drop(const std::vector<std::string>& keys);
+  // Per entry whose outcome is kOk: kOk when this claims the key, kExisting when it was held (or named twice).
+  void Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome);
+  size_t size();
+
+ private:
+  std::mutex m_;
+  std::unordered_set<std::string> keys_;
+};
+
+// Called (from a connection thread) when landed pages wait and no drain is scheduled yet.
 using NotifyFn = std::function<void()>;
 
 struct ServerOptions {
@@ -77,8 +89,8 @@ struct ServerOptions {
 };
 
 // The server's slot pool: free page slots of the arena the control plane granted in advance, so a PUT lands and
-// is acknowledged without waiting on the control plane. Pages that land intact are queued for it (Drain); their
-// slots leave the pool for good. Slots of refused pages return to the pool.
+// is acknowledged without waiting on the control plane. Pages that land intact are queued for it (DrainLanded);
+// their slots leave the pool for good. Slots of refused pages, and of keys already held, return to the pool.
 class SlotPool {
  public:
   void Grant(const std::vector<double>& offsets, uint64_t slotBytes);
@@ -141,8 +153,10 @@ class Server {
   uint64_t refused() const { return refused_.load(); }
   uint64_t active() const { return active_.load(); }
   SlotPool& pool() { return pool_; }
-  // Committed pages not yet handed to the control plane (clears the scheduled flag first). The caller answers each.
-  std::vector<std::shared_ptr<Committed>> DrainCommitted();
+  HeldKeys& held() { return held_; }
+  // Landed pages not yet handed to the control plane (clears the scheduled flag first). Close leaves them here, so
+  // the control plane records every acknowledged page even when the server closes right after.
+  std::vector<Landed> DrainLanded();
   uint64_t pooledPuts() const { return pooledPuts_.load(); }
   // Ranged GETs served from cached chunk CRC32Cs (only the chunks they overlap read), and those that checked whole.
   uint64_t rangesByChunk() const { return rangesByChunk_.load(); }
@@ -154,7 +168,8 @@ class Server {
   void Handshake(Link& link);
   void HandleRequest(Link& link, const Header& h, std::vector<Entry> entries);
   void Ask(const std::shared_ptr<ServerRequest>& r);
-  // A PUT into pool slots: no control-plane round trip. False (nothing taken) when the pool is short.
+  // A PUT into pool slots, acknowledged on this thread: no control-plane round trip. False (nothing taken) when the
+  // pool is short.
   bool PutPooled(Link& link, const Header& h, std::vector<Entry>& entries);
   // The arena bytes [offset, offset + length), or null when a plan or granted slot points outside the arena.
   uint8_t* ArenaSpan(double offset, uint64_t length) const;
@@ -168,8 +183,9 @@ class Server {
   PlanFn plan_;
   NotifyFn notify_;
   SlotPool pool_;
-  std::mutex committedMutex_;
-  std::vector<std::shared_ptr<Committed>> committed_;
+  HeldKeys held_;
+  std::mutex landedMutex_;
+  std::vector<Landed> landed_;
   bool drainScheduled_ = false;
   std::atomic<uint64_t> pooledPuts_{0};
   ChunkCrcCache chunkCrcs_{8192};

@@ -30,16 +30,25 @@ bool ServerRequest::Wait(uint64_t timeoutMs) {
   return cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return answered; });
 }
 
-void Committed::Answer(bool drop) {
-  std::lock_guard<std::mutex> lock(m);
-  dropped = drop;
-  answered = true;
-  cv.notify_all();
+void HeldKeys::Hold(std::vector<std::string> keys) {
+  std::lock_guard<std::mutex> lock(m_);
+  for (std::string& k : keys) keys_.insert(std::move(k));
 }
 
-bool Committed::Wait(uint64_t timeoutMs) {
-  std::unique_lock<std::mutex> lock(m);
-  return cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return answered; });
+void HeldKeys::Drop(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(m_);
+  for (const std::string& k : keys) keys_.erase(k);
+}
+
+void HeldKeys::Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome) {
+  std::lock_guard<std::mutex> lock(m_);
+  for (size_t i = 0; i < entries.size(); i++)
+    if ((*outcome)[i] == kOk && !keys_.insert(entries[i].key).second) (*outcome)[i] = kExisting;
+}
+
+size_t HeldKeys::size() {
+  std::lock_guard<std::mutex> lock(m_);
+  return keys_.size();
 }
 
 void SlotPool::Grant(const std::vector<double>& offsets, uint64_t slotBytes) {
@@ -210,15 +219,6 @@ void Server::Close() {
     // Connection threads waiting on the control plane must not wait for a JS thread that is busy closing us.
     std::lock_guard<std::mutex> lock(pendingMutex_);
     for (auto& r : pending_) r->Answer("peer server is closing");
-  }
-  {
-    // PUTs the control plane has not recorded: their slots go back to the pool (released with it), no ack.
-    std::lock_guard<std::mutex> lock(committedMutex_);
-    for (auto& c : committed_) {
-      for (double s : c->offsets) pool_.Return(s);
-      c->Answer(true);
-    }
-    committed_.clear();
   }
   shutdown(listenFd_, SHUT_RDWR);
   if (acceptThread_.joinable()) acceptThread_.join();
@@ -425,11 +425,11 @@ bool Server::CheckRange(double offset, const uint8_t* page, uint32_t length, uin
   return true;
 }
 
-std::vector<std::shared_ptr<Committed>> Server::DrainCommitted() {
-  std::lock_guard<std::mutex> lock(committedMutex_);
+std::vector<Landed> Server::DrainLanded() {
+  std::lock_guard<std::mutex> lock(landedMutex_);
   drainScheduled_ = false;
-  std::vector<std::shared_ptr<Committed>> out;
-  out.swap(committed_);
+  std::vector<Landed> out;
+  out.swap(landed_);
   return out;
 }
 
@@ -457,44 +457,35 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
     for (double s : slots) pool_.Return(s);
     throw;
   }
-  auto c = std::make_shared<Committed>();
-  std::vector<size_t> at(n, SIZE_MAX);  // entry -> index in c
+  // ok or existing is decided here, against the keys the tier holds (and those earlier PUTs claimed): the ack
+  // waits for nobody. Read-your-writes: the landed pages reach the control plane on the queue its later plans
+  // share (and a daemon's control requests record them first), so any request after the ack finds them.
+  held_.Claim(entries, &outcome);
+  Landed landed;
+  std::vector<Entry> ack(n);
   for (size_t i = 0; i < n; i++) {
     if (outcome[i] == kOk) {
-      at[i] = c->entries.size();
-      c->entries.push_back(entries[i]);
-      c->offsets.push_back(slots[i]);
+      landed.entries.push_back(entries[i]);
+      landed.offsets.push_back(slots[i]);
+      // Its first ranged read then needs no whole pass (the table joins to the CRC32C the page landed with).
+      if (tables[i]) chunkCrcs_.Put(slots[i], entries[i].length, entries[i].crc32c, std::move(tables[i]));
     } else {
       pool_.Return(slots[i]);
     }
+    ack[i].key = entries[i].key;
+    ack[i].status = outcome[i];
+    ack[i].length = entries[i].length;
+    ack[i].crc32c = entries[i].crc32c;
   }
-  if (!c->entries.empty()) {
+  if (!landed.entries.empty()) {
     bool wake;
     {
-      std::lock_guard<std::mutex> lock(committedMutex_);
-      if (closing_) {
-        for (double s : c->offsets) pool_.Return(s);
-        throw NativeError(Code::Closed, "peer server is closing");
-      }
-      committed_.push_back(c);
+      std::lock_guard<std::mutex> lock(landedMutex_);
+      landed_.push_back(std::move(landed));
       wake = !drainScheduled_;
       drainScheduled_ = true;
     }
-    if (wake) notify_();
-    // The pages become visible before the client hears they are stored. One control-plane call records the PUTs
-    // of every connection that landed meanwhile; the next request's bytes keep arriving in the socket buffers.
-    if (!c->Wait(options_.timeoutMs))
-      throw NativeError(Code::Timeout, "the page table did not record the pages within " + std::to_string(options_.timeoutMs) + " ms");
-    if (c->dropped) throw NativeError(Code::Closed, "peer server is closing");
-  }
-  std::vector<Entry> ack(n);
-  for (size_t i = 0; i < n; i++) {
-    ack[i].key = entries[i].key;
-    ack[i].status = at[i] == SIZE_MAX ? outcome[i] : (c->statuses.size() > at[i] ? c->statuses[at[i]] : static_cast<uint8_t>(kFailed));
-    // Its first ranged read then needs no whole pass (the table joins to the CRC32C the page was committed with).
-    if (ack[i].status == kOk && tables[i]) chunkCrcs_.Put(slots[i], entries[i].length, entries[i].crc32c, std::move(tables[i]));
-    ack[i].length = entries[i].length;
-    ack[i].crc32c = entries[i].crc32c;
+    if (wake && !closing_) notify_();
   }
   SendFrame(link, kPutAck, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
   return true;

@@ -36,10 +36,13 @@ export interface NativeAddon {
 }
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; rangesByChunk: number; rangesWhole: number };
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; rangesByChunk: number; rangesWhole: number };
   close(): void;
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;
+  holdKeys(keys: string[]): void;
+  dropKeys(keys: string[]): void;
+  drain(): void;
 }
 export interface NativePeerClient {
   request(op: string, arena: NativeEndpoint | null, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean, rangeOffsets?: Float64Array, rangeLengths?: Uint32Array): Promise<{ statuses: Uint8Array; lengths: Uint32Array; crcs: Uint32Array }>;

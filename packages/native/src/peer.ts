@@ -61,7 +61,7 @@ export interface PeerServerOptions {
   maxConnections?: number;
 }
 
-/** Pages a PUT stored into granted slots, handed to the control plane after their acks (batched). */
+/** Pages of PUTs stored into granted slots and acknowledged, handed to the control plane afterwards (batched). */
 export interface PeerCommitBatch {
   keys: string[];
   /** Arena offset of each page's slot (one the control plane granted). */
@@ -71,18 +71,20 @@ export interface PeerCommitBatch {
   crcs: Uint32Array;
 }
 
-/** What `commit` answers: per page ok or existing (the key was held already; its slot is freed), and new slots. */
+/** What `commit` answers: slots to grant in place of those the batch used. */
 export interface PeerCommitAnswer {
-  statuses: Uint8Array;
   grant?: Float64Array;
 }
 
 /**
- * The slot table shared with the data plane: with it, a PUT needs no plan. Slots granted in advance (`grant`) are
- * filled by the connection threads as the pages arrive (checked, tag and CRC32C); the pages of every PUT that
- * landed meanwhile, on any connection, then reach `commit` in one call, which records them (freeing the slot of a
- * key it holds already) before each PUT is acknowledged. `commit` may grant slots in place of those used, and must
- * not throw (a throw fails the PUTs). `release` gets the slots still granted when the server closes.
+ * The slot table shared with the data plane: with it, a PUT needs no plan and waits on nothing. Slots granted in
+ * advance (`grant`) are filled by the connection threads as the pages arrive (checked, tag and CRC32C), and each
+ * PUT is acknowledged there: ok, or existing for a key the tier holds (mirrored into the server with
+ * `holdKeys`/`dropKeys`) or that an earlier PUT claimed (its slot goes back to the pool). The pages of every PUT
+ * acknowledged meanwhile, on any connection, then reach `commit` in one call, before any later plan (and at
+ * `drain()`), which records them in the tier: a key the tier gained meanwhile by another path keeps its page there,
+ * and `commit` frees the slot. `commit` may grant slots in place of those used, and must not throw. `release` gets
+ * the slots still granted when the server closes.
  */
 export interface PeerSlotTable {
   commit(batch: PeerCommitBatch): PeerCommitAnswer;
@@ -112,6 +114,28 @@ export class PeerServer {
     return this.#native.takePool();
   }
 
+  /**
+   * The served tier's table gained keys: pooled PUTs of them are acknowledged `existing`. Call synchronously with
+   * every change to the table, so the data plane's answer is the table's.
+   */
+  holdKeys(keys: string[]): void {
+    this.#native.holdKeys(keys);
+  }
+
+  /** The served tier's table lost keys (deleted, evicted). */
+  dropKeys(keys: string[]): void {
+    this.#native.dropKeys(keys);
+  }
+
+  /**
+   * Hands the pages of every PUT acknowledged so far to `slots.commit` now. Plans do this themselves; a control
+   * channel outside the data plane calls it before each request, so a request that follows a PUT's ack finds its
+   * pages.
+   */
+  drain(): void {
+    if (!this.#closed) this.#native.drain();
+  }
+
   /** Grants free slots of the arena (each `slotBytes` long) to the data plane. */
   grant(offsets: Float64Array, slotBytes: number): void {
     checkInteger(slotBytes, 'slotBytes', 1);
@@ -125,11 +149,12 @@ export class PeerServer {
   /**
    * connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open;
    * authFailures: failed handshakes and frames that failed their tag; pooledPuts: PUTs stored into granted slots
-   * without a plan; pooledSlots: granted slots free now. Ranged GET pages: rangesByChunk checked only the 64 KiB
-   * chunks they overlap against the chunk CRC32Cs an earlier whole check of the page found; rangesWhole checked
-   * their page whole (its first ranged read, or a chunk that no longer matched).
+   * without a plan; pooledSlots: granted slots free now; heldKeys: keys the data plane knows the tier holds. Ranged
+   * GET pages: rangesByChunk checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier whole
+   * check of the page found; rangesWhole checked their page whole (its first ranged read, or a chunk that no
+   * longer matched).
    */
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; rangesByChunk: number; rangesWhole: number } {
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; rangesByChunk: number; rangesWhole: number } {
     return this.#native.stats();
   }
 

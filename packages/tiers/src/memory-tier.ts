@@ -38,6 +38,12 @@ export interface SlotStore {
   commit?(slot: Slot, page: { key: PageKey; length: number; crc32c: number; meta?: PageMeta | undefined } | undefined): void;
 }
 
+/** Told of every key a memory tier's table gains or loses (MemoryTier.watchKeys). */
+export interface KeyWatcher {
+  added(keys: PageKey[]): void;
+  removed(keys: PageKey[]): void;
+}
+
 /** The key a lent slot is reserved under: no page has it (keys are validated non-empty hex). */
 const LENT_SLOT: PageKey = '';
 
@@ -54,6 +60,7 @@ export abstract class MemoryTier implements TierDriver {
   readonly #inflight = new InFlight();
   /** Holders of lent slots (lendSlots), asked to give them back when an allocation finds too few free slots. */
   readonly #reclaimers = new Set<() => void>();
+  readonly #keyWatchers = new Set<KeyWatcher>();
   /**
    * @internal One 32-bit version per slot (slot s: word s), bumped (Atomics, seq_cst) every time the slot is freed:
    * delete, eviction, demotion, a write that lost, slots given back. A reader outside JavaScript (the native RESP
@@ -166,6 +173,7 @@ export abstract class MemoryTier implements TierDriver {
         byKey.set(p.key, page.crc32c);
       });
       this.counters.writes += fresh.length;
+      if (byKey.size) this.#keysAdded([...byKey.keys()]);
       return {
         written: fresh.map((p) => p.key),
         existing: pages.filter((p) => !byKey.has(p.key)).map((p) => p.key),
@@ -280,6 +288,7 @@ export abstract class MemoryTier implements TierDriver {
       this.#usedBytes -= page.length;
       deleted.push(k);
     }
+    if (deleted.length) for (const w of this.#keyWatchers) w.removed(deleted);
     return { deleted, pinned };
   }
 
@@ -355,6 +364,7 @@ export abstract class MemoryTier implements TierDriver {
   /** @internal Makes remotely written pages visible (ok) or frees their reserved slots. */
   commitRemote(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, ok: (i: number) => boolean): void {
     const { allocator, store } = this.#ready();
+    const added: PageKey[] = [];
     keys.forEach((key, i) => {
       const offset = offsets[i]!;
       if (offset < 0) return;
@@ -369,7 +379,25 @@ export abstract class MemoryTier implements TierDriver {
       this.#usedBytes += page.length;
       this.counters.bytesWritten += page.length;
       this.counters.writes++;
+      added.push(key);
     });
+    if (added.length) this.#keysAdded(added);
+  }
+
+  /**
+   * @internal Tells `watcher` every key the table holds now (`added`), then every key it gains or loses, in the
+   * same turn as the change, so a mirror outside JavaScript (the peer data plane's held keys) answers as the table
+   * would. Returns the function that stops it.
+   */
+  watchKeys(watcher: KeyWatcher): () => void {
+    this.#ready();
+    this.#keyWatchers.add(watcher);
+    if (this.table.size) watcher.added([...this.table.keys()]);
+    return () => void this.#keyWatchers.delete(watcher);
+  }
+
+  #keysAdded(keys: PageKey[]): void {
+    for (const w of this.#keyWatchers) w.added(keys);
   }
 
   /** @internal Pins stored pages for a remote read and says where they are. */

@@ -62,6 +62,11 @@ export interface ClientApiOptions {
   peerAddress: string;
   peerSecret?: string | undefined;
   peerTimeoutMs: number;
+  /**
+   * Records the pages of peer PUTs acknowledged so far (PeerServer.drain): called before each request, so one
+   * that follows a PUT's ack on the peer port finds its pages, whichever channel carries it.
+   */
+  settlePeerPuts?: () => void;
   registry?: ClusterRegistry | undefined;
   placement: 'none' | 'rendezvous';
   nodeId: string;
@@ -261,6 +266,7 @@ export class ClientApi {
     if (method !== spec.method) throw new ProtocolError(`/v1/client/${op} takes ${spec.method}`, 'ERR_INVALID_ARGUMENT', 405, 'method');
     if (op === 'hello' || !spec.request) return { status: 200, body: this.#hello(tenant) };
     const body = parseRequest(spec.request, await readBody(), op);
+    this.#o.settlePeerPuts?.();
     if ('keys' in body && body.keys.length > this.#o.maxBatchPages) {
       throw new ProtocolError(`${op}: at most ${this.#o.maxBatchPages} keys per request (client.maxBatchPages), got ${body.keys.length}`, 'ERR_OUT_OF_RANGE', 413, 'keys');
     }

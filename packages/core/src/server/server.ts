@@ -211,6 +211,7 @@ export class TierSyncServer {
             peerAddress: this.#peer && this.#peerTier === hostTierName ? parts.peerAddress : '',
             peerSecret: c.peer.secret,
             peerTimeoutMs: c.peer.timeoutMs,
+            settlePeerPuts: () => this.#peer?.drain(),
             registry: this.#registry,
             placement: c.cluster?.placement ?? 'none',
             nodeId: this.nodeId,

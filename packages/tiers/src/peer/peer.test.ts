@@ -1,8 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostArena, TierSyncError, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
+import { HostArena, PeerStatus, TierSyncError, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
 import { testKey, tierConformance } from '../testing.js';
 import { HostTier } from '../host/index.js';
 import { PeerTier, parsePeerUrl } from './index.js';
@@ -244,7 +245,7 @@ describe('peer GETs reported to the tier owner', () => {
 });
 
 describe('peer PUTs into granted slots', () => {
-  it('stores PUTs without a plan, records them (existing for held keys) before the ack, and gives the pool back when full', async () => {
+  it('stores PUTs without a plan, records them before the next request, and gives the pool back when full', async () => {
     const committed: string[] = [];
     const serve = { slotPool: 4, onCommitted: (pages: ReadonlyArray<{ key: string }>) => committed.push(...pages.map((p) => p.key)) };
     await withLoopbackPeer({ pageBytes: PAGE, fingerprint: 'pool', hostPages: 16, arenaBytes: 32 * PAGE, serve }, async ({ host, server, tier, arena }) => {
@@ -256,7 +257,9 @@ describe('peer PUTs into granted slots', () => {
       expect(first.written).toEqual([testKey(0), testKey(1)]);
       expect(first.crc32c).toEqual([crc32c(arena.view(0, PAGE)), crc32c(arena.view(PAGE, PAGE))]);
       expect(server.stats().pooledPuts).toBe(1);
-      // Recorded before the ack: the serving tier and its owner know the pages, with the right CRC32C.
+      // The next request's plan records them first: the serving tier and its owner know the pages, with the right
+      // CRC32C.
+      expect(await tier.has([testKey(0), testKey(1)])).toEqual([true, true]);
       expect(host.hasNow([testKey(0), testKey(1)])).toEqual([true, true]);
       expect(committed).toEqual([testKey(0), testKey(1)]);
       expect(host.stats()).toMatchObject({ pages: 2, usedBytes: 2 * PAGE });
@@ -272,6 +275,66 @@ describe('peer PUTs into granted slots', () => {
       const big = await tier.write(Array.from({ length: 14 }, (_, i) => page(2 + i)));
       expect(big.written).toHaveLength(14);
       expect(host.stats().pages).toBe(16);
+    });
+  });
+
+  it('acknowledges pooled PUTs while the serving thread is blocked: ok, or existing for keys the tier holds or a PUT claimed', async () => {
+    const committed: string[] = [];
+    const serve = { slotPool: 8, onCommitted: (pages: ReadonlyArray<{ key: string }>) => committed.push(...pages.map((p) => p.key)) };
+    await withLoopbackPeer({ pageBytes: PAGE, fingerprint: 'acks', hostPages: 16, arenaBytes: 4 * PAGE, serve }, async ({ host, server, tier, arena }) => {
+      const fill = (v: Uint8Array, salt: number) => v.forEach((_, i) => (v[i] = (i * 13 + salt) & 0xff));
+      fill(arena.view(0, PAGE), 0);
+      await host.write([{ key: testKey(0), source: { arena, offset: 0, length: PAGE } }]); // held before any PUT
+      const shared = new Int32Array(new SharedArrayBuffer(8)); // [0]: go, [1]: done
+      const statuses = new Uint8Array(new SharedArrayBuffer(4));
+      // Another thread is the client, so this one can block while the PUTs are answered.
+      const worker = new Worker(
+        `const { workerData: w, parentPort } = await import('node:worker_threads');
+        const { HostArena, PeerClient, crc32c } = await import(w.native);
+        const client = await PeerClient.connect({ host: '127.0.0.1', port: w.port, secret: 'rig-secret', streams: 1, timeoutMs: 20000 });
+        const src = HostArena.create({ capacity: 2 * w.page });
+        const v = src.view(0, 2 * w.page);
+        for (let i = 0; i < v.length; i++) v[i] = ((i % w.page) * 13 + 1 + Math.floor(i / w.page)) & 0xff;
+        const crcs = Uint32Array.of(crc32c(src.view(0, w.page)), crc32c(src.view(w.page, w.page)));
+        const at = Float64Array.of(0, w.page), lengths = Uint32Array.of(w.page, w.page);
+        parentPort.postMessage('ready');
+        Atomics.wait(w.shared, 0, 0, 20000);
+        const a = await client.put(src, [w.keys[1], w.keys[2]], at, lengths, crcs);
+        const b = await client.put(src, [w.keys[1], w.keys[0]], at, lengths, crcs);
+        w.statuses.set([...a.statuses, ...b.statuses]);
+        Atomics.store(w.shared, 1, 1);
+        Atomics.notify(w.shared, 1);
+        client.close();`,
+        { eval: true, workerData: { native: pathToFileURL(path.join(root, 'packages/native/dist/index.js')).href, port: server.port, page: PAGE, keys: [0, 1, 2].map((i) => testKey(i)), shared, statuses } },
+      );
+      try {
+        await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
+        Atomics.store(shared, 0, 1);
+        Atomics.notify(shared, 0);
+        // This thread blocks until both acks arrived: they came from the data plane alone.
+        expect(Atomics.wait(shared, 1, 0, 20_000)).toBe('ok');
+        expect([...statuses]).toEqual([PeerStatus.ok, PeerStatus.ok, PeerStatus.existing, PeerStatus.existing]);
+        // No turn of this thread has run since: the tier records the pages only now, once each.
+        expect(host.hasNow([testKey(1), testKey(2)])).toEqual([false, false]);
+        server.drain();
+        expect(host.hasNow([testKey(1), testKey(2)])).toEqual([true, true]);
+        expect(committed).toEqual([testKey(1), testKey(2)]);
+        expect(host.stats().pages).toBe(3);
+        // Byte-exact through a GET.
+        const out = await tier.read([1, 2].map((i) => ({ key: testKey(i), into: { arena, offset: i * PAGE, length: PAGE } })));
+        expect(out.map((o) => o.status)).toEqual(['hit', 'hit']);
+        for (const i of [1, 2]) {
+          const want = new Uint8Array(PAGE);
+          fill(want, i);
+          expect(Buffer.compare(arena.view(i * PAGE, PAGE), want)).toBe(0);
+        }
+        // A key the tier lost is new again.
+        await host.delete([testKey(0)]);
+        expect((await tier.write([{ key: testKey(0), source: { arena, offset: 0, length: PAGE } }])).written).toEqual([testKey(0)]);
+        expect(server.stats().heldKeys).toBe(3);
+      } finally {
+        await worker.terminate();
+      }
     });
   });
 

@@ -1,9 +1,10 @@
 /**
  * The serving side of the peer tier: exposes a host tier's pages to other hosts through the native peer data
- * plane. The host tier's page table answers GET/HAS/DELETE batches (where bytes are); PUTs land in slots granted to
- * the data plane in advance, with no plan from this thread; the page table records every PUT that landed meanwhile
- * in one batched call (`slots.commit`), and each PUT is acknowledged after that call, with its status (ok, or
- * existing when the tier already held the key), so a client that has its ack finds the page. Bytes move
+ * plane. The host tier's page table answers GET/HAS/DELETE batches (where bytes are). PUTs land in slots granted to
+ * the data plane in advance and are acknowledged on their connection thread, with no call to this thread: the
+ * tier's keys are mirrored into the data plane as the table changes (watchKeys), so the ack says ok or existing
+ * as the table would. The page table records every PUT acknowledged meanwhile in one batched call
+ * (`slots.commit`) before it plans any later request, so a client that has its ack finds the page. Bytes move
  * socket <-> arena on native threads.
  */
 import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
@@ -16,7 +17,8 @@ const POOL_MAX_BYTES = 256 * 2 ** 20;
 export interface PeerServeOptions extends PeerServerOptions {
   /**
    * Called after a put's pages became visible in the tier (their bytes arrived intact), so the owner of the tier
-   * (the daemon's hierarchy) can record them in its block index.
+   * (the daemon's hierarchy) can record them in its block index. For pooled PUTs this is after their ack, before
+   * the server plans any later request and when `PeerServer.drain()` is called.
    */
   onCommitted?: (pages: Array<{ key: PageKey; length: number; crc32c: number }>) => void;
   /** Called after a peer deleted pages from the tier. */
@@ -27,10 +29,10 @@ export interface PeerServeOptions extends PeerServerOptions {
    */
   onServed?: (keys: PageKey[]) => void;
   /**
-   * Page slots granted to the data plane in advance, so PUTs need no plan from this thread (only the batched
-   * record before their ack; the slots are refilled as pages commit). They are reserved in the tier, unavailable
-   * to local writes, while granted. 0 sends every PUT through the page table first. Default: an eighth of the
-   * tier, at most 256 MiB of slots (two 64 MiB batches in flight).
+   * Page slots granted to the data plane in advance, so PUTs need nothing from this thread before their ack (the
+   * slots are refilled as pages are recorded). They are reserved in the tier, unavailable to local writes, while
+   * granted. 0 sends every PUT through the page table first. Default: an eighth of the tier, at most 256 MiB of
+   * slots (two 64 MiB batches in flight).
    */
   slotPool?: number;
 }
@@ -116,23 +118,22 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 8));
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
-      const statuses = new Uint8Array(batch.keys.length).fill(PeerStatus.failed);
       try {
+        // Acknowledged already (ok: the data plane claimed these keys). A key the tier gained meanwhile by another
+        // path (a local write) keeps that page, and commitRemote frees this one's slot.
         const had = tier.hasNow(batch.keys);
-        // Keys the tier already holds (or that appear twice) get their slot freed by commitRemote.
         tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true);
         const seen = new Set<PageKey>();
         const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
         batch.keys.forEach((key, i) => {
-          if (had[i] || seen.has(key)) return void (statuses[i] = PeerStatus.existing);
+          if (had[i] || seen.has(key)) return;
           seen.add(key);
-          statuses[i] = PeerStatus.ok;
           landed.push({ key, length: batch.lengths[i]!, crc32c: batch.crcs[i]! });
         });
         if (landed.length && options.onCommitted) options.onCommitted(landed);
-        return { statuses, grant: tier.lendSlots(batch.keys.length) };
+        return { grant: tier.lendSlots(batch.keys.length) };
       } catch {
-        return { statuses }; // the tier closed under us: nothing recorded
+        return {}; // the tier closed under us: its slots and pages went with it
       }
     },
     release(offsets: Float64Array): void {
@@ -140,15 +141,19 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
     },
     closed(): void {
       unhook?.();
+      unwatch?.();
     },
   };
   let unhook: (() => void) | undefined;
+  let unwatch: (() => void) | undefined;
   const { onCommitted: _committed, onDeleted: _deleted, onServed: _served, slotPool: _pool, secret, ...server } = options;
   peer = new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) }, poolTarget > 0 ? slots : undefined);
   if (poolTarget > 0) {
+    // The data plane answers pooled PUTs from this mirror of the tier's keys (before the pool holds any slot).
+    const server = peer;
+    unwatch = tier.watchKeys({ added: (keys) => server.holdKeys(keys), removed: (keys) => server.dropKeys(keys) });
     // Any allocation of the tier that finds too few free slots takes the pool back first: pooled slots are spare
     // room lent to the data plane, never capacity the tier's owner loses.
-    const server = peer;
     unhook = tier.onShortage(() => slots.release(server.takePool()));
     const granted = tier.lendSlots(poolTarget);
     if (granted.length) peer.grant(granted, slotBytes);
