@@ -273,6 +273,15 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     return info.Env().Undefined();
   }
 
+  // keepSlotRecords(dataOffset, recordBytes): see peer::Server::KeepSlotRecords.
+  Napi::Value KeepSlotRecords(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint64_t dataOffset = UintArg(info, 0, "dataOffset"), recordBytes = UintArg(info, 1, "recordBytes");
+    if (closed_) Throw(env, Code::Closed, "peer server is closed");
+    Guard(env, [&] { server_->KeepSlotRecords(dataOffset, recordBytes); });
+    return env.Undefined();
+  }
+
   // drain(): hands the pages of every PUT acknowledged so far to the control plane now (see DrainLanded).
   Napi::Value Drain(const Napi::CallbackInfo& info) {
     DrainLanded(info.Env());
@@ -588,6 +597,7 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
                                                       ServerWrap::InstanceMethod("holdKeys", &ServerWrap::HoldKeys),
                                                       ServerWrap::InstanceMethod("dropKeys", &ServerWrap::DropKeys),
                                                       ServerWrap::InstanceMethod("drain", &ServerWrap::Drain),
+                                                      ServerWrap::InstanceMethod("keepSlotRecords", &ServerWrap::KeepSlotRecords),
                                                   });
   Napi::Function client = ClientWrap::DefineClass(env, "PeerClient",
                                                   {

@@ -154,6 +154,11 @@ class Server {
   uint64_t active() const { return active_.load(); }
   SlotPool& pool() { return pool_; }
   HeldKeys& held() { return held_; }
+  // The served tier persists slot records in its arena (a host tier on /dev/shm): a pooled PUT writes each landed
+  // page's record before its ack, so an acknowledged page survives a SIGKILL of this process (the tier recovers
+  // it from the record at its next open). Records are `recordBytes` apart from arena offset 0, slot s's at
+  // s * recordBytes; slots start at `dataOffset`.
+  void KeepSlotRecords(uint64_t dataOffset, uint64_t recordBytes);
   // Landed pages not yet handed to the control plane (clears the scheduled flag first). Close leaves them here, so
   // the control plane records every acknowledged page even when the server closes right after.
   std::vector<Landed> DrainLanded();
@@ -174,6 +179,8 @@ class Server {
   // The arena bytes [offset, offset + length), or null when a plan or granted slot points outside the arena.
   uint8_t* ArenaSpan(double offset, uint64_t length) const;
   void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
+  // Writes the slot record of a page that landed at `offset` (KeepSlotRecords); nothing without records.
+  void WriteSlotRecord(double offset, const Entry& e);
   // Checks the bytes of a range [from, from + count) of a stored page and gives the range's CRC32C; false when they
   // (or, on a first read, the page) do not match the CRC32Cs derived from the page's committed CRC32C.
   bool CheckRange(double offset, const uint8_t* page, uint32_t length, uint32_t pageCrc, uint64_t from, uint64_t count, uint32_t* rangeCrc);
@@ -184,6 +191,7 @@ class Server {
   NotifyFn notify_;
   SlotPool pool_;
   HeldKeys held_;
+  std::atomic<uint64_t> recordsDataOffset_{0}, recordBytes_{0};
   std::mutex landedMutex_;
   std::vector<Landed> landed_;
   bool drainScheduled_ = false;

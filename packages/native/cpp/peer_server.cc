@@ -433,6 +433,32 @@ std::vector<Landed> Server::DrainLanded() {
   return out;
 }
 
+void Server::KeepSlotRecords(uint64_t dataOffset, uint64_t recordBytes) {
+  if (recordBytes < 16 + kMaxKey || dataOffset > arena_->size())
+    throw NativeError(Code::InvalidArgument, "slot records need at least " + std::to_string(16 + kMaxKey) + " bytes each, before the slots");
+  recordBytes_.store(recordBytes);
+  recordsDataOffset_.store(dataOffset);
+}
+
+// The host tier's slot record (packages/tiers/src/host/index.ts), in the form without page meta: u32 state, u32
+// length, u32 CRC32C, u32 key length, key bytes, zeros. The state is written last: a process killed earlier
+// leaves the slot free, never a torn record.
+void Server::WriteSlotRecord(double offset, const Entry& e) {
+  constexpr uint32_t kValid = 0x50414745;  // "PAGE"
+  const uint64_t recordBytes = recordBytes_.load(), dataOffset = recordsDataOffset_.load(), slotBytes = pool_.slotBytes();
+  if (recordBytes == 0 || slotBytes == 0 || !(offset >= static_cast<double>(dataOffset))) return;
+  const uint64_t slot = (static_cast<uint64_t>(offset) - dataOffset) / slotBytes;
+  if ((slot + 1) * recordBytes > dataOffset) return;  // not a slot of this arena's table (checked like input)
+  uint8_t* r = arena_->host() + slot * recordBytes;
+  uint32_t* state = reinterpret_cast<uint32_t*>(r);
+  __atomic_store_n(state, 0u, __ATOMIC_RELEASE);
+  std::memset(r + 4, 0, recordBytes - 4);
+  const uint32_t fields[3] = {e.length, e.crc32c, static_cast<uint32_t>(e.key.size())};
+  std::memcpy(r + 4, fields, sizeof fields);
+  std::memcpy(r + 16, e.key.data(), e.key.size());
+  __atomic_store_n(state, kValid, __ATOMIC_RELEASE);
+}
+
 void Server::Post(const std::shared_ptr<ServerRequest>& r) {
   if (closing_) return;
   plan_(r);
@@ -465,6 +491,7 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   std::vector<Entry> ack(n);
   for (size_t i = 0; i < n; i++) {
     if (outcome[i] == kOk) {
+      WriteSlotRecord(slots[i], entries[i]);
       landed.entries.push_back(entries[i]);
       landed.offsets.push_back(slots[i]);
       // Its first ranged read then needs no whole pass (the table joins to the CRC32C the page landed with).

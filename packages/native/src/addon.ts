@@ -43,6 +43,7 @@ export interface NativePeerServer {
   holdKeys(keys: string[]): void;
   dropKeys(keys: string[]): void;
   drain(): void;
+  keepSlotRecords(dataOffset: number, recordBytes: number): void;
 }
 export interface NativePeerClient {
   request(op: string, arena: NativeEndpoint | null, keys: string[], offsets?: Float64Array, lengths?: Uint32Array, crcs?: Uint32Array, computeCrc?: boolean, rangeOffsets?: Float64Array, rangeLengths?: Uint32Array): Promise<{ statuses: Uint8Array; lengths: Uint32Array; crcs: Uint32Array }>;

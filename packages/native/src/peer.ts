@@ -136,6 +136,17 @@ export class PeerServer {
     if (!this.#closed) this.#native.drain();
   }
 
+  /**
+   * The served arena keeps a slot record per slot (`recordBytes` each from offset 0, slots from `dataOffset`: a
+   * host tier on /dev/shm). A pooled PUT then writes each landed page's record before its ack, so the page outlives
+   * a crash of this process; `slots.commit` must keep those records (or clear the ones of slots it frees).
+   */
+  keepSlotRecords(dataOffset: number, recordBytes: number): void {
+    checkInteger(dataOffset, 'dataOffset');
+    checkInteger(recordBytes, 'recordBytes', 1);
+    this.#native.keepSlotRecords(dataOffset, recordBytes);
+  }
+
   /** Grants free slots of the arena (each `slotBytes` long) to the data plane. */
   grant(offsets: Float64Array, slotBytes: number): void {
     checkInteger(slotBytes, 'slotBytes', 1);

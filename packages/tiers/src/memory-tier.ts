@@ -361,8 +361,12 @@ export abstract class MemoryTier implements TierDriver {
     return () => void this.#reclaimers.delete(entry);
   }
 
-  /** @internal Makes remotely written pages visible (ok) or frees their reserved slots. */
-  commitRemote(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, ok: (i: number) => boolean): void {
+  /**
+   * @internal Makes remotely written pages visible (ok) or frees their reserved slots. `recorded`: their slot
+   * records were written already, outside JavaScript (the peer data plane, before its acks): kept for the pages
+   * made visible, cleared for the slots freed.
+   */
+  commitRemote(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, ok: (i: number) => boolean, recorded = false): void {
     const { allocator, store } = this.#ready();
     const added: PageKey[] = [];
     keys.forEach((key, i) => {
@@ -370,11 +374,12 @@ export abstract class MemoryTier implements TierDriver {
       if (offset < 0) return;
       const slot = ((offset - store.dataOffset) / this.context.pageBytes) as Slot;
       if (!ok(i) || this.table.has(key)) {
+        if (recorded) store.commit?.(slot, undefined);
         this.#free(allocator, [slot]);
         return;
       }
       const page = { slot, length: lengths[i]!, crc32c: crcs[i]! };
-      store.commit?.(slot, { key, length: page.length, crc32c: page.crc32c });
+      if (!recorded) store.commit?.(slot, { key, length: page.length, crc32c: page.crc32c });
       this.table.set(key, page);
       this.#usedBytes += page.length;
       this.counters.bytesWritten += page.length;

@@ -68,6 +68,8 @@ export function parseHostUrl(url: string): HostTierConfig {
 //   88 u32 position   92..124 parent, 124..156 namespace (hex packed two digits a byte)
 //  156 u32 CRC32C of bytes [4, 156): meta is trusted only with the record it was written with.
 // Records written before meta existed hold no 'META' at 80 (or a checksum that does not match): listed without it.
+// The peer data plane writes the form without meta itself (peer_server.cc, WriteSlotRecord) for the pages peers
+// put, before it acknowledges them: keep the two in step.
 const RECORD = 160;
 const VALID = 0x50414745; // "PAGE"
 const META = 0x4154454d; // "META"
@@ -93,6 +95,15 @@ export class HostTier extends MemoryTier {
     super(config.redacted, context, config.capacity);
     this.config = config;
     this.capabilities = { kind: 'host', persistent: config.shm !== undefined, remote: false, zeroCopy: true, memoryKinds: ['host'], verifiesOnRead: config.verify, rangeReads: !config.verify };
+  }
+
+  /**
+   * @internal Where the slot records are when this tier persists them (shm): one of `recordBytes` per slot from
+   * arena offset 0, the slots from `dataOffset`. Undefined for a volatile tier (or before open).
+   */
+  slotRecords(): { dataOffset: number; recordBytes: number } | undefined {
+    const dataOffset = this.store?.dataOffset;
+    return this.config.shm && dataOffset !== undefined ? { dataOffset, recordBytes: RECORD } : undefined;
   }
 
   protected async openStore(): Promise<SlotStore> {

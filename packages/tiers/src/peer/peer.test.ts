@@ -1,9 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostArena, PeerStatus, TierSyncError, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
+import { HostArena, PeerClient, PeerStatus, TierSyncError, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
 import { testKey, tierConformance } from '../testing.js';
 import { HostTier } from '../host/index.js';
 import { PeerTier, parsePeerUrl } from './index.js';
@@ -132,11 +133,11 @@ describe('peer URLs', () => {
 });
 
 /** Starts `node peer-host.mjs` (optionally inside a network namespace) serving a host tier; resolves its port. */
-function startHost(args: { secret: string; listen: string; netns?: string }): Promise<{ child: ChildProcess; port: number }> {
+function startHost(args: { secret: string; listen: string; netns?: string; shm?: string }): Promise<{ child: ChildProcess; port: number }> {
   const script = path.join(here, 'peer-host.fixture.mjs');
   const cmd = args.netns ? 'ip' : process.execPath;
-  const argv = [...(args.netns ? ['netns', 'exec', args.netns, process.execPath] : []), script, args.listen, args.secret, String(PAGE)];
-  const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const argv = [...(args.netns ? ['netns', 'exec', args.netns, process.execPath] : []), script, args.listen, args.secret, String(PAGE), ...(args.shm ? [args.shm] : [])];
+  const child = spawn(cmd, argv, { stdio: ['pipe', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -170,6 +171,47 @@ describe('peer across processes', () => {
     await t.close();
     await engine.close();
     child.kill();
+  });
+
+  it('keeps a PUT a persistent tier acknowledged through a SIGKILL of its server before JavaScript recorded it', async () => {
+    const shm = `/dev/shm/tiersync-peer-kill-${process.pid}`;
+    const { child, port } = await startHost({ secret: 'kill', listen: '127.0.0.1', shm });
+    const engine = new TransferEngine({ threads: 1 });
+    const arena = HostArena.create({ capacity: 4 * PAGE });
+    const client = await PeerClient.connect({ host: '127.0.0.1', port, secret: 'kill', streams: 1, timeoutMs: 10_000 });
+    try {
+      const view = arena.view(0, 2 * PAGE);
+      for (let i = 0; i < view.length; i++) view[i] = (i * 31 + 5) & 0xff;
+      const keys = [testKey(0, 9), testKey(1, 9)];
+      const crcs = Uint32Array.of(crc32c(arena.view(0, PAGE)), crc32c(arena.view(PAGE, PAGE)));
+      // The server's JavaScript thread blocks: the ack comes from the data plane alone, and nothing records the
+      // pages on that thread before the kill.
+      const blocked = new Promise<void>((resolve) => child.stdout!.on('data', (d: Buffer) => d.toString().includes('blocked') && resolve()));
+      child.stdin!.write('block\n');
+      await blocked;
+      const put = await client.put(arena, keys, Float64Array.of(0, PAGE), Uint32Array.of(PAGE, PAGE), crcs);
+      expect([...put.statuses]).toEqual([PeerStatus.ok, PeerStatus.ok]);
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+      // The tier reopened from its file has both pages, byte-exact (verified reads: the CRC32C is checked).
+      const host = new HostTier(`host://?capacity=${64 * PAGE}&shm=${shm}`, { engine, pageBytes: PAGE, fingerprint: '' });
+      await host.open();
+      try {
+        expect(host.hasNow(keys)).toEqual([true, true]);
+        const out = await host.read(keys.map((key, i) => ({ key, into: { arena, offset: (2 + i) * PAGE, length: PAGE } })));
+        expect(out.map((o) => o.status)).toEqual(['hit', 'hit']);
+        expect(Buffer.compare(arena.view(2 * PAGE, 2 * PAGE), arena.view(0, 2 * PAGE))).toBe(0);
+      } finally {
+        await host.close();
+      }
+    } finally {
+      client.close();
+      child.kill('SIGKILL');
+      arena.close();
+      await engine.close();
+      rmSync(shm, { force: true });
+    }
   });
 });
 

@@ -116,13 +116,14 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const slotBytes = (tier as unknown as { context: TierContext }).context.pageBytes;
   const capacitySlots = Math.floor(tier.stats().capacityBytes / slotBytes);
   const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 8));
+  const records = tier.slotRecords();
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
       try {
         // Acknowledged already (ok: the data plane claimed these keys). A key the tier gained meanwhile by another
         // path (a local write) keeps that page, and commitRemote frees this one's slot.
         const had = tier.hasNow(batch.keys);
-        tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true);
+        tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true, records !== undefined);
         const seen = new Set<PageKey>();
         const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
         batch.keys.forEach((key, i) => {
@@ -151,6 +152,8 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   if (poolTarget > 0) {
     // The data plane answers pooled PUTs from this mirror of the tier's keys (before the pool holds any slot).
     const server = peer;
+    // A persistent tier's slot records are written by the data plane before each ack (commit keeps them).
+    if (records) server.keepSlotRecords(records.dataOffset, records.recordBytes);
     unwatch = tier.watchKeys({ added: (keys) => server.holdKeys(keys), removed: (keys) => server.dropKeys(keys) });
     // Any allocation of the tier that finds too few free slots takes the pool back first: pooled slots are spare
     // room lent to the data plane, never capacity the tier's owner loses.
