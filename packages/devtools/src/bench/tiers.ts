@@ -15,6 +15,7 @@ import { HostTier, createTier, servePeer, type PageKey, type TierDriver } from '
 import { Redis } from 'ioredis';
 import { GiB, KiB, MiB, median, round } from './stats.js';
 import { s3rverCredentials, startRedis, startS3rver } from './services.js';
+import { peerAckLatency, type AckLatency } from './peer-ack-latency.js';
 
 export interface TiersBenchOptions {
   /** Bytes written and read per driver and page size. Default 1 GiB (object: a quarter of it). */
@@ -43,13 +44,15 @@ export interface DriverFigure {
   encrypted?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
   /** peer only: the same transfers to a server without a secret (frames neither authenticated nor encrypted). */
   unauthenticated?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
+  /** peer only: which OpenSSL sealed the frames (`node`: Node's bundled copy, measured several times slower). */
+  frameCrypto?: 'system' | 'node';
+  /** peer only: authenticated PUT ack latency, one page at a time, serving thread idle and busy (peer-ack-latency.ts). */
+  ackLatency?: AckLatency;
   /**
    * peer only: CPU seconds (this process, every thread: both ends run here) per GiB moved, medians. Both ends share
    * this host's cores, so when the cores are the limit the throughput ratio follows the CPU ratio; on separate hosts
    * each end pays about half of these figures and the wire is the limit while that half stays below it.
    */
-  /** peer only: which OpenSSL sealed the frames (`node`: Node's bundled copy, measured several times slower). */
-  frameCrypto?: 'system' | 'node';
   cpuSecondsPerGiB?: { rawTcp: number; write: number; read: number; unauthenticatedWrite: number; unauthenticatedRead: number; encryptedWrite: number; encryptedRead: number };
 }
 
@@ -163,7 +166,9 @@ function describeFigure(f: DriverFigure): string {
     ? `; CPU s/GiB raw TCP ${f.cpuSecondsPerGiB.rawTcp}, write ${f.cpuSecondsPerGiB.write} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedWrite}), read ${f.cpuSecondsPerGiB.read} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedRead})`
     : '';
   const crypto = f.frameCrypto ? `; frames sealed by ${f.frameCrypto} OpenSSL` : '';
-  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc + plain + cpu + crypto;
+  const a = f.ackLatency;
+  const acks = a ? `; PUT ack p50/p99 us: idle ${a.idle.p50Us}/${a.idle.p99Us}, serving thread busy ${a.busyServer.p50Us}/${a.busyServer.p99Us}` : '';
+  const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc + plain + cpu + crypto + acks;
   return `${f.driver.padEnd(6)} ${String(f.pageBytes / KiB).padStart(5)} KiB: write ${f.writeGiBps} GiB/s (ratio ${f.writeRatio}), read ${f.readGiBps} GiB/s (ratio ${f.readRatio}) vs ${f.baseline}${extra}`;
 }
 
@@ -206,6 +211,7 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
   const variants = { authenticated: [] as DriverTimes[], encrypted: [] as DriverTimes[], unauthenticated: [] as DriverTimes[] };
   const raw: Array<{ seconds: number; cpu: number }> = [];
   const redisRuns: Array<[number, number]> = [];
+  let ackLatency: AckLatency | undefined;
   const timePeer = async (variant: keyof typeof variants, timed = true): Promise<void> => {
     const url =
       variant === 'unauthenticated'
@@ -235,6 +241,7 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
       redisRuns.push(await timeRedis(clients, src, dst, pageBytes, moved));
       await clients[0]!.flushall();
     }
+    ackLatency = await peerAckLatency(host, server.port, 'bench-secret', pageBytes, Math.min(1000, Math.floor(moved / 2 / pageBytes)));
   } finally {
     for (const c of clients) c.disconnect();
     await redis.stop();
@@ -253,6 +260,7 @@ async function benchPeer(engine: TransferEngine, src: HostArena, dst: HostArena,
   f.encrypted = side(variants.encrypted);
   f.unauthenticated = side(variants.unauthenticated);
   f.frameCrypto = peerFrameCrypto();
+  if (ackLatency) f.ackLatency = ackLatency;
   const perGiB = (cpu: number[]) => round(median(cpu) / (moved / GiB));
   f.cpuSecondsPerGiB = {
     rawTcp: perGiB(raw.map((x) => x.cpu)),
