@@ -366,6 +366,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     o.Set("pooledSlots", static_cast<double>(door_ ? door_->pool().size() : 0));
     o.Set("landedSets", static_cast<double>(door_ ? door_->fastSets() : 0));
     o.Set("nativeGets", static_cast<double>(door_ ? door_->nativeGets() : 0));
+    o.Set("nativeExists", static_cast<double>(door_ ? door_->nativeExists() : 0));
     o.Set("getMismatches", static_cast<double>(door_ ? door_->getMismatches() : 0));
     o.Set("hotGets", static_cast<double>(door_ ? door_->hotGets() : 0));
     o.Set("mirroredKeys", static_cast<double>(door_ ? door_->mirrorSize() : 0));

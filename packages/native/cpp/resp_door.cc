@@ -184,6 +184,16 @@ bool ParseGet(const uint8_t* p, size_t avail, uint64_t maxKey, size_t* keyAt, si
   return true;
 }
 
+// `$6\r\nEXISTS\r\n` at p: true, with the bytes it takes.
+bool ParseExistsName(const uint8_t* p, size_t avail, size_t* used) {
+  static const char kName[] = "exists";
+  if (avail < 12 || std::memcmp(p, "$6\r\n", 4) != 0 || p[10] != '\r' || p[11] != '\n') return false;
+  for (int i = 0; i < 6; i++)
+    if ((p[4 + i] | 0x20) != kName[i]) return false;
+  *used = 12;
+  return true;
+}
+
 uint32_t LoadAcquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 uint32_t LoadRelaxed(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
@@ -632,6 +642,47 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
   return true;
 }
 
+bool Door::ServeExists(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used) {
+  // The keys first, all whole in hand (otherwise JavaScript answers: it has the rest of the command as it arrives).
+  std::vector<std::pair<size_t, size_t>> keys;
+  size_t at = 0;
+  for (int64_t i = 0; i < count; i++) {
+    int64_t l;
+    size_t ll;
+    if (ParseLine(p + at, avail - at, '$', 32, &l, &ll) != 1 || l < 0 || static_cast<uint64_t>(l) > options_.maxKeyBytes) return false;
+    at += ll;
+    if (avail - at < static_cast<size_t>(l) + 2 || p[at + l] != '\r' || p[at + l + 1] != '\n') return false;
+    keys.emplace_back(at, static_cast<size_t>(l));
+    at += static_cast<size_t>(l) + 2;
+  }
+  // Each key must be a mirrored value whose pages all still hold the versions they were committed with: then it
+  // exists (its pages are in the first tier). Any other key may exist on a lower tier, or be gone: JavaScript asks.
+  {
+    std::lock_guard<std::mutex> lock(mirrorMutex_);
+    for (const auto& [keyAt, keyLength] : keys) {
+      lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
+      lookup_.append(reinterpret_cast<const char*>(p + keyAt), keyLength);
+      auto it = mirror_.find(lookup_);
+      if (it == mirror_.end()) return false;
+      for (const MirrorPage& pg : it->second->pages)
+        if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) return false;
+    }
+  }
+  char reply[32];
+  const int n = snprintf(reply, sizeof reply, ":%lld\r\n", static_cast<long long>(count));
+  {
+    std::lock_guard<std::mutex> lock(k.m);
+    if (!k.out.empty() && k.outBytes + static_cast<uint64_t>(n) > options_.maxOutputBytes) return false;
+    if (!k.closed && !k.endAfterFlush) {
+      k.outBytes += static_cast<uint64_t>(n);
+      k.out.push_back(OutChunk{OutBuffer(reply, reply + n), nullptr});
+    }
+  }
+  nativeExists_++;
+  *used = at;
+  return true;
+}
+
 void Door::Passthrough(uint64_t conn) {
   auto c = Find(conn);
   if (!c) return;
@@ -970,6 +1021,19 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
           if (tenant != 0 && ParseGet(p + len0, avail - len0, options_.maxKeyBytes, &keyAt2, &keyLength2, &used) &&
               ServeGet(k, tenant, p + len0 + keyAt2, keyLength2)) {
             k.inPos += len0 + used;
+            k.midSince = 0;
+            answered = true;
+            break;
+          }
+        }
+        // `EXISTS key...` of mirrored values in place, whole in hand, nothing outstanding: answered here too
+        // (connectors ask it per chunk before they read: LMCache's contains).
+        if (n >= 2 && options_.slotVersions && k.fast.load() && k.outstanding.load() == 0) {
+          const uint32_t tenant = k.tenant.load();
+          size_t nameUsed, keysUsed;
+          if (tenant != 0 && ParseExistsName(p + len0, avail - len0, &nameUsed) &&
+              ServeExists(k, tenant, p + len0 + nameUsed, avail - len0 - nameUsed, n - 1, &keysUsed)) {
+            k.inPos += len0 + nameUsed + keysUsed;
             k.midSince = 0;
             answered = true;
             break;

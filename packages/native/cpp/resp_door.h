@@ -111,6 +111,8 @@ class Door {
   peer::SlotPool& pool() { return pool_; }
   uint64_t fastSets() const { return fastSets_.load(); }
   uint64_t nativeGets() const { return nativeGets_.load(); }
+  // `EXISTS key...` answered on the door thread: every key a mirrored value with all its pages in place.
+  uint64_t nativeExists() const { return nativeExists_.load(); }
   // GETs of a mirrored key whose slot version or CRC32C no longer matched: forwarded, the entry dropped.
   uint64_t getMismatches() const { return getMismatches_.load(); }
   // Native GETs answered with a reply kept from an earlier GET of the same entry (no copy).
@@ -131,6 +133,9 @@ class Door {
   void Process(const std::shared_ptr<Conn>& c);
   // Answers `GET key` from the mirror (door thread); false: forward it to JavaScript.
   bool ServeGet(Conn& c, uint32_t tenant, const uint8_t* key, size_t keyLength);
+  // Answers `EXISTS key...` (the `count` keys at p, whole in hand; *used: their bytes) from the mirror; false:
+  // forward it to JavaScript, which asks the hierarchy about values not in the first tier's slots.
+  bool ServeExists(Conn& c, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used);
   // Records that a GET of `v` was answered here (door thread), once per TakeServed() window.
   void NoteServed(const std::shared_ptr<const MirrorValue>& v);
   bool Flush(Conn& c);  // c.m held; false when the socket failed
@@ -160,6 +165,7 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
+  std::atomic<uint64_t> nativeExists_{0};
   std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0}, unrecordedGets_{0};
   // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door.cc).
   struct Hot;

@@ -43,6 +43,8 @@ export interface RespNativeStats {
   landedSets: number;
   /** GETs answered on the door thread from the mirror. */
   nativeGets: number;
+  /** `EXISTS key...` answered on the door thread: every key a mirrored value with all its pages in place. */
+  nativeExists: number;
   /** GETs of a mirrored key forwarded because a slot version or CRC32C no longer matched (the entry dropped). */
   getMismatches: number;
   /**

@@ -218,11 +218,12 @@ function info(c: RespConnection, args: Uint8Array[]): void {
     persistence: [['loading', 0]],
     stats: [
       ['total_connections_received', s.connectionsTotal],
-      ['total_commands_processed', s.commandsTotal + (s.nativeGets ?? 0)],
+      ['total_commands_processed', s.commandsTotal + (s.nativeGets ?? 0) + (s.nativeExists ?? 0)],
       ['rejected_connections', s.rejectedConnections],
       ['tiersync_auth_failures', s.authFailures],
       ['tiersync_landed_sets', s.landedSets ?? 0],
       ['tiersync_native_gets', s.nativeGets ?? 0],
+      ['tiersync_native_exists', s.nativeExists ?? 0],
       ['tiersync_protocol_errors', s.protocolErrors],
       ['tiersync_orphaned_pages', s.orphanedPages],
     ],

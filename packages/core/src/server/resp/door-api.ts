@@ -48,6 +48,8 @@ export interface RespDoorStats {
   pooledSlots?: number;
   /** Native engine: GETs answered on its thread, GETs forwarded on a slot version or CRC32C mismatch, keys mirrored. */
   nativeGets?: number;
+  /** Native engine: EXISTS answered on its thread (every key a mirrored value in place). */
+  nativeExists?: number;
   getMismatches?: number;
   hotGets?: number;
   mirroredKeys?: number;

@@ -956,14 +956,15 @@ export class RespDoor implements StreamHost, DoorApi {
     const counts = this.#commandCounts;
     new Counter({
       name: 'tiersync_resp_commands_total',
-      help: 'RESP commands executed, by command (GETs the native engine answered on its thread included).',
+      help: 'RESP commands executed, by command (GETs and EXISTS the native engine answered on its thread included).',
       labelNames: ['command'],
       registers: [r],
       collect() {
         this.reset();
         for (const [command, c] of counts) this.inc({ command }, c.calls);
-        const native = door.nativeStats()?.nativeGets ?? 0;
-        if (native) this.inc({ command: 'get' }, native);
+        const native = door.nativeStats();
+        if (native?.nativeGets) this.inc({ command: 'get' }, native.nativeGets);
+        if (native?.nativeExists) this.inc({ command: 'exists' }, native.nativeExists);
       },
     });
     new Counter({

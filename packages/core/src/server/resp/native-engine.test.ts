@@ -353,6 +353,32 @@ describe('RESP door, native engine, GETs answered on the door thread', () => {
     c.socket.destroy();
   });
 
+  it('answers EXISTS of mirrored values in place natively; other keys (missing, deleted, with a TTL) go to JavaScript', async () => {
+    const c = await Raw.connect(server.respPort);
+    const call = async (...args: Array<string | Buffer>): Promise<unknown> => {
+      c.socket.write(encodeCommand(args));
+      return text((await c.replies_(1))[0]!);
+    };
+    for (const k of ['e1', 'e2']) expect(await call('SET', k, pattern(2 * PAGE + 3, k.length))).toBe('OK');
+    const before = stats().nativeExists;
+    expect(await call('EXISTS', 'e1', 'e2', 'e1')).toBe(3);
+    expect(stats().nativeExists - before).toBe(1);
+    // One key JavaScript must look up (it may live on a lower tier): the whole command goes there.
+    expect(await call('EXISTS', 'e1', 'missing')).toBe(1);
+    expect(await call('DEL', 'e2')).toBe(1);
+    expect(await call('EXISTS', 'e2')).toBe(0);
+    expect(await call('SET', 'e3', 'ttl', 'PX', '60000')).toBe('OK');
+    expect(await call('EXISTS', 'e3')).toBe(1);
+    expect(stats().nativeExists - before).toBe(1);
+    // Pipelined behind a SET of its key: the +OK, then the key exists.
+    c.socket.write(Buffer.concat([encodeCommand(['SET', 'e4', 'v4']), encodeCommand(['EXISTS', 'e4']), encodeCommand(['DEL', 'e4']), encodeCommand(['EXISTS', 'e4'])]));
+    expect((await c.replies_(4)).map(text)).toEqual(['OK', 1, 1, 0]);
+    expect(await call('EXISTS', 'e1')).toBe(1);
+    expect(stats().nativeExists - before).toBeGreaterThanOrEqual(2);
+    expect(String(await call('INFO', 'stats'))).toMatch(/tiersync_native_exists:\d+/);
+    c.socket.destroy();
+  });
+
   it('drops mirror entries on DEL, SET over them (with a TTL, or through JavaScript) and FLUSHDB', async () => {
     const c = await Raw.connect(server.respPort);
     const call = async (...args: Array<string | Buffer>): Promise<unknown> => {
