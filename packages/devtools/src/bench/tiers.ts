@@ -46,7 +46,7 @@ export interface DriverFigure {
   unauthenticated?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
   /** peer only: which OpenSSL sealed the frames (`node`: Node's bundled copy, measured several times slower). */
   frameCrypto?: 'system' | 'node';
-  /** peer only: authenticated PUT ack latency, one page at a time, serving thread idle and busy (peer-ack-latency.ts). */
+  /** peer only: authenticated PUT and GET latency, one page at a time, serving thread idle and busy (peer-ack-latency.ts). */
   ackLatency?: AckLatency;
   /**
    * peer only: CPU seconds (this process, every thread: both ends run here) per GiB moved, medians. Both ends share
@@ -167,7 +167,9 @@ function describeFigure(f: DriverFigure): string {
     : '';
   const crypto = f.frameCrypto ? `; frames sealed by ${f.frameCrypto} OpenSSL` : '';
   const a = f.ackLatency;
-  const acks = a ? `; PUT ack p50/p99 us: idle ${a.idle.p50Us}/${a.idle.p99Us}, serving thread busy ${a.busyServer.p50Us}/${a.busyServer.p99Us}` : '';
+  const acks = a
+    ? `; PUT ack mean/p99 us: idle ${a.idle.meanUs}/${a.idle.p99Us}, serving thread busy ${a.busyServer.meanUs}/${a.busyServer.p99Us}; GET: idle ${a.getIdle.meanUs}/${a.getIdle.p99Us}, busy ${a.getBusyServer.meanUs}/${a.getBusyServer.p99Us}`
+    : '';
   const extra = (f.redis ? `; redis SET ${f.redis.setGiBps} GET ${f.redis.getGiBps} GiB/s (x${f.redis.setRatio} / x${f.redis.getRatio})` : '') + enc + plain + cpu + crypto + acks;
   return `${f.driver.padEnd(6)} ${String(f.pageBytes / KiB).padStart(5)} KiB: write ${f.writeGiBps} GiB/s (ratio ${f.writeRatio}), read ${f.readGiBps} GiB/s (ratio ${f.readRatio}) vs ${f.baseline}${extra}`;
 }
