@@ -86,7 +86,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   void DrainLanded(Napi::Env env) {
     if (!server_ || commit_.IsEmpty()) return;
     std::vector<peer::Landed> batch = server_->DrainLanded();
-    if (batch.empty()) return;
+    peer::Server::Served served = server_->TakeServed();
+    if (batch.empty() && served.keys.empty() && served.misses == 0) return;
     size_t n = 0;
     for (const auto& l : batch) n += l.entries.size();
     Napi::Array keys = Napi::Array::New(env, n);
@@ -107,6 +108,11 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("offsets", offsets);
     o.Set("lengths", lengths);
     o.Set("crcs", crcs);
+    Napi::Array servedKeys = Napi::Array::New(env, served.keys.size());
+    for (size_t i = 0; i < served.keys.size(); i++) servedKeys.Set(static_cast<uint32_t>(i), served.keys[i]);
+    o.Set("served", servedKeys);
+    o.Set("servedBytes", Napi::Number::New(env, static_cast<double>(served.bytes)));
+    o.Set("misses", Napi::Number::New(env, static_cast<double>(served.misses)));
     Napi::Value answer;
     try {
       answer = commit_.Call({o});
@@ -227,7 +233,8 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("active", Napi::Number::New(info.Env(), static_cast<double>(server_->active())));
     o.Set("pooledPuts", Napi::Number::New(info.Env(), static_cast<double>(server_->pooledPuts())));
     o.Set("pooledSlots", Napi::Number::New(info.Env(), static_cast<double>(server_->pool().size())));
-    o.Set("heldKeys", Napi::Number::New(info.Env(), static_cast<double>(server_->held().size())));
+    o.Set("getsPlannedHere", Napi::Number::New(info.Env(), static_cast<double>(server_->getsPlannedHere())));
+    o.Set("heldKeys", Napi::Number::New(info.Env(), static_cast<double>(server_->table().size())));
     o.Set("rangesByChunk", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesByChunk())));
     o.Set("rangesWhole", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesWhole())));
     return o;
@@ -263,14 +270,57 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     return out;
   }
 
-  // holdKeys(keys: string[]) / dropKeys(keys: string[]): the served tier's table gained or lost these keys.
+  // holdKeys(keys: string[], where?: { offsets: Float64Array, lengths, crcs, slots, versions: Uint32Array }) /
+  // dropKeys(keys: string[]): the served tier's table gained (at `where`) or lost these keys.
   Napi::Value HoldKeys(const Napi::CallbackInfo& info) {
-    if (server_) server_->held().Hold(KeysArg(info, "holdKeys"));
-    return info.Env().Undefined();
+    Napi::Env env = info.Env();
+    std::vector<std::string> keys = KeysArg(info, "holdKeys");
+    std::vector<peer::PageLoc> locs;
+    if (info.Length() > 1 && !info[1].IsUndefined()) {
+      if (!info[1].IsObject()) Throw(env, Code::InvalidArgument, "holdKeys: where must be an object");
+      Napi::Object w = info[1].As<Napi::Object>();
+      auto array = [&](const char* name, napi_typedarray_type type) {
+        Napi::Value v = w.Get(name);
+        if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type || v.As<Napi::TypedArray>().ElementLength() != keys.size())
+          Throw(env, Code::InvalidArgument, std::string("holdKeys: where.") + name + " must be a typed array with one value per key");
+        return v.As<Napi::TypedArray>();
+      };
+      const double* offsets = array("offsets", napi_float64_array).As<Napi::Float64Array>().Data();
+      const uint32_t* lengths = array("lengths", napi_uint32_array).As<Napi::Uint32Array>().Data();
+      const uint32_t* crcs = array("crcs", napi_uint32_array).As<Napi::Uint32Array>().Data();
+      const uint32_t* slots = array("slots", napi_uint32_array).As<Napi::Uint32Array>().Data();
+      const uint32_t* versions = array("versions", napi_uint32_array).As<Napi::Uint32Array>().Data();
+      locs.resize(keys.size());
+      for (size_t i = 0; i < keys.size(); i++) {
+        if (!(offsets[i] >= 0)) Throw(env, Code::InvalidArgument, "holdKeys: where.offsets[" + std::to_string(i) + "] must be a non-negative offset");
+        locs[i] = peer::PageLoc{offsets[i], lengths[i], crcs[i], slots[i], versions[i]};
+      }
+    }
+    if (server_) server_->table().Hold(std::move(keys), locs);
+    return env.Undefined();
   }
   Napi::Value DropKeys(const Napi::CallbackInfo& info) {
-    if (server_) server_->held().Drop(KeysArg(info, "dropKeys"));
+    if (server_) server_->table().Drop(KeysArg(info, "dropKeys"));
     return info.Env().Undefined();
+  }
+
+  // shareSlots(versions: Uint32Array, pins: Int32Array), both on one SharedArrayBuffer each, a word per slot: see
+  // peer::Server::ShareSlots. GETs are planned on the connection threads from then on.
+  Napi::Value ShareSlots(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
+        !info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array ||
+        info[0].As<Napi::TypedArray>().ElementLength() != info[1].As<Napi::TypedArray>().ElementLength())
+      Throw(env, Code::InvalidArgument, "shareSlots(versions: Uint32Array, pins: Int32Array) with one word per slot each");
+    if (closed_ || !server_) Throw(env, Code::Closed, "peer server is closed");
+    if (!shareVersions_.IsEmpty()) Throw(env, Code::InvalidArgument, "shareSlots: slots are shared already");
+    // Held for the server's life: connection threads read and write the words (a SharedArrayBuffer's never move).
+    shareVersions_ = Napi::Persistent(info[0].As<Napi::Object>());
+    sharePins_ = Napi::Persistent(info[1].As<Napi::Object>());
+    auto v = info[0].As<Napi::Uint32Array>();
+    auto p = info[1].As<Napi::Int32Array>();
+    server_->ShareSlots(v.Data(), p.Data(), v.ElementLength());
+    return env.Undefined();
   }
 
   // keepSlotRecords(dataOffset, recordBytes): see peer::Server::KeepSlotRecords.
@@ -292,6 +342,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
   std::unique_ptr<peer::Server> server_;
   Napi::FunctionReference plan_;
   Napi::FunctionReference commit_;
+  Napi::ObjectReference shareVersions_, sharePins_;
   PlanCalls calls_;
   WrapHold<ServerWrap>* hold_ = nullptr;
   bool closed_ = false;
@@ -598,6 +649,7 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
                                                       ServerWrap::InstanceMethod("dropKeys", &ServerWrap::DropKeys),
                                                       ServerWrap::InstanceMethod("drain", &ServerWrap::Drain),
                                                       ServerWrap::InstanceMethod("keepSlotRecords", &ServerWrap::KeepSlotRecords),
+                                                      ServerWrap::InstanceMethod("shareSlots", &ServerWrap::ShareSlots),
                                                   });
   Napi::Function client = ClientWrap::DefineClass(env, "PeerClient",
                                                   {

@@ -1,8 +1,9 @@
 // The peer data plane: a server that exposes one host arena to other hosts, and a client with several parallel
 // streams. Page bytes move socket <-> arena on native threads. The server asks its control plane (JavaScript:
 // the host tier's page table) where each page lives through PlanFn, once per request batch, so the data path
-// never waits on JavaScript per page. PUTs into granted slots (SlotPool) ask nothing: the keys the tier holds are
-// mirrored here (HeldKeys), so such a PUT is acknowledged on its connection thread and recorded afterwards.
+// never waits on JavaScript per page. PUTs into granted slots (SlotPool) and GETs ask nothing: the tier's page table
+// is mirrored here (PageTable), so such a PUT is acknowledged on its connection thread and recorded afterwards, and
+// a GET is planned there, its slots pinned through words shared with the control plane (ShareSlots).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -35,6 +36,9 @@ struct ServerRequest {
   std::vector<uint32_t> lengths, crcs;
   // Finish: per entry, what the data plane did (PUT: kOk or kBadChecksum).
   std::vector<uint8_t> outcome;
+  // A GET planned on the connection thread (PageTable): the slots it pinned, released there after the send.
+  bool plannedHere = false;
+  std::vector<uint32_t> pinnedSlots;
   bool finishing = false;
   bool failed = false;  // connection failed mid-request; finish must release everything planned
 
@@ -56,21 +60,32 @@ struct Landed {
   std::vector<double> offsets;
 };
 
-// The keys the served tier holds, mirrored here by the control plane (Hold when its table gains keys, Drop when it
-// loses them) and claimed by pooled PUTs as they land, so a PUT's ack says ok or existing on its connection thread.
-// A key a PUT claimed stays held: the control plane records it (or already held it) when the PUT's Landed batch
-// reaches it, and Drops it only when its table loses it.
-class HeldKeys {
+// Where a page of the served tier is, as the control plane last said: arena offset, length, CRC32C, slot, and the
+// slot's version then. offset < 0: a key a pooled PUT claimed that the control plane has not located yet.
+struct PageLoc {
+  double offset = -1;
+  uint32_t length = 0, crc = 0, slot = 0, version = 0;
+};
+
+// The served tier's page table, mirrored here by the control plane (Hold when its table gains keys, with where they
+// are; Drop when it loses them) and claimed by pooled PUTs as they land. A PUT's ack says ok or existing from it,
+// and a GET is planned from it, on the connection thread. A key a PUT claimed stays: the control plane records it
+// (or already held it) when the PUT's Landed batch reaches it, locates it (Hold), and Drops it only when its table
+// loses it.
+class PageTable {
  public:
-  void Hold(std::vector<std::string> keys);
+  // `locs` empty: the keys are held, not located.
+  void Hold(std::vector<std::string> keys, const std::vector<PageLoc>& locs);
   void Drop(const std::vector<std::string>& keys);
   // Per entry whose outcome is kOk: kOk when this claims the key, kExisting when it was held (or named twice).
   void Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome);
+  // Where each entry's key is (found[i] false: not held). False when a key is held but not located.
+  bool Locate(const std::vector<Entry>& entries, std::vector<PageLoc>* locs, std::vector<uint8_t>* found);
   size_t size();
 
  private:
   std::mutex m_;
-  std::unordered_set<std::string> keys_;
+  std::unordered_map<std::string, PageLoc> pages_;
 };
 
 // Called (from a connection thread) when landed pages wait and no drain is scheduled yet.
@@ -153,7 +168,19 @@ class Server {
   uint64_t refused() const { return refused_.load(); }
   uint64_t active() const { return active_.load(); }
   SlotPool& pool() { return pool_; }
-  HeldKeys& held() { return held_; }
+  PageTable& table() { return table_; }
+  // Slot words shared with the control plane (one per slot, `count` slots): versions it bumps before freeing a
+  // slot, and pins a GET planned here holds while it sends. The control plane bumps the version, then reads the
+  // pins; a GET pins, then reads the version (all seq_cst): one of the two sees the other, so a slot is never
+  // freed under a send. Without them every GET asks the control plane. The memory outlives the server.
+  void ShareSlots(const uint32_t* versions, int32_t* pins, size_t count);
+  // GETs planned here, and what they sent (for the control plane's counters and eviction policy): taken at each
+  // drain, with the landed pages.
+  struct Served {
+    std::vector<std::string> keys;
+    uint64_t bytes = 0, misses = 0;
+  };
+  Served TakeServed();
   // The served tier persists slot records in its arena (a host tier on /dev/shm): a pooled PUT writes each landed
   // page's record before its ack, so an acknowledged page survives a SIGKILL of this process (the tier recovers
   // it from the record at its next open). Records are `recordBytes` apart from arena offset 0, slot s's at
@@ -163,6 +190,7 @@ class Server {
   // the control plane records every acknowledged page even when the server closes right after.
   std::vector<Landed> DrainLanded();
   uint64_t pooledPuts() const { return pooledPuts_.load(); }
+  uint64_t getsPlannedHere() const { return getsPlannedHere_.load(); }
   // Ranged GETs served from cached chunk CRC32Cs (only the chunks they overlap read), and those that checked whole.
   uint64_t rangesByChunk() const { return rangesByChunk_.load(); }
   uint64_t rangesWhole() const { return rangesWhole_.load(); }
@@ -179,6 +207,12 @@ class Server {
   // The arena bytes [offset, offset + length), or null when a plan or granted slot points outside the arena.
   uint8_t* ArenaSpan(double offset, uint64_t length) const;
   void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
+  // Plans a GET from the page table, pinning its pages; false (nothing pinned) when the control plane must.
+  bool PlanGetHere(ServerRequest& r);
+  // Unpins what PlanGetHere pinned and records what was sent (sent: the send completed).
+  void FinishGetHere(ServerRequest& r, bool sent);
+  // Wakes the control plane for a drain unless one is scheduled (landedMutex_ held by the caller).
+  bool ScheduleDrainLocked();
   // Writes the slot record of a page that landed at `offset` (KeepSlotRecords); nothing without records.
   void WriteSlotRecord(double offset, const Entry& e);
   // Checks the bytes of a range [from, from + count) of a stored page and gives the range's CRC32C; false when they
@@ -190,12 +224,16 @@ class Server {
   PlanFn plan_;
   NotifyFn notify_;
   SlotPool pool_;
-  HeldKeys held_;
+  PageTable table_;
+  const uint32_t* slotVersions_ = nullptr;
+  int32_t* slotPins_ = nullptr;
+  size_t slotCount_ = 0;
+  Served served_;  // guarded by landedMutex_
   std::atomic<uint64_t> recordsDataOffset_{0}, recordBytes_{0};
   std::mutex landedMutex_;
   std::vector<Landed> landed_;
   bool drainScheduled_ = false;
-  std::atomic<uint64_t> pooledPuts_{0};
+  std::atomic<uint64_t> pooledPuts_{0}, getsPlannedHere_{0};
   ChunkCrcCache chunkCrcs_{8192};
   std::atomic<uint64_t> rangesByChunk_{0}, rangesWhole_{0};
   int listenFd_ = -1;

@@ -30,25 +30,42 @@ bool ServerRequest::Wait(uint64_t timeoutMs) {
   return cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return answered; });
 }
 
-void HeldKeys::Hold(std::vector<std::string> keys) {
+void PageTable::Hold(std::vector<std::string> keys, const std::vector<PageLoc>& locs) {
   std::lock_guard<std::mutex> lock(m_);
-  for (std::string& k : keys) keys_.insert(std::move(k));
+  for (size_t i = 0; i < keys.size(); i++) {
+    if (locs.empty()) pages_.try_emplace(std::move(keys[i]));
+    else pages_.insert_or_assign(std::move(keys[i]), locs[i]);
+  }
 }
 
-void HeldKeys::Drop(const std::vector<std::string>& keys) {
+void PageTable::Drop(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(m_);
-  for (const std::string& k : keys) keys_.erase(k);
+  for (const std::string& k : keys) pages_.erase(k);
 }
 
-void HeldKeys::Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome) {
+void PageTable::Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome) {
   std::lock_guard<std::mutex> lock(m_);
   for (size_t i = 0; i < entries.size(); i++)
-    if ((*outcome)[i] == kOk && !keys_.insert(entries[i].key).second) (*outcome)[i] = kExisting;
+    if ((*outcome)[i] == kOk && !pages_.try_emplace(entries[i].key).second) (*outcome)[i] = kExisting;
 }
 
-size_t HeldKeys::size() {
+bool PageTable::Locate(const std::vector<Entry>& entries, std::vector<PageLoc>* locs, std::vector<uint8_t>* found) {
   std::lock_guard<std::mutex> lock(m_);
-  return keys_.size();
+  locs->assign(entries.size(), PageLoc{});
+  found->assign(entries.size(), 0);
+  for (size_t i = 0; i < entries.size(); i++) {
+    auto it = pages_.find(entries[i].key);
+    if (it == pages_.end()) continue;
+    if (it->second.offset < 0) return false;
+    (*locs)[i] = it->second;
+    (*found)[i] = 1;
+  }
+  return true;
+}
+
+size_t PageTable::size() {
+  std::lock_guard<std::mutex> lock(m_);
+  return pages_.size();
 }
 
 void SlotPool::Grant(const std::vector<double>& offsets, uint64_t slotBytes) {
@@ -433,6 +450,75 @@ std::vector<Landed> Server::DrainLanded() {
   return out;
 }
 
+bool Server::ScheduleDrainLocked() {
+  const bool wake = !drainScheduled_;
+  drainScheduled_ = true;
+  return wake;
+}
+
+Server::Served Server::TakeServed() {
+  std::lock_guard<std::mutex> lock(landedMutex_);
+  Served out;
+  std::swap(out, served_);
+  return out;
+}
+
+void Server::ShareSlots(const uint32_t* versions, int32_t* pins, size_t count) {
+  slotVersions_ = versions;
+  slotPins_ = pins;
+  slotCount_ = count;
+}
+
+bool Server::PlanGetHere(ServerRequest& r) {
+  if (!slotVersions_ || !notify_) return false;
+  const size_t n = r.entries.size();
+  std::vector<PageLoc> locs;
+  std::vector<uint8_t> found;
+  if (!table_.Locate(r.entries, &locs, &found)) return false;
+  r.offsets.assign(n, -1);
+  r.statuses.assign(n, kMiss);
+  r.lengths.assign(n, 0);
+  r.crcs.assign(n, 0);
+  r.pinnedSlots.clear();
+  for (size_t i = 0; i < n; i++) {
+    if (!found[i]) continue;
+    const PageLoc& l = locs[i];
+    if (l.slot >= slotCount_) return FinishGetHere(r, false), false;
+    // Pin, then read the version (the control plane bumps the version, then reads the pins): an unchanged version
+    // means no free of the slot began before the pin, and any later one sees it.
+    __atomic_add_fetch(&slotPins_[l.slot], 1, __ATOMIC_SEQ_CST);
+    r.pinnedSlots.push_back(l.slot);
+    if (__atomic_load_n(&slotVersions_[l.slot], __ATOMIC_SEQ_CST) != l.version) return FinishGetHere(r, false), false;
+    r.offsets[i] = l.offset;
+    r.statuses[i] = kOk;
+    r.lengths[i] = l.length;
+    r.crcs[i] = l.crc;
+  }
+  r.plannedHere = true;
+  getsPlannedHere_++;
+  return true;
+}
+
+void Server::FinishGetHere(ServerRequest& r, bool sent) {
+  for (uint32_t s : r.pinnedSlots) __atomic_sub_fetch(&slotPins_[s], 1, __ATOMIC_SEQ_CST);
+  r.pinnedSlots.clear();
+  if (!sent) return;
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(landedMutex_);
+    for (size_t i = 0; i < r.entries.size(); i++) {
+      if (r.statuses[i] == kOk) {
+        served_.keys.push_back(r.entries[i].key);
+        served_.bytes += r.lengths[i];
+      } else if (r.statuses[i] == kMiss) {
+        served_.misses++;
+      }
+    }
+    wake = ScheduleDrainLocked();
+  }
+  if (wake && !closing_) notify_();
+}
+
 void Server::KeepSlotRecords(uint64_t dataOffset, uint64_t recordBytes) {
   if (recordBytes < 16 + kMaxKey || dataOffset > arena_->size())
     throw NativeError(Code::InvalidArgument, "slot records need at least " + std::to_string(16 + kMaxKey) + " bytes each, before the slots");
@@ -486,7 +572,7 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   // ok or existing is decided here, against the keys the tier holds (and those earlier PUTs claimed): the ack
   // waits for nobody. Read-your-writes: the landed pages reach the control plane on the queue its later plans
   // share (and a daemon's control requests record them first), so any request after the ack finds them.
-  held_.Claim(entries, &outcome);
+  table_.Claim(entries, &outcome);
   Landed landed;
   std::vector<Entry> ack(n);
   for (size_t i = 0; i < n; i++) {
@@ -509,8 +595,7 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
     {
       std::lock_guard<std::mutex> lock(landedMutex_);
       landed_.push_back(std::move(landed));
-      wake = !drainScheduled_;
-      drainScheduled_ = true;
+      wake = ScheduleDrainLocked();
     }
     if (wake && !closing_) notify_();
   }
@@ -539,8 +624,10 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   if (h.op != kPut) RecvTag(link);
   if (h.op == kPut && PutPooled(link, h, r->entries)) return;
 
-  Ask(r);
-  if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
+  if (!(h.op == kGet && PlanGetHere(*r))) {
+    Ask(r);
+    if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
+  }
   if (r->offsets.size() != n || r->statuses.size() != n) throw NativeError(Code::Io, "page table answered the wrong number of entries");
   // The plan comes from our own control plane, but is checked like input (ArenaSpan): it must never point outside
   // the arena.
@@ -610,6 +697,10 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
     sentOrReceived = true;
   } catch (...) {
     r->failed = true;
+    if (r->plannedHere) {
+      FinishGetHere(*r, false);
+      throw;
+    }
     if (!r->finishing) {
       r->finishing = true;
       try {
@@ -620,8 +711,11 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
     throw;
   }
   if (h.op == kGet && sentOrReceived) {
+    // Unpin: the bytes are in the kernel's buffers. Planned here: released here; otherwise the control plane
+    // unpins (nothing here waits for its answer).
+    if (r->plannedHere) return FinishGetHere(*r, true);
     r->finishing = true;
-    Post(r);  // unpin: the bytes are in the kernel's buffers, nothing here waits for the answer
+    Post(r);
   }
 }
 

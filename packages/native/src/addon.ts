@@ -36,11 +36,12 @@ export interface NativeAddon {
 }
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; rangesByChunk: number; rangesWhole: number };
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; rangesByChunk: number; rangesWhole: number };
   close(): void;
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;
-  holdKeys(keys: string[]): void;
+  holdKeys(keys: string[], where?: { offsets: Float64Array; lengths: Uint32Array; crcs: Uint32Array; slots: Uint32Array; versions: Uint32Array }): void;
+  shareSlots(versions: Uint32Array, pins: Int32Array): void;
   dropKeys(keys: string[]): void;
   drain(): void;
   keepSlotRecords(dataOffset: number, recordBytes: number): void;

@@ -20,6 +20,6 @@ export { crc32c, crc32cCombine, crc32cImplementations, crc32cWith, type Crc32cIm
 export { crc32cRanges } from './checksum-ranges.js';
 export { hmacSha256Hex } from './hmac.js';
 export { probeMachine, type MachineReport } from './probe.js';
-export { PeerServer, PeerClient, PeerStatus, peerFrames, peerFrameCrypto, type PeerServerRequest, type PeerPlan, type PeerCommitBatch, type PeerCommitAnswer, type PeerSlotTable, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
+export { PeerServer, PeerClient, PeerStatus, peerFrames, peerFrameCrypto, type PeerServerRequest, type PeerPlan, type PeerCommitBatch, type PeerCommitAnswer, type PeerSlotTable, type PeerPageLocations, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
 export { FileLock } from './file-lock.js';
 export { RespDoorNative, RespMirrorOps, respNativeAvailable, respPageKeys, type RespNativeEvent, type RespNativeOptions, type RespNativeStats, type RespPageKeySpec } from './resp.js';

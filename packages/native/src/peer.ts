@@ -61,7 +61,10 @@ export interface PeerServerOptions {
   maxConnections?: number;
 }
 
-/** Pages of PUTs stored into granted slots and acknowledged, handed to the control plane afterwards (batched). */
+/**
+ * Pages of PUTs stored into granted slots and acknowledged, handed to the control plane afterwards (batched), and
+ * what the GETs planned on the data plane sent meanwhile.
+ */
 export interface PeerCommitBatch {
   keys: string[];
   /** Arena offset of each page's slot (one the control plane granted). */
@@ -69,6 +72,19 @@ export interface PeerCommitBatch {
   lengths: Uint32Array;
   /** CRC32C of each page, checked (or computed) as it landed. */
   crcs: Uint32Array;
+  /** Pages GETs planned on the data plane sent (once per GET), their bytes, and the keys they missed. */
+  served: string[];
+  servedBytes: number;
+  misses: number;
+}
+
+/** Where pages of the served tier are: arena offset, length, CRC32C, slot and the slot's version now. */
+export interface PeerPageLocations {
+  offsets: Float64Array;
+  lengths: Uint32Array;
+  crcs: Uint32Array;
+  slots: Uint32Array;
+  versions: Uint32Array;
 }
 
 /** What `commit` answers: slots to grant in place of those the batch used. */
@@ -115,11 +131,22 @@ export class PeerServer {
   }
 
   /**
-   * The served tier's table gained keys: pooled PUTs of them are acknowledged `existing`. Call synchronously with
-   * every change to the table, so the data plane's answer is the table's.
+   * The served tier's table gained keys (or they moved): pooled PUTs of them are acknowledged `existing`, and with
+   * `where` (and shareSlots) GETs of them are planned on the data plane. Call synchronously with every change to
+   * the table, so the data plane's answers are the table's.
    */
-  holdKeys(keys: string[]): void {
-    this.#native.holdKeys(keys);
+  holdKeys(keys: string[], where?: PeerPageLocations): void {
+    this.#native.holdKeys(keys, where);
+  }
+
+  /**
+   * Shares the served tier's slot words (one per slot, each on a SharedArrayBuffer): `versions`, which the tier
+   * bumps before it frees a slot, and `pins`, which GETs planned on the data plane hold while they send. The tier
+   * must bump a slot's version before it reads the slot's pins, and keep a pinned slot (Atomics, both sides): then
+   * a slot is never freed under a send. GETs of keys held with `where` are planned on the data plane from then on.
+   */
+  shareSlots(versions: Uint32Array, pins: Int32Array): void {
+    this.#native.shareSlots(versions, pins);
   }
 
   /** The served tier's table lost keys (deleted, evicted). */
@@ -160,12 +187,12 @@ export class PeerServer {
   /**
    * connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open;
    * authFailures: failed handshakes and frames that failed their tag; pooledPuts: PUTs stored into granted slots
-   * without a plan; pooledSlots: granted slots free now; heldKeys: keys the data plane knows the tier holds. Ranged
-   * GET pages: rangesByChunk checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier whole
-   * check of the page found; rangesWhole checked their page whole (its first ranged read, or a chunk that no
-   * longer matched).
+   * without a plan; pooledSlots: granted slots free now; heldKeys: keys the data plane knows the tier holds;
+   * getsPlannedHere: GETs planned on the data plane (the others asked `plan`). Ranged GET pages: rangesByChunk
+   * checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier whole check of the page found;
+   * rangesWhole checked their page whole (its first ranged read, or a chunk that no longer matched).
    */
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; rangesByChunk: number; rangesWhole: number } {
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; rangesByChunk: number; rangesWhole: number } {
     return this.#native.stats();
   }
 

@@ -68,6 +68,13 @@ export abstract class MemoryTier implements TierDriver {
    * memory, so its words never move. Undefined until open().
    */
   slotVersions: Uint32Array | undefined;
+  /**
+   * @internal One 32-bit count per slot of pins held outside JavaScript (the peer data plane's GETs), Atomics. A
+   * delete bumps the slot's version first, then reads its pins, and keeps a pinned page; such a reader pins first,
+   * then checks the version it recorded: one of the two sees the other's write, so a slot is never freed under it.
+   * Shared memory, undefined until open().
+   */
+  slotPins: Int32Array | undefined;
   #closed = false;
   #usedBytes = 0;
 
@@ -88,6 +95,7 @@ export abstract class MemoryTier implements TierDriver {
     if (slots < 1) throw this.error(`capacity ${this.capacityBytes} is smaller than one page (${this.context.pageBytes})`, 'ERR_CONFIG');
     this.allocator = new PageAllocator({ capacity: slots * this.context.pageBytes, pageBytes: this.context.pageBytes });
     this.slotVersions = new Uint32Array(new SharedArrayBuffer(slots * 4));
+    this.slotPins = new Int32Array(new SharedArrayBuffer(slots * 4));
     this.allocator.reserve([...this.table.values()].map((p) => p.slot));
     for (const p of this.table.values()) this.#usedBytes += p.length;
   }
@@ -128,10 +136,22 @@ export abstract class MemoryTier implements TierDriver {
     });
   }
 
-  /** Frees slots; each one's version is bumped first, so a reader outside JavaScript sees the slot change. */
-  #free(allocator: PageAllocator, slots: readonly Slot[]): void {
+  /**
+   * Bumps the slot's version, then says whether a reader outside JavaScript holds it (slotPins): a reader that
+   * pins after the bump sees the change and lets go; one that pinned before is seen here.
+   */
+  #pinnedOutside(slot: Slot): boolean {
+    Atomics.add(this.slotVersions!, slot, 1);
+    return Atomics.load(this.slotPins!, slot) > 0;
+  }
+
+  /**
+   * Frees slots; each one's version is bumped first (unless the caller just did: `bumped`), so a reader outside
+   * JavaScript sees the slot change.
+   */
+  #free(allocator: PageAllocator, slots: readonly Slot[], bumped = false): void {
     const v = this.slotVersions;
-    if (v) for (const s of slots) Atomics.add(v, s, 1);
+    if (v && !bumped) for (const s of slots) Atomics.add(v, s, 1);
     allocator.free(slots);
   }
 
@@ -275,6 +295,7 @@ export abstract class MemoryTier implements TierDriver {
     checkKeys(keys, this.capabilities.kind);
     const deleted: PageKey[] = [];
     const pinned: PageKey[] = [];
+    const moved: PageKey[] = [];
     for (const k of new Set(keys)) {
       const page = this.table.get(k);
       if (!page) continue;
@@ -282,13 +303,19 @@ export abstract class MemoryTier implements TierDriver {
         pinned.push(k);
         continue;
       }
+      if (this.#pinnedOutside(page.slot)) {
+        pinned.push(k);
+        moved.push(k); // its version changed: watchers learn the new one
+        continue;
+      }
       store.commit?.(page.slot, undefined);
       this.table.delete(k);
-      this.#free(allocator, [page.slot]);
+      this.#free(allocator, [page.slot], true);
       this.#usedBytes -= page.length;
       deleted.push(k);
     }
     if (deleted.length) for (const w of this.#keyWatchers) w.removed(deleted);
+    if (moved.length) this.#keysAdded(moved);
     return { deleted, pinned };
   }
 
@@ -403,6 +430,14 @@ export abstract class MemoryTier implements TierDriver {
 
   #keysAdded(keys: PageKey[]): void {
     for (const w of this.#keyWatchers) w.added(keys);
+  }
+
+  /** @internal Counts reads a remote reader made outside JavaScript (the peer data plane's GETs). */
+  recordRemoteReads(pages: number, bytes: number, misses: number): void {
+    this.counters.hits += pages;
+    this.counters.reads += pages;
+    this.counters.bytesRead += bytes;
+    this.counters.misses += misses;
   }
 
   /** @internal Pins stored pages for a remote read and says where they are. */

@@ -7,7 +7,7 @@
  * (`slots.commit`) before it plans any later request, so a client that has its ack finds the page. Bytes move
  * socket <-> arena on native threads.
  */
-import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
+import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPageLocations, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
 import type { PageKey, TierContext } from '../driver.js';
 import type { HostTier } from '../host/index.js';
 
@@ -119,6 +119,10 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const records = tier.slotRecords();
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
+      if (batch.served.length || batch.misses) {
+        tier.recordRemoteReads(batch.served.length, batch.servedBytes, batch.misses);
+        if (batch.served.length && options.onServed) options.onServed(batch.served);
+      }
       try {
         // Acknowledged already (ok: the data plane claimed these keys). A key the tier gained meanwhile by another
         // path (a local write) keeps that page, and commitRemote frees this one's slot.
@@ -154,7 +158,23 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
     const server = peer;
     // A persistent tier's slot records are written by the data plane before each ack (commit keeps them).
     if (records) server.keepSlotRecords(records.dataOffset, records.recordBytes);
-    unwatch = tier.watchKeys({ added: (keys) => server.holdKeys(keys), removed: (keys) => server.dropKeys(keys) });
+    // GETs are planned there too, from where the tier says each page is and its slot's version in the same turn.
+    const versions = tier.slotVersions!;
+    const hold = (keys: PageKey[]): void => {
+      const where = tier.locate(keys);
+      const held = keys.filter((_, i) => where[i]);
+      const found = where.filter((w) => w !== undefined);
+      const locations: PeerPageLocations = {
+        offsets: Float64Array.from(found, (w) => w.offset),
+        lengths: Uint32Array.from(found, (w) => w.length),
+        crcs: Uint32Array.from(found, (w) => w.crc32c),
+        slots: Uint32Array.from(found, (w) => w.slot),
+        versions: Uint32Array.from(found, (w) => Atomics.load(versions, w.slot)),
+      };
+      server.holdKeys(held, locations);
+    };
+    unwatch = tier.watchKeys({ added: hold, removed: (keys) => server.dropKeys(keys) });
+    server.shareSlots(versions, tier.slotPins!);
     // Any allocation of the tier that finds too few free slots takes the pool back first: pooled slots are spare
     // room lent to the data plane, never capacity the tier's owner loses.
     unhook = tier.onShortage(() => slots.release(server.takePool()));
