@@ -1,11 +1,15 @@
 /**
  * The serving side of the peer tier: exposes a host tier's pages to other hosts through the native peer data
- * plane. The host tier's page table answers GET/HAS/DELETE batches (where bytes are). PUTs land in slots granted to
- * the data plane in advance and are acknowledged on their connection thread, with no call to this thread: the
- * tier's keys are mirrored into the data plane as the table changes (watchKeys), so the ack says ok or existing
- * as the table would. The page table records every PUT acknowledged meanwhile in one batched call
- * (`slots.commit`) before it plans any later request, so a client that has its ack finds the page. Bytes move
- * socket <-> arena on native threads.
+ * plane. The tier's page table is mirrored into the data plane as it changes (watchKeys: each key with where its
+ * page is and its slot's version), so the common requests are answered on the connection threads, with no call to
+ * this thread:
+ * - PUTs land in slots granted in advance; the ack says ok or existing as the table would. The page table records
+ *   every PUT acknowledged meanwhile in one batched call (`slots.commit`) before it plans any later request, so a
+ *   client that has its ack finds the page.
+ * - GETs are planned from the mirror; their slots are pinned through words shared with the tier (slotPins,
+ *   slotVersions), which a delete respects. Their reads reach the tier's counters and `onServed` at the same batched
+ *   call. A GET of a page landed but not recorded yet, HAS and DELETE ask the page table here.
+ * Bytes move socket <-> arena on native threads.
  */
 import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPageLocations, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
 import type { PageKey, TierContext } from '../driver.js';
