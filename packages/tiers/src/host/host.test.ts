@@ -117,6 +117,33 @@ describe('host tier on /dev/shm', () => {
     src.close();
   });
 
+  it('keeps a page pinned outside JavaScript (slotPins): delete reports it pinned, bumps its version and tells watchers where it is', async () => {
+    const engine = new TransferEngine({ threads: 1 });
+    const src = HostArena.create({ capacity: PAGE });
+    src.view(0, PAGE).fill(9);
+    const t = new HostTier(`host://?capacity=${4 * PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });
+    await t.open();
+    const changes: string[] = [];
+    const unwatch = t.watchKeys({ added: (keys) => changes.push(`+${keys.join(',')}`), removed: (keys) => changes.push(`-${keys.join(',')}`) });
+    await t.write([{ key: testKey(1), source: { arena: src, offset: 0, length: PAGE } }]);
+    const [where] = t.locate([testKey(1)]);
+    const version = t.slotVersions![where!.slot]!;
+    // A reader outside JavaScript holds the slot: the page stays; the version moved, so the watcher hears it again.
+    Atomics.add(t.slotPins!, where!.slot, 1);
+    expect(t.deleteNow([testKey(1)])).toEqual({ deleted: [], pinned: [testKey(1)] });
+    expect(t.slotVersions![where!.slot]).toBe(version + 1);
+    expect(t.locate([testKey(1)])).toEqual([where]);
+    // Let go: the delete frees it, with one more bump.
+    Atomics.sub(t.slotPins!, where!.slot, 1);
+    expect(t.deleteNow([testKey(1)])).toEqual({ deleted: [testKey(1)], pinned: [] });
+    expect(t.slotVersions![where!.slot]).toBe(version + 2);
+    expect(changes).toEqual([`+${testKey(1)}`, `+${testKey(1)}`, `-${testKey(1)}`]);
+    unwatch();
+    await t.close();
+    await engine.close();
+    src.close();
+  });
+
   it('says why an anonymous host tier starts empty', async () => {
     const engine = new TransferEngine({ threads: 1 });
     const t = new HostTier(`host://?capacity=${PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });
