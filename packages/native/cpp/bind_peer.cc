@@ -87,7 +87,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     if (!server_ || commit_.IsEmpty()) return;
     std::vector<peer::Landed> batch = server_->DrainLanded();
     peer::Server::Served served = server_->TakeServed();
-    if (batch.empty() && served.keys.empty() && served.misses == 0) return;
+    if (batch.empty() && served.pages == 0 && served.misses == 0) return;
     size_t n = 0;
     for (const auto& l : batch) n += l.entries.size();
     Napi::Array keys = Napi::Array::New(env, n);
@@ -111,6 +111,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     Napi::Array servedKeys = Napi::Array::New(env, served.keys.size());
     for (size_t i = 0; i < served.keys.size(); i++) servedKeys.Set(static_cast<uint32_t>(i), served.keys[i]);
     o.Set("served", servedKeys);
+    o.Set("servedPages", Napi::Number::New(env, static_cast<double>(served.pages)));
     o.Set("servedBytes", Napi::Number::New(env, static_cast<double>(served.bytes)));
     o.Set("misses", Napi::Number::New(env, static_cast<double>(served.misses)));
     Napi::Value answer;

@@ -177,9 +177,10 @@ class Server {
   // GETs planned here, and what they sent (for the control plane's counters and eviction policy): taken at each
   // drain, with the landed pages.
   struct Served {
-    std::vector<std::string> keys;
-    uint64_t bytes = 0, misses = 0;
+    std::vector<std::string> keys;  // at most kServedKeys between two drains (pages counts them all)
+    uint64_t pages = 0, bytes = 0, misses = 0;
   };
+  static constexpr size_t kServedKeys = 65536;
   Served TakeServed();
   // The served tier persists slot records in its arena (a host tier on /dev/shm): a pooled PUT writes each landed
   // page's record before its ack, so an acknowledged page survives a SIGKILL of this process (the tier recovers
@@ -225,7 +226,8 @@ class Server {
   NotifyFn notify_;
   SlotPool pool_;
   PageTable table_;
-  const uint32_t* slotVersions_ = nullptr;
+  // Published last (release) by ShareSlots, read first (acquire): pins and count are set when it is.
+  std::atomic<const uint32_t*> slotVersions_{nullptr};
   int32_t* slotPins_ = nullptr;
   size_t slotCount_ = 0;
   Served served_;  // guarded by landedMutex_

@@ -464,13 +464,14 @@ Server::Served Server::TakeServed() {
 }
 
 void Server::ShareSlots(const uint32_t* versions, int32_t* pins, size_t count) {
-  slotVersions_ = versions;
   slotPins_ = pins;
   slotCount_ = count;
+  slotVersions_.store(versions, std::memory_order_release);
 }
 
 bool Server::PlanGetHere(ServerRequest& r) {
-  if (!slotVersions_ || !notify_) return false;
+  const uint32_t* versions = slotVersions_.load(std::memory_order_acquire);
+  if (!versions || !notify_) return false;
   const size_t n = r.entries.size();
   std::vector<PageLoc> locs;
   std::vector<uint8_t> found;
@@ -488,7 +489,7 @@ bool Server::PlanGetHere(ServerRequest& r) {
     // means no free of the slot began before the pin, and any later one sees it.
     __atomic_add_fetch(&slotPins_[l.slot], 1, __ATOMIC_SEQ_CST);
     r.pinnedSlots.push_back(l.slot);
-    if (__atomic_load_n(&slotVersions_[l.slot], __ATOMIC_SEQ_CST) != l.version) return FinishGetHere(r, false), false;
+    if (__atomic_load_n(&versions[l.slot], __ATOMIC_SEQ_CST) != l.version) return FinishGetHere(r, false), false;
     r.offsets[i] = l.offset;
     r.statuses[i] = kOk;
     r.lengths[i] = l.length;
@@ -508,7 +509,9 @@ void Server::FinishGetHere(ServerRequest& r, bool sent) {
     std::lock_guard<std::mutex> lock(landedMutex_);
     for (size_t i = 0; i < r.entries.size(); i++) {
       if (r.statuses[i] == kOk) {
-        served_.keys.push_back(r.entries[i].key);
+        // Bounded while the control plane does not drain (its thread busy): the pages past it are counted only.
+        if (served_.keys.size() < kServedKeys) served_.keys.push_back(r.entries[i].key);
+        served_.pages++;
         served_.bytes += r.lengths[i];
       } else if (r.statuses[i] == kMiss) {
         served_.misses++;

@@ -72,8 +72,12 @@ export interface PeerCommitBatch {
   lengths: Uint32Array;
   /** CRC32C of each page, checked (or computed) as it landed. */
   crcs: Uint32Array;
-  /** Pages GETs planned on the data plane sent (once per GET), their bytes, and the keys they missed. */
+  /**
+   * What GETs planned on the data plane sent: the pages' keys (once per GET; at most 65,536 per batch, the rest
+   * only counted), how many pages and bytes, and how many keys they missed.
+   */
   served: string[];
+  servedPages: number;
   servedBytes: number;
   misses: number;
 }

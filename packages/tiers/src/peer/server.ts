@@ -123,8 +123,8 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const records = tier.slotRecords();
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
-      if (batch.served.length || batch.misses) {
-        tier.recordRemoteReads(batch.served.length, batch.servedBytes, batch.misses);
+      if (batch.servedPages || batch.misses) {
+        tier.recordRemoteReads(batch.servedPages, batch.servedBytes, batch.misses);
         if (batch.served.length && options.onServed) options.onServed(batch.served);
       }
       try {
