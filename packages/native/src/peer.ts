@@ -103,8 +103,9 @@ export interface PeerCommitAnswer {
  * `holdKeys`/`dropKeys`) or that an earlier PUT claimed (its slot goes back to the pool). The pages of every PUT
  * acknowledged meanwhile, on any connection, then reach `commit` in one call, before any later plan (and at
  * `drain()`), which records them in the tier: a key the tier gained meanwhile by another path keeps its page there,
- * and `commit` frees the slot. `commit` may grant slots in place of those used, and must not throw. `release` gets
- * the slots still granted when the server closes.
+ * and `commit` frees the slot. The same call carries what GETs planned on the data plane sent meanwhile
+ * (`served`: see shareSlots), for the tier's counters and eviction policy. `commit` may grant slots in place of
+ * those used, and must not throw. `release` gets the slots still granted when the server closes.
  */
 export interface PeerSlotTable {
   commit(batch: PeerCommitBatch): PeerCommitAnswer;
