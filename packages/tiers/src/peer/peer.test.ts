@@ -220,6 +220,8 @@ describe.skipIf(process.getuid?.() !== 0)('peer across hosts in network namespac
   const ns = [`tsA${process.pid % 10000}`, `tsB${process.pid % 10000}`];
   const sh = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
   const children: ChildProcess[] = [];
+  // Subnets of their own per run (the pid picks them), so two runs on one machine do not share addresses.
+  const net = (i: number) => `10.${77 + i}.${process.pid % 250}`;
 
   beforeAll(() => {
     requireTools(['ip']);
@@ -228,9 +230,9 @@ describe.skipIf(process.getuid?.() !== 0)('peer across hosts in network namespac
       sh('netns', 'add', n);
       sh('link', 'add', `vc${i}${process.pid % 1000}`, 'type', 'veth', 'peer', 'name', `vh${i}${process.pid % 1000}`);
       sh('link', 'set', `vh${i}${process.pid % 1000}`, 'netns', n);
-      sh('addr', 'add', `10.${77 + i}.0.1/24`, 'dev', `vc${i}${process.pid % 1000}`);
+      sh('addr', 'add', `${net(i)}.1/24`, 'dev', `vc${i}${process.pid % 1000}`);
       sh('link', 'set', `vc${i}${process.pid % 1000}`, 'up');
-      sh('-n', n, 'addr', 'add', `10.${77 + i}.0.2/24`, 'dev', `vh${i}${process.pid % 1000}`);
+      sh('-n', n, 'addr', 'add', `${net(i)}.2/24`, 'dev', `vh${i}${process.pid % 1000}`);
       sh('-n', n, 'link', 'set', `vh${i}${process.pid % 1000}`, 'up');
       sh('-n', n, 'link', 'set', 'lo', 'up');
     });
@@ -253,11 +255,11 @@ describe.skipIf(process.getuid?.() !== 0)('peer across hosts in network namespac
     const view = arena.view(0, 8 * PAGE);
     for (let i = 0; i < view.length; i++) view[i] = (i * 7 + 3) & 0xff;
     for (const [i, n] of ns.entries()) {
-      const { child, port } = await startHost({ secret: 'netns-secret', listen: `10.${77 + i}.0.2`, netns: n });
+      const { child, port } = await startHost({ secret: 'netns-secret', listen: `${net(i)}.2`, netns: n });
       children.push(child);
-      const bad = new PeerTier(`peer://10.${77 + i}.0.2:${port}?secret=wrong&streams=1`, { engine, pageBytes: PAGE, fingerprint: '' });
+      const bad = new PeerTier(`peer://${net(i)}.2:${port}?secret=wrong&streams=1`, { engine, pageBytes: PAGE, fingerprint: '' });
       await expect(bad.open()).rejects.toMatchObject({ code: 'ERR_AUTH' });
-      const t = new PeerTier(`peer://10.${77 + i}.0.2:${port}?secret=netns-secret&streams=2`, { engine, pageBytes: PAGE, fingerprint: '' });
+      const t = new PeerTier(`peer://${net(i)}.2:${port}?secret=netns-secret&streams=2`, { engine, pageBytes: PAGE, fingerprint: '' });
       await t.open();
       const keys = [0, 1, 2, 3].map((k) => testKey(k, i));
       await t.write(keys.map((key, k) => ({ key, source: { arena, offset: (i * 4 + k) * PAGE, length: PAGE } })));
