@@ -391,11 +391,13 @@ export abstract class MemoryTier implements TierDriver {
   /**
    * @internal Makes remotely written pages visible (ok) or frees their reserved slots. `recorded`: their slot
    * records were written already, outside JavaScript (the peer data plane, before its acks): kept for the pages
-   * made visible, cleared for the slots freed.
+   * made visible, cleared for the slots freed. Returns the indices of the pages made visible (a key already held,
+   * or named twice, is not).
    */
-  commitRemote(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, ok: (i: number) => boolean, recorded = false): void {
+  commitRemote(keys: readonly PageKey[], offsets: Float64Array, lengths: Uint32Array, crcs: Uint32Array, ok: (i: number) => boolean, recorded = false): number[] {
     const { allocator, store } = this.#ready();
     const added: PageKey[] = [];
+    const visible: number[] = [];
     keys.forEach((key, i) => {
       const offset = offsets[i]!;
       if (offset < 0) return;
@@ -412,8 +414,10 @@ export abstract class MemoryTier implements TierDriver {
       this.counters.bytesWritten += page.length;
       this.counters.writes++;
       added.push(key);
+      visible.push(i);
     });
     if (added.length) this.#keysAdded(added);
+    return visible;
   }
 
   /**

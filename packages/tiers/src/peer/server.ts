@@ -41,6 +41,11 @@ export interface PeerServeOptions extends PeerServerOptions {
   slotPool?: number;
 }
 
+/** The pages at `indices` of a request's keys, lengths and CRC32Cs (for onCommitted). */
+function pagesAt(indices: readonly number[], keys: readonly PageKey[], lengths: Uint32Array, crcs: Uint32Array): Array<{ key: PageKey; length: number; crc32c: number }> {
+  return indices.map((i) => ({ key: keys[i]!, length: lengths[i]!, crc32c: crcs[i]! }));
+}
+
 /** Serves `tier` (opened) to peers until `close()`. */
 export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerServer {
   const arena = tier.arena;
@@ -65,13 +70,8 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
         const offsets = reserved.get(r.id);
         if (!offsets) return;
         reserved.delete(r.id);
-        const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
-        tier.commitRemote(r.keys, offsets, r.lengths, r.crcs, (i) => {
-          const ok = !r.failed && r.outcome?.[i] === PeerStatus.ok;
-          if (ok) landed.push({ key: r.keys[i]!, length: r.lengths[i]!, crc32c: r.crcs[i]! });
-          return ok;
-        });
-        if (landed.length && options.onCommitted) options.onCommitted(landed);
+        const visible = tier.commitRemote(r.keys, offsets, r.lengths, r.crcs, (i) => !r.failed && r.outcome?.[i] === PeerStatus.ok);
+        if (visible.length && options.onCommitted) options.onCommitted(pagesAt(visible, r.keys, r.lengths, r.crcs));
         return;
       }
       case 'get:plan': {
@@ -130,16 +130,8 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
       try {
         // Acknowledged already (ok: the data plane claimed these keys). A key the tier gained meanwhile by another
         // path (a local write) keeps that page, and commitRemote frees this one's slot.
-        const had = tier.hasNow(batch.keys);
-        tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true, records !== undefined);
-        const seen = new Set<PageKey>();
-        const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
-        batch.keys.forEach((key, i) => {
-          if (had[i] || seen.has(key)) return;
-          seen.add(key);
-          landed.push({ key, length: batch.lengths[i]!, crc32c: batch.crcs[i]! });
-        });
-        if (landed.length && options.onCommitted) options.onCommitted(landed);
+        const visible = tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true, records !== undefined);
+        if (visible.length && options.onCommitted) options.onCommitted(pagesAt(visible, batch.keys, batch.lengths, batch.crcs));
         return { grant: tier.lendSlots(batch.keys.length) };
       } catch {
         return {}; // the tier closed under us: its slots and pages went with it
@@ -158,11 +150,11 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const { onCommitted: _committed, onDeleted: _deleted, onServed: _served, slotPool: _pool, secret, ...server } = options;
   peer = new PeerServer(arena, plan, { ...server, ...(secret ? { secret } : {}) }, poolTarget > 0 ? slots : undefined);
   if (poolTarget > 0) {
-    // The data plane answers pooled PUTs from this mirror of the tier's keys (before the pool holds any slot).
     const server = peer;
     // A persistent tier's slot records are written by the data plane before each ack (commit keeps them).
     if (records) server.keepSlotRecords(records.dataOffset, records.recordBytes);
-    // GETs are planned there too, from where the tier says each page is and its slot's version in the same turn.
+    // The mirror of the tier's table the data plane answers PUTs and plans GETs from, set up before the pool holds
+    // any slot: each key with where its page is and its slot's version, read in the same turn.
     const versions = tier.slotVersions!;
     const hold = (keys: PageKey[]): void => {
       const where = tier.locate(keys);
