@@ -7,7 +7,7 @@
  * - fs slots holding pages the index does not reference (leaked space) stay bounded: after open they must be 0,
  *   since reconcile adopts them into the index.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, truncateSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { HostArena, TransferEngine } from '@tiersync/native';
@@ -96,7 +96,10 @@ interface CycleCheck {
   childCorrupt: number;
 }
 
-/** Reads the journal: pages acknowledged durable and not deleted since, and pages the child saw served corrupt. */
+/**
+ * Reads the journal: pages acknowledged durable and not deleted since, and pages the child saw served corrupt. Cuts
+ * a torn last line off the file.
+ */
 function readJournal(file: string): { durable: Set<PageKey>; corrupt: number } {
   const durable = new Set<PageKey>();
   let corrupt = 0;
@@ -106,9 +109,12 @@ function readJournal(file: string): { durable: Set<PageKey>; corrupt: number } {
   } catch {
     return { durable, corrupt };
   }
-  // The last line may be cut short by the kill (its write was never acknowledged): only whole lines count.
+  // The last line may be cut short by the kill (its write was never acknowledged): only whole lines count. It is
+  // cut off the file too: the next child appends to the journal, and would otherwise extend that torn line (a
+  // `durable KEY` cut inside the key, then `deleting ...` read as part of it).
   const lines = text.split('\n');
-  lines.pop();
+  const torn = lines.pop()!;
+  if (torn) truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
   for (const line of lines) {
     const [what, key] = line.split(' ');
     if (!key) continue;
