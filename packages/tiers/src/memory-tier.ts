@@ -70,11 +70,14 @@ export abstract class MemoryTier implements TierDriver {
   slotVersions: Uint32Array | undefined;
   /**
    * @internal One 32-bit count per slot of pins held outside JavaScript (the peer data plane's GETs), Atomics. A
-   * delete bumps the slot's version first, then reads its pins, and keeps a pinned page; such a reader pins first,
-   * then checks the version it recorded: one of the two sees the other's write, so a slot is never freed under it.
+   * delete bumps the slot's version first, then reads its pins; such a reader pins first, then checks the version it
+   * recorded: one of the two sees the other's write. A deleted page whose slot a reader holds is gone from the table
+   * at once, but its slot is kept aside (#heldByReaders) until the pin drops, so a slot is never reused under a send.
    * Shared memory, undefined until open().
    */
   slotPins: Int32Array | undefined;
+  /** Slots of deleted pages a reader outside JavaScript still held at the delete; freed once their pins drop. */
+  readonly #heldByReaders = new Set<Slot>();
   #closed = false;
   #usedBytes = 0;
 
@@ -137,21 +140,29 @@ export abstract class MemoryTier implements TierDriver {
   }
 
   /**
-   * Bumps the slot's version, then says whether a reader outside JavaScript holds it (slotPins): a reader that
-   * pins after the bump sees the change and lets go; one that pinned before is seen here.
+   * Frees the slot of a deleted page: bumps its version, then reads its pins (slotPins). A reader that pins after
+   * the bump sees the change and lets go; one that pinned before is seen here, and the slot waits for it
+   * (#heldByReaders) instead of going back to the allocator.
    */
-  #pinnedOutside(slot: Slot): boolean {
+  #freeDeleted(allocator: PageAllocator, slot: Slot): void {
     Atomics.add(this.slotVersions!, slot, 1);
-    return Atomics.load(this.slotPins!, slot) > 0;
+    if (Atomics.load(this.slotPins!, slot) > 0) this.#heldByReaders.add(slot);
+    else allocator.free([slot]);
   }
 
-  /**
-   * Frees slots; each one's version is bumped first (unless the caller just did: `bumped`), so a reader outside
-   * JavaScript sees the slot change.
-   */
-  #free(allocator: PageAllocator, slots: readonly Slot[], bumped = false): void {
+  /** Gives back the held slots whose readers have let go (their versions were bumped at the delete). */
+  #freeReleased(allocator: PageAllocator): void {
+    for (const slot of this.#heldByReaders) {
+      if (Atomics.load(this.slotPins!, slot) > 0) continue;
+      this.#heldByReaders.delete(slot);
+      allocator.free([slot]);
+    }
+  }
+
+  /** Frees slots that no reader outside JavaScript can hold; each one's version is bumped first all the same. */
+  #free(allocator: PageAllocator, slots: readonly Slot[]): void {
     const v = this.slotVersions;
-    if (v && !bumped) for (const s of slots) Atomics.add(v, s, 1);
+    if (v) for (const s of slots) Atomics.add(v, s, 1);
     allocator.free(slots);
   }
 
@@ -295,7 +306,6 @@ export abstract class MemoryTier implements TierDriver {
     checkKeys(keys, this.capabilities.kind);
     const deleted: PageKey[] = [];
     const pinned: PageKey[] = [];
-    const moved: PageKey[] = [];
     for (const k of new Set(keys)) {
       const page = this.table.get(k);
       if (!page) continue;
@@ -303,19 +313,13 @@ export abstract class MemoryTier implements TierDriver {
         pinned.push(k);
         continue;
       }
-      if (this.#pinnedOutside(page.slot)) {
-        pinned.push(k);
-        moved.push(k); // its version changed: watchers learn the new one
-        continue;
-      }
       store.commit?.(page.slot, undefined);
       this.table.delete(k);
-      this.#free(allocator, [page.slot], true);
+      this.#freeDeleted(allocator, page.slot);
       this.#usedBytes -= page.length;
       deleted.push(k);
     }
     if (deleted.length) for (const w of this.#keyWatchers) w.removed(deleted);
-    if (moved.length) this.#keysAdded(moved);
     return { deleted, pinned };
   }
 
@@ -352,6 +356,7 @@ export abstract class MemoryTier implements TierDriver {
   }
 
   #allocate(allocator: PageAllocator, n: number, reclaim = true): Slot[] | undefined {
+    if (this.#heldByReaders.size) this.#freeReleased(allocator);
     const got = allocator.allocate(n);
     if (got || !reclaim || !this.#reclaimers.size) return got;
     for (const r of [...this.#reclaimers]) r();

@@ -117,27 +117,29 @@ describe('host tier on /dev/shm', () => {
     src.close();
   });
 
-  it('keeps a page pinned outside JavaScript (slotPins): delete reports it pinned, bumps its version and tells watchers where it is', async () => {
+  it('deletes a page a reader outside JavaScript holds (slotPins) at once, but reuses its slot only once the reader lets go', async () => {
     const engine = new TransferEngine({ threads: 1 });
     const src = HostArena.create({ capacity: PAGE });
     src.view(0, PAGE).fill(9);
-    const t = new HostTier(`host://?capacity=${4 * PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });
+    const t = new HostTier(`host://?capacity=${PAGE}`, { engine, pageBytes: PAGE, fingerprint: '' });
     await t.open();
     const changes: string[] = [];
     const unwatch = t.watchKeys({ added: (keys) => changes.push(`+${keys.join(',')}`), removed: (keys) => changes.push(`-${keys.join(',')}`) });
     await t.write([{ key: testKey(1), source: { arena: src, offset: 0, length: PAGE } }]);
     const [where] = t.locate([testKey(1)]);
     const version = t.slotVersions![where!.slot]!;
-    // A reader outside JavaScript holds the slot: the page stays; the version moved, so the watcher hears it again.
+    // A reader outside JavaScript holds the only slot: the page is gone for everyone else, its version moved.
     Atomics.add(t.slotPins!, where!.slot, 1);
-    expect(t.deleteNow([testKey(1)])).toEqual({ deleted: [], pinned: [testKey(1)] });
-    expect(t.slotVersions![where!.slot]).toBe(version + 1);
-    expect(t.locate([testKey(1)])).toEqual([where]);
-    // Let go: the delete frees it, with one more bump.
-    Atomics.sub(t.slotPins!, where!.slot, 1);
     expect(t.deleteNow([testKey(1)])).toEqual({ deleted: [testKey(1)], pinned: [] });
-    expect(t.slotVersions![where!.slot]).toBe(version + 2);
-    expect(changes).toEqual([`+${testKey(1)}`, `+${testKey(1)}`, `-${testKey(1)}`]);
+    expect(t.slotVersions![where!.slot]).toBe(version + 1);
+    expect(t.locate([testKey(1)])).toEqual([undefined]);
+    expect(changes).toEqual([`+${testKey(1)}`, `-${testKey(1)}`]);
+    // Its slot is not handed out under the reader: the one-slot tier has no room yet.
+    expect(t.reserveRemote([testKey(2)])).toBeUndefined();
+    await expect(t.write([{ key: testKey(2), source: { arena: src, offset: 0, length: PAGE } }])).rejects.toMatchObject({ code: 'ERR_TIER_FULL' });
+    // Let go: the next allocation takes the slot back.
+    Atomics.sub(t.slotPins!, where!.slot, 1);
+    expect(t.reserveRemote([testKey(2)])?.offsets).toEqual(Float64Array.of(where!.offset));
     unwatch();
     await t.close();
     await engine.close();

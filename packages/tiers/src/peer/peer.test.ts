@@ -424,10 +424,14 @@ describe('peer PUTs into granted slots', () => {
       let deleted = 0;
       const churn = (async () => {
         for (let round = 0; round < 150; round++) {
-          // A page a GET holds is reported pinned and kept (written again next round).
           const r = await host.delete(keys);
           deleted += r.deleted.length;
-          await host.write(keys.filter((k) => !r.pinned.includes(k)).map((key) => ({ key, source: source(keys.indexOf(key), round) })));
+          // A deleted page's slot a GET still holds is reused only after its send: the tier may be short until then.
+          for (;;) {
+            const write = host.write(keys.map((key, k) => ({ key, source: source(k, round) })));
+            if (await write.then(() => true, (e: TierSyncError) => (e.code === 'ERR_TIER_FULL' ? false : Promise.reject(e)))) break;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
           await new Promise((resolve) => setTimeout(resolve, round % 3)); // stored a while, for GETs to find
         }
       })();
@@ -449,6 +453,8 @@ describe('peer PUTs into granted slots', () => {
       await expect.poll(async () => (await host.delete(keys), host.stats().pages), { timeout: 5000 }).toBe(0);
       expect(host.stats().usedBytes).toBe(0);
       expect(host.slotPins!.every((p) => p === 0)).toBe(true);
+      // Every slot a GET held at its page's delete came back: all six fit again (the pool's one is taken back).
+      expect(host.reserveRemote(Array.from({ length: 6 }, (_, i) => testKey(i, 6)))).toBeDefined();
     });
   });
 
