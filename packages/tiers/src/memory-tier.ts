@@ -159,6 +159,15 @@ export abstract class MemoryTier implements TierDriver {
     }
   }
 
+  /**
+   * @internal Slots of deleted pages that readers outside JavaScript still hold (for the length of a send): taken,
+   * yet holding no page the hierarchy's planner counts, so whoever makes room before a reservation asks for them too.
+   */
+  get slotsHeldByReaders(): number {
+    if (this.#heldByReaders.size && this.allocator) this.#freeReleased(this.allocator);
+    return this.#heldByReaders.size;
+  }
+
   /** Frees slots that no reader outside JavaScript can hold; each one's version is bumped first all the same. */
   #free(allocator: PageAllocator, slots: readonly Slot[]): void {
     const v = this.slotVersions;

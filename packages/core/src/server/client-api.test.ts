@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostArena, crc32c } from '@tiersync/native';
+import type { HostTier } from '@tiersync/tiers';
 import { TierSyncClient } from '../client/index.js';
 import { FRAME_MAGIC, FrameReader, clientOps, clientProtocolJsonSchema, encodeFrame, errorBodySchema, type ClientOp } from '../protocol/index.js';
 import { parseServerConfig } from './config.js';
@@ -365,6 +366,46 @@ describe('a load lease under eviction pressure', () => {
       } finally {
         into.close();
       }
+    } finally {
+      arena.close();
+      await client.close();
+      await daemon.close();
+    }
+  });
+
+  it("asks room for the slots native GETs still hold after their page's delete, so a full tier still takes a reservation", async () => {
+    const daemon = await startTestDaemon('client-held', {
+      hostPages: 8,
+      fsPages: 256,
+      host: { highWatermark: 1, lowWatermark: 1 },
+      config: () => ({ peer: { port: 0 }, client: { socket: false } }),
+    });
+    const { server } = daemon;
+    const client = await TierSyncClient.connect({ url: server.url, transport: 'shm' });
+    const arena = HostArena.create({ capacity: 8 * PAGE });
+    try {
+      randomFillSync(arena.view(0, 8 * PAGE));
+      const pages = (n: number) => Array.from({ length: n }, (_, i) => ({ arena, offset: i * PAGE, length: PAGE }));
+      const first = Array.from({ length: 8 }, (_, i) => key(600 + i));
+      expect((await client.store(first, pages(8))).stored).toBe(8);
+      await server.ts.flush();
+      // A native GET (the peer data plane) holds one page's slot when the page is deleted: the page is gone, the
+      // slot is not free, and the planner, which counts pages, cannot see it.
+      const host = server.ts.tierDriver('host') as HostTier;
+      const stored = (await send({ url: server.url }, 'resolve', { keys: [first[0]] }, { token: null })).json.keys as string[];
+      const [where] = host.locate(stored);
+      Atomics.add(host.slotPins!, where!.slot, 1);
+      expect(await client.delete([first[0]!])).toMatchObject({ deleted: 1, pinned: 0 });
+      expect(host.slotsHeldByReaders).toBe(1);
+      // Six new pages: the hierarchy is asked to make room for seven (it counts seven pages, the tier eight slots).
+      const second = Array.from({ length: 6 }, (_, i) => key(700 + i));
+      expect((await client.store(second, pages(6))).stored).toBe(6);
+      // Let go: the held slot returns at the next allocation, and no slot is left behind.
+      Atomics.sub(host.slotPins!, where!.slot, 1);
+      expect(host.slotsHeldByReaders).toBe(0);
+      await server.ts.flush();
+      const stats = server.ts.stats().tiers.find((t) => t.name === 'host')!;
+      expect(stats.pages).toBe(stats.usedPages);
     } finally {
       arena.close();
       await client.close();

@@ -730,8 +730,7 @@ export class ClientApi {
   /** Loads pages that only lower tiers hold into host-tier slots (checked on read by those tiers) and adopts them. */
   async #bringUp(pages: Array<{ key: PageKey; length: number; tier: string; tiers: readonly string[] }>): Promise<void> {
     const { ts, hostTier, hostTierName } = this.#o;
-    await ts.makeRoomOn(hostTierName, pages.length);
-    const got = hostTier.reserveRemote(pages.map((p) => p.key));
+    const got = await this.#unrecorded.reserve(hostTier, pages.map((p) => p.key), () => this.#evictedWhilePinned.size);
     if (!got) throw new ProtocolError(`the host tier has no room to load ${pages.length} page(s) into (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
     const arena = this.arena;
     const want = pages.filter((_, i) => got.offsets[i]! >= 0);

@@ -119,16 +119,18 @@ export class PageRecorder {
   /**
    * Reserves one slot per key in `tier` after the planner makes room (`TierSync.makeRoomOn`). Committed pages the
    * index has yet to record hold slots the planner cannot count or evict yet: when short, they are recorded first
-   * and room is made once more. `ghosts`: slots the planner cannot see either (evicted pages a lease still holds),
-   * asked for too; more of them after the first try also earns the second. undefined: still no room.
+   * and room is made once more. Slots the planner cannot see either are asked for too: `ghosts` (evicted pages a
+   * lease still holds) and the tier's slots that native readers still hold after their page was deleted; more of
+   * them after the first try also earns the second. undefined: still no room.
    */
   async reserve(tier: HostTier, keys: readonly PageKey[], ghosts: () => number = () => 0): Promise<ReturnType<HostTier['reserveRemote']>> {
-    const before = ghosts();
+    const hidden = () => ghosts() + tier.slotsHeldByReaders;
+    const before = hidden();
     await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + before);
     let got = tier.reserveRemote(keys);
-    if (!got && (ghosts() > before || this.#unrecorded.size)) {
+    if (!got && (hidden() > before || this.#unrecorded.size)) {
       await this.recorded();
-      await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + ghosts());
+      await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + hidden());
       got = tier.reserveRemote(keys);
     }
     return got;
