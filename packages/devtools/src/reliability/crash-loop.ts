@@ -7,13 +7,14 @@
  * - fs slots holding pages the index does not reference (leaked space) stay bounded: after open they must be 0,
  *   since reconcile adopts them into the index.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, truncateSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { HostArena, TransferEngine } from '@tiersync/native';
 import { FsTier, type PageKey } from '@tiersync/tiers';
 import { kvLayout, TierSync } from '@tiersync/core';
 import { killCycle, seededRandom, type KillLoopOptions } from './child-process.js';
+import { readJournal } from './journal.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_LAYOUT, CRASH_PAGE_BYTES, PROMPTS, crashConfig, pageMatches, promptTokens } from './workload.js';
 
@@ -94,35 +95,6 @@ interface CycleCheck {
   recoveredUnacknowledged: number;
   integrityFailures: number;
   childCorrupt: number;
-}
-
-/**
- * Reads the journal: pages acknowledged durable and not deleted since, and pages the child saw served corrupt. Cuts
- * a torn last line off the file.
- */
-function readJournal(file: string): { durable: Set<PageKey>; corrupt: number } {
-  const durable = new Set<PageKey>();
-  let corrupt = 0;
-  let text = '';
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    return { durable, corrupt };
-  }
-  // The last line may be cut short by the kill (its write was never acknowledged): only whole lines count. It is
-  // cut off the file too: the next child appends to the journal, and would otherwise extend that torn line (a
-  // `durable KEY` cut inside the key, then `deleting ...` read as part of it).
-  const lines = text.split('\n');
-  const torn = lines.pop()!;
-  if (torn) truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
-  for (const line of lines) {
-    const [what, key] = line.split(' ');
-    if (!key) continue;
-    if (what === 'durable') durable.add(key);
-    else if (what === 'deleting') durable.delete(key);
-    else if (what === 'corrupt') corrupt++;
-  }
-  return { durable, corrupt };
 }
 
 async function verify(dir: string, journal: string, result: ScenarioResult, cycle: number, engine: TransferEngine): Promise<CycleCheck> {

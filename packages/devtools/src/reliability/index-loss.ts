@@ -8,7 +8,7 @@
  * - at the end, a hierarchy opened twice in a row with `index: ':memory:'` still finds every journaled page (no
  *   reconcile deletes what an empty index does not know).
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { HostArena } from '@tiersync/native';
@@ -16,6 +16,7 @@ import type { PageKey } from '@tiersync/tiers';
 import { BlockIndex, TierSync } from '@tiersync/core';
 import { killCycle, seededRandom, type KillLoopOptions } from './child-process.js';
 import { indexLossConfig } from './index-loss-workload.js';
+import { readJournal } from './journal.js';
 import { Deadline, scenario, withDeadline, type ScenarioResult } from './report.js';
 import { CRASH_PAGE_BYTES, PROMPTS, pageMatches, promptTokens } from './workload.js';
 
@@ -67,7 +68,7 @@ export async function runIndexLoss(options: IndexLossOptions = {}): Promise<Scen
       // The index is lost: only the tiers know what was stored.
       for (const suffix of ['', '-wal', '-shm']) rmSync(indexFile + suffix, { force: true });
       result.faults++;
-      const durable = readJournal(journal);
+      const durable = readJournal(journal).durable;
       totals.acknowledged = durable.size;
       const c = await check(indexLossConfig(dir, shm), durable, result, `cycle ${cycle}`);
       if (c) totals.adoptedMax = Math.max(totals.adoptedMax, c.indexed);
@@ -80,7 +81,7 @@ export async function runIndexLoss(options: IndexLossOptions = {}): Promise<Scen
       }
     }
     // The library's default index: in memory. Opening twice in a row must keep (and find) every page both times.
-    const durable = readJournal(journal);
+    const durable = readJournal(journal).durable;
     for (let i = 0; i < 2; i++) {
       result.runs++;
       if (await check(indexLossConfig(dir, shm, ':memory:'), durable, result, `':memory:' reopen ${i + 1}`)) totals.memoryReopens++;
@@ -192,19 +193,6 @@ function chainCheck(file: string, durable: ReadonlySet<PageKey>, chain: Readonly
     index.close();
   }
   return { chain: ok, keyed };
-}
-
-/** Pages acknowledged durable by the writer: whole journal lines only (the last may be cut short by the kill). */
-function readJournal(file: string): Set<PageKey> {
-  let text = '';
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    return new Set();
-  }
-  const lines = text.split('\n');
-  lines.pop();
-  return new Set(lines.filter((l) => l.startsWith('durable ')).map((l) => l.slice(8)));
 }
 
 function shmFolder(): string {
