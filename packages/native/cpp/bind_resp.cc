@@ -367,6 +367,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     o.Set("landedSets", static_cast<double>(door_ ? door_->fastSets() : 0));
     o.Set("nativeGets", static_cast<double>(door_ ? door_->nativeGets() : 0));
     o.Set("nativeExists", static_cast<double>(door_ ? door_->nativeExists() : 0));
+    o.Set("nativeMgets", static_cast<double>(door_ ? door_->nativeMgets() : 0));
     o.Set("getMismatches", static_cast<double>(door_ ? door_->getMismatches() : 0));
     o.Set("hotGets", static_cast<double>(door_ ? door_->hotGets() : 0));
     o.Set("mirroredKeys", static_cast<double>(door_ ? door_->mirrorSize() : 0));

@@ -113,6 +113,8 @@ class Door {
   uint64_t nativeGets() const { return nativeGets_.load(); }
   // `EXISTS key...` answered on the door thread: every key a mirrored value with all its pages in place.
   uint64_t nativeExists() const { return nativeExists_.load(); }
+  // `MGET key...` answered on the door thread: every key a mirrored value whose pages all matched.
+  uint64_t nativeMgets() const { return nativeMgets_.load(); }
   // GETs of a mirrored key whose slot version or CRC32C no longer matched: forwarded, the entry dropped.
   uint64_t getMismatches() const { return getMismatches_.load(); }
   // Native GETs answered with a reply kept from an earlier GET of the same entry (no copy).
@@ -133,9 +135,19 @@ class Door {
   void Process(const std::shared_ptr<Conn>& c);
   // Answers `GET key` from the mirror (door thread); false: forward it to JavaScript.
   bool ServeGet(Conn& c, uint32_t tenant, const uint8_t* key, size_t keyLength);
-  // Answers `EXISTS key...` (the `count` keys at p, whole in hand; *used: their bytes) from the mirror; false:
-  // forward it to JavaScript, which asks the hierarchy about values not in the first tier's slots.
+  // Answers `MGET key...` (the `count` keys at p, whole in hand; *used: their bytes) when every key is a mirrored
+  // value whose pages all match and the values add up to at most 1 MiB; false: forward it to JavaScript.
+  bool ServeMget(Conn& c, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used);
+  // Answers `EXISTS key...` (as ServeMget) from the mirror; false: forward it to JavaScript, which asks the
+  // hierarchy about values not in the first tier's slots.
   bool ServeExists(Conn& c, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used);
+  struct Replies;
+  // Appends `v`'s bulk reply (kept, or copied from its slots with their versions and CRC32Cs checked); false when
+  // a page no longer matches (counted as a mismatch; the caller drops the entry).
+  bool ReplyFor(const std::shared_ptr<const MirrorValue>& v, Replies& out, bool* reused);
+  void DropMirrored(uint32_t tenant, const uint8_t* key, size_t keyLength, const std::shared_ptr<const MirrorValue>& v);
+  // Queues one command's replies on the client; false past its output limit (JavaScript's flow control answers).
+  bool Enqueue(Conn& c, Replies& replies);
   // Records that a GET of `v` was answered here (door thread), once per TakeServed() window.
   void NoteServed(const std::shared_ptr<const MirrorValue>& v);
   bool Flush(Conn& c);  // c.m held; false when the socket failed
@@ -165,7 +177,7 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
-  std::atomic<uint64_t> nativeExists_{0};
+  std::atomic<uint64_t> nativeExists_{0}, nativeMgets_{0};
   std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0}, unrecordedGets_{0};
   // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door.cc).
   struct Hot;
@@ -174,6 +186,7 @@ class Door {
   std::mutex mirrorMutex_;
   std::unordered_map<std::string, std::shared_ptr<const MirrorValue>> mirror_;
   std::string lookup_;  // door thread: the key being looked up
+  std::vector<std::pair<size_t, size_t>> keysScratch_;  // door thread: where a command's keys are (MGET, EXISTS)
   // Entries GETs were answered from since the last TakeServed() (each once: its `served` flag), at most kServedMax.
   // The vector keeps its capacity across drains, so recording an entry allocates nothing once it has grown.
   std::mutex servedMutex_;

@@ -45,6 +45,8 @@ export interface RespNativeStats {
   nativeGets: number;
   /** `EXISTS key...` answered on the door thread: every key a mirrored value with all its pages in place. */
   nativeExists: number;
+  /** `MGET key...` answered on the door thread: every key a mirrored value whose pages all matched. */
+  nativeMgets: number;
   /** GETs of a mirrored key forwarded because a slot version or CRC32C no longer matched (the entry dropped). */
   getMismatches: number;
   /**

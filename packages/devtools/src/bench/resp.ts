@@ -53,6 +53,12 @@ export interface RespBenchOptions {
    * door running on Node's socket path can reach on this machine. Default false.
    */
   nodeSink?: boolean;
+  /**
+   * Also time `MGET` of this many keys (batched connectors read chunks so): their values (`valueBytes` each) are
+   * stored first on both targets, then `redis-benchmark -c CLIENTS -n REQUESTS/K MGET mget:0 ... mget:K-1`.
+   * Default: not run.
+   */
+  mgetKeys?: number;
   log?: (line: string) => void;
 }
 
@@ -60,6 +66,9 @@ export interface RespRun {
   target: 'door' | 'redis' | 'node-sink';
   setRps: number;
   getRps: number;
+  /** With `mgetKeys`: MGETs per second (each of mgetKeys values), and the target's CPU per MGET, microseconds. */
+  mgetRps?: number;
+  mgetCpuUs?: number;
 }
 
 export interface RespBenchReport {
@@ -82,6 +91,19 @@ export interface RespBenchReport {
   pairRatio: { set: number; get: number };
   /** With `nodeSink`: the bare Node sink's medians, and door / sink and sink / redis-server (medians). */
   nodeSink?: { setRps: number; getRps: number; doorRatio: { set: number; get: number }; redisRatio: { set: number; get: number } };
+  /** With `mgetKeys`: medians of MGETs per second (and the values' GiB/s), door / redis-server, per pair too. */
+  mget?: {
+    command: string;
+    keys: number;
+    door: { rps: number; GiBps: number };
+    redis: { rps: number; GiBps: number };
+    ratio: number;
+    pairRatio: number;
+    /** MGETs the door thread answered itself (native engine), warm-up included. */
+    doorNative: number;
+    /** CPU per MGET, microseconds (medians): the door's process (this one) and redis-server's (10 ms ticks). */
+    cpuUs: { door: number; redis: number };
+  };
   runs: RespRun[];
   machine: string;
 }
@@ -123,6 +145,56 @@ async function redisBenchmark(port: number, o: BenchShape, tests: 'get,set' | 's
     return v;
   };
   return { setRps: tests === 'get' ? 0 : rps('SET'), getRps: tests === 'set' ? 0 : rps('GET') };
+}
+
+/** Stores `keys` values of `valueBytes` under mget:0 ... on the server at `port`, over one pipelined connection. */
+async function storeMgetValues(port: number, keys: number, valueBytes: number): Promise<void> {
+  const value = Buffer.alloc(valueBytes, 0x6d);
+  const commands = Array.from({ length: keys }, (_, i) => Buffer.concat([Buffer.from(`*3\r\n$3\r\nSET\r\n$${`mget:${i}`.length}\r\nmget:${i}\r\n$${valueBytes}\r\n`), value, Buffer.from('\r\n')]));
+  const want = Buffer.from('+OK\r\n'.repeat(keys));
+  await new Promise<void>((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const timer = setTimeout(() => fail(new TierSyncError(`storing the MGET values on port ${port} took over 30 s`, 'ERR_TIMEOUT')), 30_000);
+    let got = Buffer.alloc(0);
+    function fail(e: Error): void {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(e);
+    }
+    socket.on('error', fail);
+    socket.on('data', (c: Buffer) => {
+      got = Buffer.concat([got, c]);
+      if (got.length < want.length) return;
+      if (!got.equals(want)) return fail(new TierSyncError(`SET of the MGET values on port ${port} answered ${got.toString('latin1', 0, 200)}`, 'ERR_IO'));
+      clearTimeout(timer);
+      socket.end();
+      resolve();
+    });
+    socket.write(Buffer.concat(commands));
+  });
+}
+
+/** The MGET keys of `mgetKeys`. */
+function mgetArgs(keys: number): string[] {
+  return ['MGET', ...Array.from({ length: keys }, (_, i) => `mget:${i}`)];
+}
+
+/**
+ * Runs redis-benchmark with `MGET mget:0 ... mget:K-1`; MGETs per second, and the CPU per MGET `cpu` counted
+ * meanwhile (microseconds; the target's process).
+ */
+async function mgetBenchmark(port: number, o: BenchShape, keys: number, cpu?: () => { user: number; system: number }): Promise<{ mgetRps: number; mgetCpuUs?: number }> {
+  const requests = Math.max(100, Math.floor(o.requests / keys));
+  const before = cpu?.();
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-c', String(o.clients), '-n', String(requests), '--csv', ...mgetArgs(keys)];
+  const r = await exec('redis-benchmark', args, { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
+    throw new TierSyncError(`redis-benchmark failed: ${e.message} ${e.stderr ?? ''}`.trim(), 'ERR_IO');
+  });
+  if (/error/i.test(r.stdout + r.stderr)) throw new TierSyncError(`redis-benchmark reported errors: ${(r.stdout + r.stderr).slice(0, 500)}`, 'ERR_IO');
+  const v = Number(r.stdout.split('\n').find((l) => l.startsWith('"MGET'))?.split(',')[1]?.replace(/"/g, ''));
+  if (!Number.isFinite(v) || v <= 0) throw new TierSyncError(`redis-benchmark printed no MGET figure: ${r.stdout.slice(0, 300)}`, 'ERR_IO');
+  const after = cpu?.();
+  return { mgetRps: v, ...(before && after ? { mgetCpuUs: round((after.user + after.system - before.user - before.system) / requests, 1) } : {}) };
 }
 
 /**
@@ -217,6 +289,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   let server: TierSyncServer | undefined;
   const runs: RespRun[] = [];
   let engine: 'native' | 'node' = 'node';
+  let doorNativeMgets = 0;
   try {
     server = await TierSyncServer.start(doorConfig(options, o.valueBytes, shm));
     engine = server.resp!.engine;
@@ -226,19 +299,32 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
     await redisBenchmark(server.respPort, warm);
     await redisBenchmark(redis.port, warm);
     if (sink) await redisBenchmark(sink.port, warm);
+    const mgetKeys = options.mgetKeys;
+    if (mgetKeys) {
+      for (const port of [server.respPort, redis.port]) {
+        await storeMgetValues(port, mgetKeys, o.valueBytes);
+        await mgetBenchmark(port, warm, mgetKeys);
+      }
+    }
+    // MGET runs after the SETs and GETs of each target: the SETs of redis-benchmark write key:__rand_int__ (or one
+    // key), never the mget:* values.
+    const mget = async (port: number, cpu: () => { user: number; system: number }): Promise<{ mgetRps?: number; mgetCpuUs?: number }> => (mgetKeys ? await mgetBenchmark(port, o, mgetKeys, cpu) : {});
+    const doorCpu = () => process.cpuUsage();
+    const redisCpu = () => procCpu(redis.child.pid!);
     for (let i = 0; i < repetitions; i++) {
-      const door = await redisBenchmark(server.respPort, o);
+      const door = { ...(await redisBenchmark(server.respPort, o)), ...(await mget(server.respPort, doorCpu)) };
       runs.push({ target: 'door', ...door });
-      log(`door   SET ${round(door.setRps, 0)} req/s  GET ${round(door.getRps, 0)} req/s`);
-      const base = await redisBenchmark(redis.port, o);
+      log(`door   SET ${round(door.setRps, 0)} req/s  GET ${round(door.getRps, 0)} req/s${door.mgetRps ? `  MGET ${round(door.mgetRps, 0)} req/s` : ''}`);
+      const base = { ...(await redisBenchmark(redis.port, o)), ...(await mget(redis.port, redisCpu)) };
       runs.push({ target: 'redis', ...base });
-      log(`redis  SET ${round(base.setRps, 0)} req/s  GET ${round(base.getRps, 0)} req/s`);
+      log(`redis  SET ${round(base.setRps, 0)} req/s  GET ${round(base.getRps, 0)} req/s${base.mgetRps ? `  MGET ${round(base.mgetRps, 0)} req/s` : ''}`);
       if (sink) {
         const bare = await redisBenchmark(sink.port, o);
         runs.push({ target: 'node-sink', ...bare });
         log(`sink   SET ${round(bare.setRps, 0)} req/s  GET ${round(bare.getRps, 0)} req/s`);
       }
     }
+    doorNativeMgets = server.resp!.nativeStats()?.nativeMgets ?? 0;
   } finally {
     await server?.close();
     await redis.stop();
@@ -258,6 +344,26 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
   const door = figure('door');
   const base = figure('redis');
   const bare = sink ? figure('node-sink') : undefined;
+  const mgetKeys = options.mgetKeys;
+  let mget: RespBenchReport['mget'];
+  if (mgetKeys) {
+    const rps = (target: RespRun['target']) => median(runs.filter((r) => r.target === target).map((r) => r.mgetRps!));
+    const [d, b] = [rps('door'), rps('redis')];
+    const GiBps = (v: number) => round((v * mgetKeys * o.valueBytes) / 1024 ** 3);
+    mget = {
+      command: `redis-benchmark -c ${o.clients} -n ${Math.max(100, Math.floor(o.requests / mgetKeys))} ${mgetArgs(mgetKeys).join(' ')} (values of ${o.valueBytes} bytes)`,
+      keys: mgetKeys,
+      door: { rps: round(d, 0), GiBps: GiBps(d) },
+      redis: { rps: round(b, 0), GiBps: GiBps(b) },
+      ratio: round(d / b),
+      pairRatio: round(median(pairs.map(([x, y]) => x.mgetRps! / y.mgetRps!))),
+      doorNative: doorNativeMgets,
+      cpuUs: {
+        door: round(median(runs.filter((r) => r.target === 'door').map((r) => r.mgetCpuUs!)), 1),
+        redis: round(median(runs.filter((r) => r.target === 'redis').map((r) => r.mgetCpuUs!)), 1),
+      },
+    };
+  }
   return {
     command: commandLine(o, 'get,set'),
     ...o,
@@ -271,6 +377,7 @@ export async function runRespBench(options: RespBenchOptions = {}): Promise<Resp
       set: round(median(pairs.map(([d, b]) => d.setRps / b.setRps))),
       get: round(median(pairs.map(([d, b]) => d.getRps / b.getRps))),
     },
+    ...(mget ? { mget } : {}),
     ...(bare ? { nodeSink: { setRps: bare.setRps, getRps: bare.getRps, doorRatio: { set: round(door.setRps / bare.setRps), get: round(door.getRps / bare.getRps) }, redisRatio: { set: round(bare.setRps / base.setRps), get: round(bare.getRps / base.getRps) } } } : {}),
     runs,
     machine: `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${round(os.totalmem() / 1024 ** 3, 1)} GiB`,
@@ -394,6 +501,7 @@ redis-server started in the same run (alternating); reports both and the ratio.
   --engine E       the door's engine: native or node (default: resp.engine's default)
   --durable        the door's host tier on /dev/shm and its catalog durable (every SET writes its manifest first)
   --node-sink      also run a bare Node.js RESP sink (stores nothing: the ceiling of Node's socket path here)
+  --mget K         also time MGET of K keys (values of BYTES stored first on both), -n REQUESTS/K
   --cpu            instead: CPU microseconds per SET and per GET of the door process (in-process door) and of
                    redis-server, from redis-benchmark -t set, then -t get (default -n 10000), after a warm-up`;
 
@@ -406,7 +514,7 @@ function positive(v: string | undefined, name: string): number | undefined {
 
 /** `tiersync bench resp ...` (its own options). */
 export async function respBenchCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, keyspace: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, cpu: { type: 'boolean' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean' }, requests: { type: 'string' }, bytes: { type: 'string' }, clients: { type: 'string' }, repetitions: { type: 'string' }, keyspace: { type: 'string' }, durable: { type: 'boolean' }, engine: { type: 'string' }, 'node-sink': { type: 'boolean' }, mget: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean' } } });
   if (values.help) {
     console.log(usage);
     return 0;
@@ -429,6 +537,8 @@ export async function respBenchCommand(args: string[]): Promise<number> {
     opts.engine = values.engine;
   }
   if (values['node-sink']) opts.nodeSink = true;
+  const mgetKeys = positive(values.mget, '--mget');
+  if (mgetKeys) opts.mgetKeys = mgetKeys;
   if (values.cpu) {
     const c = await runRespCpu(opts);
     const line = (f: RespCpuFigure) => `${f.usPerRequest} us (user ${f.userUs}, sys ${f.sysUs}) at ${f.rps} req/s`;
@@ -444,7 +554,7 @@ export async function respBenchCommand(args: string[]): Promise<number> {
   console.log(
     values.json
       ? JSON.stringify(r)
-      : [`${r.command} (door catalog: ${r.catalog}, engine: ${r.engine})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`, ...(r.nodeSink ? [`node sink    SET ${r.nodeSink.setRps} req/s  GET ${r.nodeSink.getRps} req/s  (door / sink: SET ${r.nodeSink.doorRatio.set}  GET ${r.nodeSink.doorRatio.get}; sink / redis: SET ${r.nodeSink.redisRatio.set}  GET ${r.nodeSink.redisRatio.get})`] : [])].join('\n'),
+      : [`${r.command} (door catalog: ${r.catalog}, engine: ${r.engine})`, `door         SET ${r.door.setRps} req/s (${r.door.setGiBps} GiB/s)  GET ${r.door.getRps} req/s (${r.door.getGiBps} GiB/s)`, `redis-server SET ${r.redis.setRps} req/s (${r.redis.setGiBps} GiB/s)  GET ${r.redis.getRps} req/s (${r.redis.getGiBps} GiB/s)`, `ratio        SET ${r.ratio.set}  GET ${r.ratio.get}  (per pair: SET ${r.pairRatio.set}  GET ${r.pairRatio.get})`, ...(r.mget ? [`MGET of ${r.mget.keys}: door ${r.mget.door.rps} req/s (${r.mget.door.GiBps} GiB/s)  redis-server ${r.mget.redis.rps} req/s (${r.mget.redis.GiBps} GiB/s)  ratio ${r.mget.ratio} (per pair ${r.mget.pairRatio}); CPU per MGET: door ${r.mget.cpuUs.door} us, redis-server ${r.mget.cpuUs.redis} us`] : []), ...(r.nodeSink ? [`node sink    SET ${r.nodeSink.setRps} req/s  GET ${r.nodeSink.getRps} req/s  (door / sink: SET ${r.nodeSink.doorRatio.set}  GET ${r.nodeSink.doorRatio.get}; sink / redis: SET ${r.nodeSink.redisRatio.set}  GET ${r.nodeSink.redisRatio.get})`] : [])].join('\n'),
   );
   return 0;
 }

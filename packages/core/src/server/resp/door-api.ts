@@ -50,6 +50,8 @@ export interface RespDoorStats {
   nativeGets?: number;
   /** Native engine: EXISTS answered on its thread (every key a mirrored value in place). */
   nativeExists?: number;
+  /** Native engine: MGET answered on its thread (every key a mirrored value whose pages all matched). */
+  nativeMgets?: number;
   getMismatches?: number;
   hotGets?: number;
   mirroredKeys?: number;

@@ -956,7 +956,7 @@ export class RespDoor implements StreamHost, DoorApi {
     const counts = this.#commandCounts;
     new Counter({
       name: 'tiersync_resp_commands_total',
-      help: 'RESP commands executed, by command (GETs and EXISTS the native engine answered on its thread included).',
+      help: 'RESP commands executed, by command (GET, MGET and EXISTS the native engine answered on its thread included).',
       labelNames: ['command'],
       registers: [r],
       collect() {
@@ -965,6 +965,7 @@ export class RespDoor implements StreamHost, DoorApi {
         const native = door.nativeStats();
         if (native?.nativeGets) this.inc({ command: 'get' }, native.nativeGets);
         if (native?.nativeExists) this.inc({ command: 'exists' }, native.nativeExists);
+        if (native?.nativeMgets) this.inc({ command: 'mget' }, native.nativeMgets);
       },
     });
     new Counter({

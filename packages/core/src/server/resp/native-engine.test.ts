@@ -239,7 +239,8 @@ describe('RESP door, native and Node engines answer alike', () => {
         else if (r < 0.7) parts.push(encodeCommand(['DEL', k]));
         else if (r < 0.78) parts.push(encodeCommand(['MSET', k, v, 'b', 'x']));
         else if (r < 0.85) parts.push(encodeCommand(['EXISTS', 'a', 'b', 'c']));
-        else if (r < 0.9) parts.push(Buffer.from('PING\r\n'));
+        else if (r < 0.88) parts.push(encodeCommand(['MGET', 'a', 'b', 'a']));
+        else if (r < 0.92) parts.push(Buffer.from('PING\r\n'));
         else parts.push(encodeCommand(['STRLEN', k]));
       }
       // Some rounds end in damage: a value with a wrong terminator, a bad header, or a cut command.
@@ -376,6 +377,48 @@ describe('RESP door, native engine, GETs answered on the door thread', () => {
     expect(await call('EXISTS', 'e1')).toBe(1);
     expect(stats().nativeExists - before).toBeGreaterThanOrEqual(2);
     expect(String(await call('INFO', 'stats'))).toMatch(/tiersync_native_exists:\d+/);
+    c.socket.destroy();
+  });
+
+  it('answers MGET of mirrored values (up to 1 MiB in all) natively, byte-exact; any other key (missing, deleted, with a TTL) sends the whole command to JavaScript', async () => {
+    const c = await Raw.connect(server.respPort);
+    const call = async (...args: Array<string | Buffer>): Promise<unknown> => {
+      c.socket.write(encodeCommand(args));
+      const [r] = await c.replies_(1);
+      return r!.kind === 'array' ? (r!.value as RespValue[]).map(text) : text(r!);
+    };
+    const values = new Map(['m1', 'm2', 'm3'].map((k, i) => [k, pattern(i === 1 ? 300 : 2 * PAGE + 5 + i, 40 + i)]));
+    for (const [k, v] of values) expect(await call('SET', k, v)).toBe('OK');
+    const want = (...keys: string[]) => keys.map((k) => values.get(k)?.toString('latin1') ?? null);
+    const before = stats();
+    expect(await call('MGET', 'm1', 'm2', 'm3', 'm1')).toEqual(want('m1', 'm2', 'm3', 'm1'));
+    expect(stats().nativeMgets - before.nativeMgets).toBe(1);
+    // The second time its replies are the kept ones (no copy): the same bytes.
+    expect(await call('mget', 'm3', 'm2')).toEqual(want('m3', 'm2'));
+    expect(stats().nativeMgets - before.nativeMgets).toBe(2);
+    expect(stats().hotGets - before.hotGets).toBeGreaterThanOrEqual(2);
+    // One key JavaScript must look up: the whole command goes there, and answers the same way Redis does.
+    expect(await call('MGET', 'm1', 'missing')).toEqual([...want('m1'), null]);
+    expect(await call('DEL', 'm2')).toBe(1);
+    expect(await call('MGET', 'm2', 'm3')).toEqual([null, ...want('m3')]);
+    expect(await call('SET', 'm4', 'ttl', 'PX', '60000')).toBe('OK');
+    expect(await call('MGET', 'm4', 'm1')).toEqual(['ttl', ...want('m1')]);
+    expect(stats().nativeMgets - before.nativeMgets).toBe(2);
+    // Pipelined behind a SET of one of its keys: the +OK, then the new value.
+    const fresh = pattern(PAGE + 9, 77);
+    c.socket.write(Buffer.concat([encodeCommand(['SET', 'm1', fresh]), encodeCommand(['MGET', 'm1', 'm3'])]));
+    const [ok, got] = await c.replies_(2);
+    expect(text(ok!)).toBe('OK');
+    expect((got!.value as RespValue[]).map(text)).toEqual([fresh.toString('latin1'), ...want('m3')]);
+    // Values adding up to over 1 MiB: JavaScript's thread writes the array (the door thread keeps reading).
+    const big = [pattern(600 << 10, 1), pattern(600 << 10, 2)];
+    expect(await call('SET', 'big1', big[0]!)).toBe('OK');
+    expect(await call('SET', 'big2', big[1]!)).toBe('OK');
+    const natively = stats().nativeMgets;
+    expect(await call('MGET', 'big1', 'big2')).toEqual(big.map((b) => b.toString('latin1')));
+    expect(await call('MGET', 'big1', 'm3')).toEqual([big[0]!.toString('latin1'), ...want('m3')]);
+    expect(stats().nativeMgets - natively).toBe(1);
+    expect(String(await call('INFO', 'stats'))).toMatch(/tiersync_native_mgets:\d+/);
     c.socket.destroy();
   });
 
@@ -593,9 +636,18 @@ describe('RESP door, native engine, GETs of changed slots', () => {
       c.socket.write(encodeCommand(['SET', 'dmg2', v]));
       expect((await c.replies_(1)).map(text)).toEqual(['OK']);
       damage('dmg2');
+      // An MGET naming it: the whole command is forwarded; JavaScript sends the intact value, never the damage.
+      const w = pattern(PAGE + 1, 6);
+      c.socket.write(encodeCommand(['SET', 'intact', w]));
+      expect((await c.replies_(1)).map(text)).toEqual(['OK']);
+      c.socket.write(encodeCommand(['MGET', 'intact', 'dmg2']));
+      const [m] = await c.replies_(1);
+      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 2, nativeMgets: 0, getMismatches: 1 });
+      expect(m!.kind).toBe('array');
+      expect(text((m!.value as RespValue[])[0]!)).toBe(w.toString('latin1'));
+      expect((m!.value as RespValue[])[1]).toMatchObject({ kind: 'bulk', value: null });
       c.socket.write(encodeCommand(['GET', 'dmg2']));
       const [r] = await c.replies_(1);
-      expect(server.resp!.nativeStats()).toMatchObject({ nativeGets: 2, getMismatches: 1, mirroredKeys: 1 });
       // What JavaScript answers for a damaged page (an error or nil): never the damaged bytes.
       expect(r!.kind === 'error' || (r!.kind === 'bulk' && r!.value === null)).toBe(true);
       c.socket.destroy();
