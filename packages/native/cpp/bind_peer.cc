@@ -235,6 +235,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("pooledPuts", Napi::Number::New(info.Env(), static_cast<double>(server_->pooledPuts())));
     o.Set("pooledSlots", Napi::Number::New(info.Env(), static_cast<double>(server_->pool().size())));
     o.Set("getsPlannedHere", Napi::Number::New(info.Env(), static_cast<double>(server_->getsPlannedHere())));
+    o.Set("hasAnsweredHere", Napi::Number::New(info.Env(), static_cast<double>(server_->hasAnsweredHere())));
     o.Set("heldKeys", Napi::Number::New(info.Env(), static_cast<double>(server_->table().size())));
     o.Set("rangesByChunk", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesByChunk())));
     o.Set("rangesWhole", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesWhole())));

@@ -81,6 +81,8 @@ class PageTable {
   void Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome);
   // Where each entry's key is (found[i] false: not held). False when a key is held but not located.
   bool Locate(const std::vector<Entry>& entries, std::vector<PageLoc>* locs, std::vector<uint8_t>* found);
+  // Whether each entry's key is held (the tier's, or claimed by a PUT acknowledged and not recorded yet).
+  void Contains(const std::vector<Entry>& entries, std::vector<uint8_t>* found);
   size_t size();
 
  private:
@@ -192,6 +194,7 @@ class Server {
   std::vector<Landed> DrainLanded();
   uint64_t pooledPuts() const { return pooledPuts_.load(); }
   uint64_t getsPlannedHere() const { return getsPlannedHere_.load(); }
+  uint64_t hasAnsweredHere() const { return hasAnsweredHere_.load(); }
   // Ranged GETs served from cached chunk CRC32Cs (only the chunks they overlap read), and those that checked whole.
   uint64_t rangesByChunk() const { return rangesByChunk_.load(); }
   uint64_t rangesWhole() const { return rangesWhole_.load(); }
@@ -210,6 +213,8 @@ class Server {
   void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
   // Plans a GET from the page table, pinning its pages; false (nothing pinned) when the control plane must.
   bool PlanGetHere(ServerRequest& r);
+  // Answers a HAS from the page table; false when it does not mirror the tier (the control plane answers).
+  bool AnswerHasHere(ServerRequest& r);
   // Unpins what PlanGetHere pinned and records what was sent (sent: the send completed).
   void FinishGetHere(ServerRequest& r, bool sent);
   // Wakes the control plane for a drain unless one is scheduled (landedMutex_ held by the caller).
@@ -235,7 +240,7 @@ class Server {
   std::mutex landedMutex_;
   std::vector<Landed> landed_;
   bool drainScheduled_ = false;
-  std::atomic<uint64_t> pooledPuts_{0}, getsPlannedHere_{0};
+  std::atomic<uint64_t> pooledPuts_{0}, getsPlannedHere_{0}, hasAnsweredHere_{0};
   ChunkCrcCache chunkCrcs_{8192};
   std::atomic<uint64_t> rangesByChunk_{0}, rangesWhole_{0};
   int listenFd_ = -1;

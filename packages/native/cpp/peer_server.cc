@@ -63,6 +63,12 @@ bool PageTable::Locate(const std::vector<Entry>& entries, std::vector<PageLoc>* 
   return true;
 }
 
+void PageTable::Contains(const std::vector<Entry>& entries, std::vector<uint8_t>* found) {
+  std::lock_guard<std::mutex> lock(m_);
+  found->assign(entries.size(), 0);
+  for (size_t i = 0; i < entries.size(); i++) (*found)[i] = pages_.count(entries[i].key) ? 1 : 0;
+}
+
 size_t PageTable::size() {
   std::lock_guard<std::mutex> lock(m_);
   return pages_.size();
@@ -500,6 +506,18 @@ bool Server::PlanGetHere(ServerRequest& r) {
   return true;
 }
 
+bool Server::AnswerHasHere(ServerRequest& r) {
+  // The table mirrors the tier only once the control plane shared its slots (servePeer does both together).
+  if (!slotVersions_.load(std::memory_order_acquire) || !notify_) return false;
+  std::vector<uint8_t> found;
+  table_.Contains(r.entries, &found);
+  r.offsets.assign(found.size(), -1);
+  r.statuses.resize(found.size());
+  for (size_t i = 0; i < found.size(); i++) r.statuses[i] = found[i] ? kOk : kMiss;
+  hasAnsweredHere_++;
+  return true;
+}
+
 void Server::FinishGetHere(ServerRequest& r, bool sent) {
   for (uint32_t s : r.pinnedSlots) __atomic_sub_fetch(&slotPins_[s], 1, __ATOMIC_SEQ_CST);
   r.pinnedSlots.clear();
@@ -627,7 +645,8 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   if (h.op != kPut) RecvTag(link);
   if (h.op == kPut && PutPooled(link, h, r->entries)) return;
 
-  if (!(h.op == kGet && PlanGetHere(*r))) {
+  const bool here = (h.op == kGet && PlanGetHere(*r)) || (h.op == kHas && AnswerHasHere(*r));
+  if (!here) {
     Ask(r);
     if (!r->refusal.empty()) throw NativeError(Code::Io, r->refusal);
   }

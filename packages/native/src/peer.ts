@@ -193,11 +193,12 @@ export class PeerServer {
    * connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open;
    * authFailures: failed handshakes and frames that failed their tag; pooledPuts: PUTs stored into granted slots
    * without a plan; pooledSlots: granted slots free now; heldKeys: keys the data plane knows the tier holds;
-   * getsPlannedHere: GETs planned on the data plane (the others asked `plan`). Ranged GET pages: rangesByChunk
-   * checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier whole check of the page found;
-   * rangesWhole checked their page whole (its first ranged read, or a chunk that no longer matched).
+   * getsPlannedHere, hasAnsweredHere: GETs planned and HAS answered on the data plane (the others asked `plan`).
+   * Ranged GET pages: rangesByChunk checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier
+   * whole check of the page found; rangesWhole checked their page whole (its first ranged read, or a chunk that no
+   * longer matched).
    */
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; rangesByChunk: number; rangesWhole: number } {
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number } {
     return this.#native.stats();
   }
 

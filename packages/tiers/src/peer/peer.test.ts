@@ -336,7 +336,7 @@ describe('peer PUTs into granted slots', () => {
       await host.write([{ key: testKey(0), source: { arena, offset: 0, length: PAGE } }]); // held before any PUT
       // [0]: step the worker may take (1: PUT, 2: GET), [1]: steps it finished; then statuses, bytes intact (1/0).
       const shared = new Int32Array(new SharedArrayBuffer(8));
-      const out = new Uint8Array(new SharedArrayBuffer(10));
+      const out = new Uint8Array(new SharedArrayBuffer(12));
       // Another thread is the client, so this one can block while the requests are answered.
       const worker = new Worker(
         `const { workerData: w, parentPort } = await import('node:worker_threads');
@@ -356,7 +356,9 @@ describe('peer PUTs into granted slots', () => {
         Atomics.wait(w.shared, 0, 0, 20000);
         const a = await client.put(src, [w.keys[1], w.keys[2]], at, lengths, crcs);
         const b = await client.put(src, [w.keys[1], w.keys[0]], at, lengths, crcs);
+        const h = await client.has([w.keys[2], w.keys[3], w.keys[0]]);
         w.out.set([...a.statuses, ...b.statuses]);
+        w.out.set(h.statuses, 9);
         step(1);
         const g = await client.get(src, [w.keys[1], w.keys[2], w.keys[3]], Float64Array.of(2 * w.page, 3 * w.page, 4 * w.page), Uint32Array.of(w.page, w.page, w.page));
         w.out.set([...g.statuses, crc32c(src.view(2 * w.page, w.page)) === crcs[0] ? 1 : 0, crc32c(src.view(3 * w.page, w.page)) === crcs[1] ? 1 : 0], 4);
@@ -374,8 +376,12 @@ describe('peer PUTs into granted slots', () => {
       };
       try {
         await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
+        const answered = server.stats().hasAnsweredHere;
         go(1);
         expect([...out.slice(0, 4)]).toEqual([PeerStatus.ok, PeerStatus.ok, PeerStatus.existing, PeerStatus.existing]);
+        // HAS, answered on the data plane too: a page landed but not recorded yet is there (read-your-writes).
+        expect([...out.slice(9, 12)]).toEqual([PeerStatus.ok, PeerStatus.miss, PeerStatus.ok]);
+        expect(server.stats().hasAnsweredHere - answered).toBe(1);
         // No turn of this thread has run since: the tier records the pages only now, once each.
         expect(host.hasNow([testKey(1), testKey(2)])).toEqual([false, false]);
         server.drain();

@@ -8,7 +8,9 @@
  *   client that has its ack finds the page.
  * - GETs are planned from the mirror; their slots are pinned through words shared with the tier (slotPins,
  *   slotVersions), which a delete respects. Their reads reach the tier's counters and `onServed` at the same batched
- *   call. A GET of a page landed but not recorded yet, HAS and DELETE ask the page table here.
+ *   call.
+ * - HAS is answered from the mirror (a key a PUT claimed counts).
+ * A GET of a page landed but not recorded yet and DELETE ask the page table here.
  * Bytes move socket <-> arena on native threads.
  */
 import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPageLocations, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
