@@ -688,27 +688,30 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
   return true;
 }
 
+bool Door::FindMirrored(uint32_t tenant, const uint8_t* p, const std::vector<std::pair<size_t, size_t>>& keys, std::vector<std::shared_ptr<const MirrorValue>>* values) {
+  values->clear();
+  values->reserve(keys.size());
+  std::lock_guard<std::mutex> lock(mirrorMutex_);
+  for (const auto& [keyAt, keyLength] : keys) {
+    lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
+    lookup_.append(reinterpret_cast<const char*>(p + keyAt), keyLength);
+    auto it = mirror_.find(lookup_);
+    if (it == mirror_.end()) return false;
+    values->push_back(it->second);
+  }
+  return true;
+}
+
 bool Door::ServeMget(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used) {
   // Every key whole in hand and a mirrored value whose pages all still match: the array is answered here. Any
   // other key may live on a lower tier, hold another type, or be gone: JavaScript answers the whole command.
   std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
-  size_t at;
-  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, &at)) return false;
   std::vector<std::shared_ptr<const MirrorValue>> values;
-  values.reserve(keys.size());
+  size_t at;
+  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, &at) || !FindMirrored(tenant, p, keys, &values)) return false;
   uint64_t bytes = 0;
-  {
-    std::lock_guard<std::mutex> lock(mirrorMutex_);
-    for (const auto& [keyAt, keyLength] : keys) {
-      lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
-      lookup_.append(reinterpret_cast<const char*>(p + keyAt), keyLength);
-      auto it = mirror_.find(lookup_);
-      if (it == mirror_.end()) return false;
-      bytes += it->second->length;
-      if (bytes > kNativeMgetBytes) return false;
-      values.push_back(it->second);
-    }
-  }
+  for (const auto& v : values) bytes += v->length;
+  if (bytes > kNativeMgetBytes) return false;
   Replies replies;
   replies.bulks.reserve(values.size());
   uint64_t reusedCount = 0;
@@ -732,23 +735,16 @@ bool Door::ServeMget(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, i
 }
 
 bool Door::ServeExists(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used) {
-  // The keys first, all whole in hand (otherwise JavaScript answers: it has the rest of the command as it arrives).
+  // The keys all whole in hand (otherwise JavaScript answers: it has the rest of the command as it arrives), each a
+  // mirrored value whose pages all still hold the versions they were committed with: then it exists (its pages are
+  // in the first tier). Any other key may exist on a lower tier, or be gone: JavaScript asks.
   std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
+  std::vector<std::shared_ptr<const MirrorValue>> values;
   size_t at;
-  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, &at)) return false;
-  // Each key must be a mirrored value whose pages all still hold the versions they were committed with: then it
-  // exists (its pages are in the first tier). Any other key may exist on a lower tier, or be gone: JavaScript asks.
-  {
-    std::lock_guard<std::mutex> lock(mirrorMutex_);
-    for (const auto& [keyAt, keyLength] : keys) {
-      lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
-      lookup_.append(reinterpret_cast<const char*>(p + keyAt), keyLength);
-      auto it = mirror_.find(lookup_);
-      if (it == mirror_.end()) return false;
-      for (const MirrorPage& pg : it->second->pages)
-        if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) return false;
-    }
-  }
+  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, &at) || !FindMirrored(tenant, p, keys, &values)) return false;
+  for (const auto& v : values)
+    for (const MirrorPage& pg : v->pages)
+      if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) return false;
   char reply[32];
   const int n = snprintf(reply, sizeof reply, ":%lld\r\n", static_cast<long long>(count));
   Replies replies;
