@@ -412,6 +412,50 @@ describe('a load lease under eviction pressure', () => {
       await daemon.close();
     }
   });
+
+  it('deletes a damaged page a reader still pinned once the reader lets go, so its slot is not lost and the key stores again', async () => {
+    const daemon = await startTestDaemon('client-damaged-pinned', {
+      hostPages: 8,
+      fsPages: 64,
+      writeThrough: false,
+      config: () => ({ peer: { port: 0 }, client: { socket: false, leaseMs: 400 } }),
+    });
+    const { server } = daemon;
+    const client = await TierSyncClient.connect({ url: server.url, transport: 'shm' });
+    const arena = HostArena.create({ capacity: 2 * PAGE });
+    try {
+      randomFillSync(arena.view(0, 2 * PAGE));
+      const k = key(800);
+      expect((await client.store([k], [{ arena, offset: 0, length: PAGE }])).stored).toBe(1);
+      await server.ts.flush();
+      const host = server.ts.tierDriver('host') as HostTier;
+      const [stored] = (await send({ url: server.url }, 'resolve', { keys: [k] }, { token: null })).json.keys as string[];
+      const [where] = host.locate([stored!]);
+      // A reader of the hierarchy holds the page (its copy in flight) when a client's copy-out finds it damaged.
+      host.pin([stored!]);
+      const hello = client.hello.shm!;
+      const mapped = HostArena.create({ shmPath: hello.path, capacity: hello.capacity, pageSize: hello.pageSize, fingerprint: hello.fingerprint, create: false });
+      try {
+        mapped.view(where!.offset + 100, 1)[0]! ^= 0x5a;
+      } finally {
+        mapped.close();
+      }
+      expect(await client.load([k], [{ arena, offset: PAGE, length: PAGE }])).toMatchObject({ loaded: 0, missing: [0] });
+      expect((await client.lookup([k])).present).toEqual([false]);
+      // Still in the tier while pinned; gone at a sweep after the reader lets go.
+      expect(host.locate([stored!])[0]).toBeDefined();
+      host.unpin([stored!]);
+      await expect.poll(() => host.locate([stored!])[0], { timeout: 5000 }).toBeUndefined();
+      // The key is new again: stored (not 'existing' against the damaged copy) and loads intact.
+      expect(await client.store([k], [{ arena, offset: 0, length: PAGE }])).toMatchObject({ stored: 1, existing: 0 });
+      expect(await client.load([k], [{ arena, offset: PAGE, length: PAGE }])).toMatchObject({ loaded: 1 });
+      expect(Buffer.compare(Buffer.from(arena.view(PAGE, PAGE)), Buffer.from(arena.view(0, PAGE)))).toBe(0);
+    } finally {
+      arena.close();
+      await client.close();
+      await daemon.close();
+    }
+  });
 });
 
 describe('the auto-named client socket', () => {

@@ -132,6 +132,11 @@ export class ClientApi {
   readonly #accesses: AccessBatch;
   /** Host-tier pages the hierarchy found damaged on read, dropped on the next turn (#onIntegrity). */
   readonly #damagedByReads = new Set<PageKey>();
+  /**
+   * Damaged pages dropped while a reader still pinned them in the host tier: the index forgot them, the tier keeps
+   * them until the pin goes. Deleted from the tier at each sweep until it lets go (#deleteDamaged).
+   */
+  readonly #damagedPinned = new Set<PageKey>();
   #nextLease = 1;
   /** Open reservations (reserve leases). */
   #reservations = 0;
@@ -208,15 +213,28 @@ export class ClientApi {
         ts.emit('integrity:failed', { key, tier: hostTierName, error: new TierSyncError(`host tier: page ${key} failed its CRC32C check (${why})`, 'ERR_CHECKSUM', { tier: 'host' }) });
       }
     }
+    this.#deleteDamaged(keys);
+    this.#o.log.error({ pages: keys.length, why }, 'pages whose bytes did not match their CRC32C were dropped from the host tier');
+  }
+
+  /**
+   * Forgets damaged pages' host copies in the block index and planner (when they still list them; lower copies are
+   * untouched) and deletes them from the host tier. A page a reader still pins stays in the tier: it is kept in
+   * #damagedPinned and deleted again at the next sweep, so its slot is not lost.
+   */
+  #deleteDamaged(keys: readonly PageKey[]): void {
+    const { ts, hostTier, hostTierName } = this.#o;
     const known = ts.lookupKeys(keys);
     const listed = known.pages.filter((p) => p.tiers.includes(hostTierName)).map((p) => p.key);
     if (listed.length) ts.forgetPages(hostTierName, listed);
     try {
-      hostTier.deleteNow(keys);
+      const { pinned } = hostTier.deleteNow(keys);
+      for (const k of keys) this.#damagedPinned.delete(k);
+      for (const k of pinned) this.#damagedPinned.add(k);
     } catch {
       // The tier is closing: nothing left to serve from it.
+      this.#damagedPinned.clear();
     }
-    this.#o.log.error({ pages: keys.length, why }, 'pages whose bytes did not match their CRC32C were dropped from the host tier');
   }
 
   /**
@@ -416,6 +434,7 @@ export class ClientApi {
   }
 
   #expire(now: number): void {
+    if (this.#damagedPinned.size) this.#deleteDamaged([...this.#damagedPinned]);
     for (const l of [...this.#leases.values()]) {
       if (l.expires > now) continue;
       this.#o.log.warn({ lease: l.id, kind: l.kind, tenant: l.tenant.name, pages: l.keys.length }, 'client lease expired; undone');
