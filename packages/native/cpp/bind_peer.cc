@@ -306,14 +306,19 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     return info.Env().Undefined();
   }
 
-  // shareSlots(versions: Uint32Array, pins: Int32Array), both on one SharedArrayBuffer each, a word per slot: see
-  // peer::Server::ShareSlots. GETs are planned on the connection threads from then on.
+  // shareSlots(versions: Uint32Array, pins: Int32Array, dataOffset: number), both on one SharedArrayBuffer each, a
+  // word per slot; dataOffset: the arena offset of slot 0. See peer::Server::ShareSlots. GETs are planned on the
+  // connection threads from then on.
   Napi::Value ShareSlots(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
         !info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array ||
-        info[0].As<Napi::TypedArray>().ElementLength() != info[1].As<Napi::TypedArray>().ElementLength())
-      Throw(env, Code::InvalidArgument, "shareSlots(versions: Uint32Array, pins: Int32Array) with one word per slot each");
+        info[0].As<Napi::TypedArray>().ElementLength() != info[1].As<Napi::TypedArray>().ElementLength() ||
+        (info.Length() > 2 && !info[2].IsNumber()))
+      Throw(env, Code::InvalidArgument, "shareSlots(versions: Uint32Array, pins: Int32Array, dataOffset?: number) with one word per slot each");
+    const double dataOffset = info.Length() > 2 ? info[2].As<Napi::Number>().DoubleValue() : 0;
+    if (!(dataOffset >= 0) || dataOffset > 9007199254740991.0 || dataOffset != static_cast<double>(static_cast<uint64_t>(dataOffset)))
+      Throw(env, Code::InvalidArgument, "shareSlots: dataOffset must be an integer >= 0");
     if (closed_ || !server_) Throw(env, Code::Closed, "peer server is closed");
     if (!shareVersions_.IsEmpty()) Throw(env, Code::InvalidArgument, "shareSlots: slots are shared already");
     // Held for the server's life: connection threads read and write the words (a SharedArrayBuffer's never move).
@@ -321,7 +326,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     sharePins_ = Napi::Persistent(info[1].As<Napi::Object>());
     auto v = info[0].As<Napi::Uint32Array>();
     auto p = info[1].As<Napi::Int32Array>();
-    server_->ShareSlots(v.Data(), p.Data(), v.ElementLength());
+    server_->ShareSlots(v.Data(), p.Data(), v.ElementLength(), dataOffset);
     return env.Undefined();
   }
 

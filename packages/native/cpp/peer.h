@@ -69,16 +69,17 @@ struct PageLoc {
 
 // The served tier's page table, mirrored here by the control plane (Hold when its table gains keys, with where they
 // are; Drop when it loses them) and claimed by pooled PUTs as they land. A PUT's ack says ok or existing from it,
-// and a GET is planned from it, on the connection thread. A key a PUT claimed stays: the control plane records it
-// (or already held it) when the PUT's Landed batch reaches it, locates it (Hold), and Drops it only when its table
-// loses it.
+// and a GET is planned from it, on the connection thread. A key a PUT claimed stays, located where it landed: the
+// control plane records it (or already held it) when the PUT's Landed batch reaches it, locates it again (Hold), and
+// Drops it only when its table loses it.
 class PageTable {
  public:
   // `locs` empty: the keys are held, not located.
   void Hold(std::vector<std::string> keys, const std::vector<PageLoc>& locs);
   void Drop(const std::vector<std::string>& keys);
-  // Per entry whose outcome is kOk: kOk when this claims the key, kExisting when it was held (or named twice).
-  void Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome);
+  // Per entry whose outcome is kOk: kOk when this claims the key (held from now on, at locs[i]: where the PUT
+  // landed it; offset -1 when unknown), kExisting when it was held (or named twice).
+  void Claim(const std::vector<Entry>& entries, const std::vector<PageLoc>& locs, std::vector<uint8_t>* outcome);
   // Where each entry's key is (found[i] false: not held). False when a key is held but not located.
   bool Locate(const std::vector<Entry>& entries, std::vector<PageLoc>* locs, std::vector<uint8_t>* found);
   // Whether each entry's key is held (the tier's, or claimed by a PUT acknowledged and not recorded yet).
@@ -175,7 +176,7 @@ class Server {
   // slot, and pins a GET planned here holds while it sends. The control plane bumps the version, then reads the
   // pins; a GET pins, then reads the version (all seq_cst): one of the two sees the other, so a slot is never
   // freed under a send. Without them every GET asks the control plane. The memory outlives the server.
-  void ShareSlots(const uint32_t* versions, int32_t* pins, size_t count);
+  void ShareSlots(const uint32_t* versions, int32_t* pins, size_t count, double dataOffset);
   // GETs planned here, and what they sent (for the control plane's counters and eviction policy): taken at each
   // drain, with the landed pages.
   struct Served {
@@ -213,6 +214,9 @@ class Server {
   void Post(const std::shared_ptr<ServerRequest>& r);  // a finish nobody waits for (GET unpin)
   // Plans a GET from the page table, pinning its pages; false (nothing pinned) when the control plane must.
   bool PlanGetHere(ServerRequest& r);
+  // Where each kOk entry of a pooled PUT landed (slots[i]), with its slot's index and version now; offset -1 for
+  // the others, or when the slots are not shared.
+  std::vector<PageLoc> LandedLocations(const std::vector<Entry>& entries, const std::vector<double>& slots, const std::vector<uint8_t>& outcome) const;
   // Answers a HAS from the page table; false when it does not mirror the tier (the control plane answers).
   bool AnswerHasHere(ServerRequest& r);
   // Unpins what PlanGetHere pinned and records what was sent (sent: the send completed).
@@ -235,6 +239,7 @@ class Server {
   std::atomic<const uint32_t*> slotVersions_{nullptr};
   int32_t* slotPins_ = nullptr;
   size_t slotCount_ = 0;
+  double slotsDataOffset_ = 0;  // the arena offset of slot 0 (a slot's offset: dataOffset + slot * slotBytes)
   Served served_;  // guarded by landedMutex_
   std::atomic<uint64_t> recordsDataOffset_{0}, recordBytes_{0};
   std::mutex landedMutex_;

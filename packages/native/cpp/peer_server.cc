@@ -43,10 +43,10 @@ void PageTable::Drop(const std::vector<std::string>& keys) {
   for (const std::string& k : keys) pages_.erase(k);
 }
 
-void PageTable::Claim(const std::vector<Entry>& entries, std::vector<uint8_t>* outcome) {
+void PageTable::Claim(const std::vector<Entry>& entries, const std::vector<PageLoc>& locs, std::vector<uint8_t>* outcome) {
   std::lock_guard<std::mutex> lock(m_);
   for (size_t i = 0; i < entries.size(); i++)
-    if ((*outcome)[i] == kOk && !pages_.try_emplace(entries[i].key).second) (*outcome)[i] = kExisting;
+    if ((*outcome)[i] == kOk && !pages_.try_emplace(entries[i].key, locs[i]).second) (*outcome)[i] = kExisting;
 }
 
 bool PageTable::Locate(const std::vector<Entry>& entries, std::vector<PageLoc>* locs, std::vector<uint8_t>* found) {
@@ -469,9 +469,10 @@ Server::Served Server::TakeServed() {
   return out;
 }
 
-void Server::ShareSlots(const uint32_t* versions, int32_t* pins, size_t count) {
+void Server::ShareSlots(const uint32_t* versions, int32_t* pins, size_t count, double dataOffset) {
   slotPins_ = pins;
   slotCount_ = count;
+  slotsDataOffset_ = dataOffset;
   slotVersions_.store(versions, std::memory_order_release);
 }
 
@@ -504,6 +505,21 @@ bool Server::PlanGetHere(ServerRequest& r) {
   r.plannedHere = true;
   getsPlannedHere_++;
   return true;
+}
+
+std::vector<PageLoc> Server::LandedLocations(const std::vector<Entry>& entries, const std::vector<double>& slots, const std::vector<uint8_t>& outcome) const {
+  std::vector<PageLoc> locs(entries.size());
+  const uint32_t* versions = slotVersions_.load(std::memory_order_acquire);
+  const uint64_t slotBytes = pool_.slotBytes();
+  if (!versions || slotBytes == 0) return locs;
+  for (size_t i = 0; i < entries.size(); i++) {
+    const double from = slots[i] - slotsDataOffset_;
+    if (outcome[i] != kOk || from < 0) continue;
+    const uint64_t slot = static_cast<uint64_t>(from) / slotBytes;
+    if (slot >= slotCount_ || static_cast<double>(slot * slotBytes) != from) continue;
+    locs[i] = PageLoc{slots[i], entries[i].length, entries[i].crc32c, static_cast<uint32_t>(slot), __atomic_load_n(&versions[slot], __ATOMIC_ACQUIRE)};
+  }
+  return locs;
 }
 
 bool Server::AnswerHasHere(ServerRequest& r) {
@@ -592,8 +608,11 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   }
   // ok or existing is decided here, against the keys the tier holds (and those earlier PUTs claimed): the ack
   // waits for nobody. Read-your-writes: the landed pages reach the control plane on the queue its later plans
-  // share (and a daemon's control requests record them first), so any request after the ack finds them.
-  table_.Claim(entries, &outcome);
+  // share (and a daemon's control requests record them first), so any request after the ack finds them. A claimed
+  // page is located where it landed, with its slot's version now: the control plane neither frees nor reuses a
+  // landed slot before it records the page (and frees one it does not keep only after its pins), so a GET of the
+  // page is planned here even before then.
+  table_.Claim(entries, LandedLocations(entries, slots, outcome), &outcome);
   Landed landed;
   std::vector<Entry> ack(n);
   for (size_t i = 0; i < n; i++) {

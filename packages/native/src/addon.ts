@@ -41,7 +41,7 @@ export interface NativePeerServer {
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;
   holdKeys(keys: string[], where?: { offsets: Float64Array; lengths: Uint32Array; crcs: Uint32Array; slots: Uint32Array; versions: Uint32Array }): void;
-  shareSlots(versions: Uint32Array, pins: Int32Array): void;
+  shareSlots(versions: Uint32Array, pins: Int32Array, dataOffset: number): void;
   dropKeys(keys: string[]): void;
   drain(): void;
   keepSlotRecords(dataOffset: number, recordBytes: number): void;

@@ -148,10 +148,13 @@ export class PeerServer {
    * Shares the served tier's slot words (one per slot, each on a SharedArrayBuffer): `versions`, which the tier
    * bumps before it frees a slot, and `pins`, which GETs planned on the data plane hold while they send. The tier
    * must bump a slot's version before it reads the slot's pins, and keep a pinned slot (Atomics, both sides): then
-   * a slot is never freed under a send. GETs of keys held with `where` are planned on the data plane from then on.
+   * a slot is never freed under a send. GETs of keys held with `where` are planned on the data plane from then on,
+   * and so are GETs of pages pooled PUTs landed before the tier records them (`dataOffset`: the arena offset of
+   * slot 0, so the data plane knows a granted slot's index): the tier must not free a landed slot before it records
+   * its page, and must respect pins when it frees one it does not keep.
    */
-  shareSlots(versions: Uint32Array, pins: Int32Array): void {
-    this.#native.shareSlots(versions, pins);
+  shareSlots(versions: Uint32Array, pins: Int32Array, dataOffset = 0): void {
+    this.#native.shareSlots(versions, pins, dataOffset);
   }
 
   /** The served tier's table lost keys (deleted, evicted). */

@@ -76,7 +76,7 @@ export abstract class MemoryTier implements TierDriver {
    * Shared memory, undefined until open().
    */
   slotPins: Int32Array | undefined;
-  /** Slots of deleted pages a reader outside JavaScript still held at the delete; freed once their pins drop. */
+  /** Slots a reader outside JavaScript still held when their page went (#freeDeleted); freed once their pins drop. */
   readonly #heldByReaders = new Set<Slot>();
   #closed = false;
   #usedBytes = 0;
@@ -140,9 +140,10 @@ export abstract class MemoryTier implements TierDriver {
   }
 
   /**
-   * Frees the slot of a deleted page: bumps its version, then reads its pins (slotPins). A reader that pins after
-   * the bump sees the change and lets go; one that pinned before is seen here, and the slot waits for it
-   * (#heldByReaders) instead of going back to the allocator.
+   * Frees the slot of a page a reader outside JavaScript may be sending (a deleted page, or a landed one the table
+   * does not keep): bumps its version, then reads its pins (slotPins). A reader that pins after the bump sees the
+   * change and lets go; one that pinned before is seen here, and the slot waits for it (#heldByReaders) instead of
+   * going back to the allocator.
    */
   #freeDeleted(allocator: PageAllocator, slot: Slot): void {
     Atomics.add(this.slotVersions!, slot, 1);
@@ -157,6 +158,11 @@ export abstract class MemoryTier implements TierDriver {
       this.#heldByReaders.delete(slot);
       allocator.free([slot]);
     }
+  }
+
+  /** @internal The arena offset of slot 0 (slot s is pageBytes * s further on); undefined before open(). */
+  get slotsOffset(): number | undefined {
+    return this.store?.dataOffset;
   }
 
   /**
@@ -418,7 +424,8 @@ export abstract class MemoryTier implements TierDriver {
       const slot = ((offset - store.dataOffset) / this.context.pageBytes) as Slot;
       if (!ok(i) || this.table.has(key)) {
         if (recorded) store.commit?.(slot, undefined);
-        this.#free(allocator, [slot]);
+        // A reader outside JavaScript may be sending the landed page already (planned from where it landed).
+        this.#freeDeleted(allocator, slot);
         return;
       }
       const page = { slot, length: lengths[i]!, crc32c: crcs[i]! };

@@ -173,7 +173,7 @@ describe('peer across processes', () => {
     child.kill();
   });
 
-  it('keeps a PUT a persistent tier acknowledged through a SIGKILL of its server before JavaScript recorded it', async () => {
+  it('serves and keeps a PUT a persistent tier acknowledged, through a SIGKILL of its server before JavaScript recorded it', async () => {
     const shm = `/dev/shm/tiersync-peer-kill-${process.pid}`;
     const { child, port } = await startHost({ secret: 'kill', listen: '127.0.0.1', shm });
     const engine = new TransferEngine({ threads: 1 });
@@ -191,6 +191,11 @@ describe('peer across processes', () => {
       await blocked;
       const put = await client.put(arena, keys, Float64Array.of(0, PAGE), Uint32Array.of(PAGE, PAGE), crcs);
       expect([...put.statuses]).toEqual([PeerStatus.ok, PeerStatus.ok]);
+      // Still blocked: a GET of the landed pages is sent from where they landed (slots after the shm tier's records).
+      const got = await client.get(arena, keys, Float64Array.of(2 * PAGE, 3 * PAGE), Uint32Array.of(PAGE, PAGE));
+      expect([...got.statuses]).toEqual([PeerStatus.ok, PeerStatus.ok]);
+      expect(Buffer.compare(arena.view(2 * PAGE, 2 * PAGE), arena.view(0, 2 * PAGE))).toBe(0);
+      arena.view(2 * PAGE, 2 * PAGE).fill(0);
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGKILL');
       await exited;
@@ -336,7 +341,7 @@ describe('peer PUTs into granted slots', () => {
       await host.write([{ key: testKey(0), source: { arena, offset: 0, length: PAGE } }]); // held before any PUT
       // [0]: step the worker may take (1: PUT, 2: GET), [1]: steps it finished; then statuses, bytes intact (1/0).
       const shared = new Int32Array(new SharedArrayBuffer(8));
-      const out = new Uint8Array(new SharedArrayBuffer(12));
+      const out = new Uint8Array(new SharedArrayBuffer(14));
       // Another thread is the client, so this one can block while the requests are answered.
       const worker = new Worker(
         `const { workerData: w, parentPort } = await import('node:worker_threads');
@@ -357,8 +362,10 @@ describe('peer PUTs into granted slots', () => {
         const a = await client.put(src, [w.keys[1], w.keys[2]], at, lengths, crcs);
         const b = await client.put(src, [w.keys[1], w.keys[0]], at, lengths, crcs);
         const h = await client.has([w.keys[2], w.keys[3], w.keys[0]]);
+        const l = await client.get(src, [w.keys[2]], Float64Array.of(4 * w.page), Uint32Array.of(w.page));
         w.out.set([...a.statuses, ...b.statuses]);
         w.out.set(h.statuses, 9);
+        w.out.set([l.statuses[0], crc32c(src.view(4 * w.page, w.page)) === crcs[1] ? 1 : 0], 12);
         step(1);
         const g = await client.get(src, [w.keys[1], w.keys[2], w.keys[3]], Float64Array.of(2 * w.page, 3 * w.page, 4 * w.page), Uint32Array.of(w.page, w.page, w.page));
         w.out.set([...g.statuses, crc32c(src.view(2 * w.page, w.page)) === crcs[0] ? 1 : 0, crc32c(src.view(3 * w.page, w.page)) === crcs[1] ? 1 : 0], 4);
@@ -379,15 +386,19 @@ describe('peer PUTs into granted slots', () => {
         const answered = server.stats().hasAnsweredHere;
         go(1);
         expect([...out.slice(0, 4)]).toEqual([PeerStatus.ok, PeerStatus.ok, PeerStatus.existing, PeerStatus.existing]);
-        // HAS, answered on the data plane too: a page landed but not recorded yet is there (read-your-writes).
+        // HAS and GET, answered on the data plane too: a page landed but not recorded yet is there (read-your-writes),
+        // and a GET sends it from where it landed, byte-exact.
         expect([...out.slice(9, 12)]).toEqual([PeerStatus.ok, PeerStatus.miss, PeerStatus.ok]);
         expect(server.stats().hasAnsweredHere - answered).toBe(1);
+        expect([...out.slice(12, 14)]).toEqual([PeerStatus.ok, 1]);
         // No turn of this thread has run since: the tier records the pages only now, once each.
         expect(host.hasNow([testKey(1), testKey(2)])).toEqual([false, false]);
         server.drain();
         expect(host.hasNow([testKey(1), testKey(2)])).toEqual([true, true]);
         expect(committed).toEqual([testKey(1), testKey(2)]);
         expect(host.stats().pages).toBe(3);
+        // The early GET's read reaches the eviction policy with the same drain, after the pages were recorded.
+        expect(served.splice(0)).toEqual([testKey(2)]);
         // GETs, planned on the data plane from the mirrored table, while this thread blocks again.
         const hits = host.stats().hits;
         const planned = server.stats().getsPlannedHere;

@@ -8,9 +8,9 @@
  *   client that has its ack finds the page.
  * - GETs are planned from the mirror; their slots are pinned through words shared with the tier (slotPins,
  *   slotVersions), which a delete respects. Their reads reach the tier's counters and `onServed` at the same batched
- *   call.
+ *   call. A page a PUT landed is located where it landed until then, so a GET of it needs no call here either.
  * - HAS is answered from the mirror (a key a PUT claimed counts).
- * A GET of a page landed but not recorded yet and DELETE ask the page table here.
+ * DELETE and a PUT the pool cannot take ask the page table here.
  * Bytes move socket <-> arena on native threads.
  */
 import { HostArena, PeerServer, PeerStatus, TierSyncError, type PeerCommitAnswer, type PeerCommitBatch, type PeerPageLocations, type PeerPlan, type PeerServerOptions, type PeerServerRequest } from '@tiersync/native';
@@ -125,19 +125,22 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   const records = tier.slotRecords();
   const slots = {
     commit(batch: PeerCommitBatch): PeerCommitAnswer {
+      let grant: Float64Array;
+      try {
+        // Acknowledged already (ok: the data plane claimed these keys). A key the tier gained meanwhile by another
+        // path (a local write) keeps that page, and commitRemote frees this one's slot (after any GET of it).
+        const visible = tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true, records !== undefined);
+        if (visible.length && options.onCommitted) options.onCommitted(pagesAt(visible, batch.keys, batch.lengths, batch.crcs));
+        grant = tier.lendSlots(batch.keys.length);
+      } catch {
+        return {}; // the tier closed under us: its slots and pages went with it
+      }
+      // Reads after the pages they may name were recorded (a GET can send a landed page before that).
       if (batch.servedPages || batch.misses) {
         tier.recordRemoteReads(batch.servedPages, batch.servedBytes, batch.misses);
         if (batch.served.length && options.onServed) options.onServed(batch.served);
       }
-      try {
-        // Acknowledged already (ok: the data plane claimed these keys). A key the tier gained meanwhile by another
-        // path (a local write) keeps that page, and commitRemote frees this one's slot.
-        const visible = tier.commitRemote(batch.keys, batch.offsets, batch.lengths, batch.crcs, () => true, records !== undefined);
-        if (visible.length && options.onCommitted) options.onCommitted(pagesAt(visible, batch.keys, batch.lengths, batch.crcs));
-        return { grant: tier.lendSlots(batch.keys.length) };
-      } catch {
-        return {}; // the tier closed under us: its slots and pages went with it
-      }
+      return { grant };
     },
     release(offsets: Float64Array): void {
       tier.returnSlots(offsets);
@@ -172,7 +175,7 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
       server.holdKeys(held, locations);
     };
     unwatch = tier.watchKeys({ added: hold, removed: (keys) => server.dropKeys(keys) });
-    server.shareSlots(versions, tier.slotPins!);
+    server.shareSlots(versions, tier.slotPins!, tier.slotsOffset!);
     // Any allocation of the tier that finds too few free slots takes the pool back first: pooled slots are spare
     // room lent to the data plane, never capacity the tier's owner loses.
     unhook = tier.onShortage(() => slots.release(server.takePool()));
