@@ -21,6 +21,9 @@ import type {
 import { InFlight, PinTable, TierCounters, listPages } from './stats.js';
 import { checkKeys, checkReads, checkWrites } from './validate.js';
 
+/** How long a write short of slots only because native readers hold freed ones waits for them by default, ms. */
+const READERS_WAIT_MS = 1000;
+
 export interface StoredPage {
   slot: Slot;
   length: number;
@@ -186,7 +189,7 @@ export abstract class MemoryTier implements TierDriver {
     checkWrites(pages, this.context.pageBytes, this.capabilities.kind);
     return this.#inflight.run(async () => {
       const fresh = pages.filter((p) => !this.table.has(p.key));
-      const slots = this.#allocate(allocator, fresh.length);
+      const slots = this.#allocate(allocator, fresh.length) ?? (await this.#allocateAfterReaders(allocator, fresh.length, options));
       if (!slots) {
         throw this.error(`${fresh.length} new page(s) do not fit: ${allocator.freeCount} of ${allocator.slots} slots free`, 'ERR_TIER_FULL');
       }
@@ -368,6 +371,21 @@ export abstract class MemoryTier implements TierDriver {
     let next = 0;
     const offsets = Float64Array.from(keys, (_, i) => (existing[i] ? -1 : this.#offset(store, slots[next++]!)));
     return { offsets, existing };
+  }
+
+  /**
+   * An allocation short only while readers outside JavaScript still hold freed slots (for the length of a send):
+   * waits for them to let go, looking each millisecond, up to the call's deadline (default READERS_WAIT_MS) or its
+   * abort. Undefined: still short.
+   */
+  async #allocateAfterReaders(allocator: PageAllocator, n: number, options: IoOptions): Promise<Slot[] | undefined> {
+    const until = Date.now() + (options.timeoutMs ?? READERS_WAIT_MS);
+    while (this.#heldByReaders.size && allocator.freeCount + this.#heldByReaders.size >= n && Date.now() < until && !options.signal?.aborted && !this.#closed) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      const got = this.#allocate(allocator, n);
+      if (got) return got;
+    }
+    return undefined;
   }
 
   #allocate(allocator: PageAllocator, n: number, reclaim = true): Slot[] | undefined {

@@ -134,12 +134,15 @@ describe('host tier on /dev/shm', () => {
     expect(t.slotVersions![where!.slot]).toBe(version + 1);
     expect(t.locate([testKey(1)])).toEqual([undefined]);
     expect(changes).toEqual([`+${testKey(1)}`, `-${testKey(1)}`]);
-    // Its slot is not handed out under the reader: the one-slot tier has no room yet.
+    // Its slot is not handed out under the reader: the one-slot tier has no room yet. A write waits for the reader
+    // up to its deadline.
     expect(t.reserveRemote([testKey(2)])).toBeUndefined();
-    await expect(t.write([{ key: testKey(2), source: { arena: src, offset: 0, length: PAGE } }])).rejects.toMatchObject({ code: 'ERR_TIER_FULL' });
-    // Let go: the next allocation takes the slot back.
-    Atomics.sub(t.slotPins!, where!.slot, 1);
-    expect(t.reserveRemote([testKey(2)])?.offsets).toEqual(Float64Array.of(where!.offset));
+    await expect(t.write([{ key: testKey(2), source: { arena: src, offset: 0, length: PAGE } }], { timeoutMs: 30 })).rejects.toMatchObject({ code: 'ERR_TIER_FULL' });
+    const write = t.write([{ key: testKey(2), source: { arena: src, offset: 0, length: PAGE } }]);
+    // Let go: the waiting write takes the slot.
+    setTimeout(() => Atomics.sub(t.slotPins!, where!.slot, 1), 20);
+    expect((await write).written).toEqual([testKey(2)]);
+    expect(t.locate([testKey(2)])[0]?.offset).toBe(where!.offset);
     unwatch();
     await t.close();
     await engine.close();
