@@ -148,6 +148,58 @@ describe('RespDoorNative GETs from the mirror', () => {
     }
   });
 
+  it('answers MGET and EXISTS of mirrored values itself; a missing or changed key sends the whole command on', async () => {
+    const { d, arena, versions, events } = door();
+    try {
+      // 'a': 1.5 pages in slots 3 and 7; 'b': one page in slot 9.
+      const a = randomBytes(PAGE + PAGE / 2);
+      const b = randomBytes(PAGE);
+      arena.view(3 * PAGE, PAGE).set(a.subarray(0, PAGE));
+      arena.view(7 * PAGE, PAGE / 2).set(a.subarray(PAGE));
+      arena.view(9 * PAGE, PAGE).set(b);
+      const ops = new RespMirrorOps();
+      ops.put(1, Buffer.from('a'), a.length, [3 * PAGE, 7 * PAGE], [PAGE, PAGE / 2], [crc32c(a.subarray(0, PAGE)), crc32c(a.subarray(PAGE))], [3, 7], [versions[3]!, versions[7]!]);
+      ops.put(1, Buffer.from('b'), b.length, [9 * PAGE], [PAGE], [crc32c(b)], [9], [versions[9]!]);
+      d.mirror(ops);
+      const s = net.connect(d.port, '127.0.0.1');
+      let got = Buffer.alloc(0);
+      s.on('data', (x) => (got = Buffer.concat([got, x])));
+      await until(() => events.some((e) => e.kind === 'accept'));
+      const conn = events.find((e) => e.kind === 'accept')!.conn;
+      d.setFast(conn, true, 1);
+      const command = (...args: string[]) => Buffer.concat([Buffer.from(`*${args.length}\r\n`), ...args.map((x) => Buffer.from(`$${x.length}\r\n${x}\r\n`))]);
+      const bulk = (v: Buffer) => Buffer.concat([Buffer.from(`$${v.length}\r\n`), v, Buffer.from('\r\n')]);
+      const forwarded = () => events.filter((e) => e.kind === 'data').length;
+      // Answered here: the array of both values (one twice), then EXISTS.
+      const want = Buffer.concat([Buffer.from('*3\r\n'), bulk(a), bulk(b), bulk(a), Buffer.from(':2\r\n')]);
+      s.write(Buffer.concat([command('MGET', 'a', 'b', 'a'), command('exists', 'b', 'a')]));
+      await until(() => got.length >= want.length);
+      expect(got).toEqual(want);
+      expect(d.stats()).toMatchObject({ nativeMgets: 1, nativeExists: 1, getMismatches: 0 });
+      expect(forwarded()).toBe(0);
+      // A key not mirrored: the whole MGET goes on, nothing of it answered here.
+      s.write(command('MGET', 'a', 'nope'));
+      await until(() => forwarded() === 1);
+      d.done(conn);
+      // 'b''s slot freed (its version bumped; the reply kept for it no longer serves): forwarded, its entry dropped;
+      // 'a' alone still answered here.
+      Atomics.add(versions, 9, 1);
+      s.write(command('MGET', 'b', 'a'));
+      await until(() => forwarded() === 2);
+      d.done(conn);
+      expect(d.stats()).toMatchObject({ nativeMgets: 1, getMismatches: 1, mirroredKeys: 1 });
+      const before = got.length;
+      s.write(command('MGET', 'a'));
+      await until(() => got.length === before + 4 + bulk(a).length);
+      expect(got.subarray(before)).toEqual(Buffer.concat([Buffer.from('*1\r\n'), bulk(a)]));
+      expect(d.stats()).toMatchObject({ nativeMgets: 2 });
+      s.destroy();
+    } finally {
+      d.close();
+      arena.close();
+    }
+  });
+
   it('refuses malformed mirror ops and applies none of a malformed batch', () => {
     const { d, arena, versions } = door();
     try {
