@@ -79,6 +79,9 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     opts.maxPendingBytes = OptUint(o, "maxPendingBytes", opts.maxPendingBytes);
     opts.requestTimeoutMs = OptUint(o, "requestTimeoutMs", opts.requestTimeoutMs);
     opts.landBeforeAuth = OptBool(o, "landBeforeAuth", false);
+    const uint64_t acceptTenant = OptUint(o, "acceptTenant", 0);
+    if (acceptTenant > UINT32_MAX) Throw(env, Code::InvalidArgument, "acceptTenant must be a 32-bit id");
+    opts.acceptTenant = static_cast<uint32_t>(acceptTenant);
     opts.maxOutputBytes = OptUint(o, "maxOutputBytes", opts.maxOutputBytes);
     Napi::Value versions = o.Get("slotVersions");
     if (!versions.IsUndefined()) {

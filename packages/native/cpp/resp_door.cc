@@ -855,6 +855,7 @@ void Door::Accept() {
     auto c = std::make_shared<Conn>();
     c->fd = fd;
     c->fast = options_.landBeforeAuth;
+    if (options_.landBeforeAuth) c->tenant = options_.acceptTenant;
     c->lastActive = WallMs();
     Event e{EventKind::Accept};
     char host[INET6_ADDRSTRLEN] = "";

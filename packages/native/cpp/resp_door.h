@@ -35,6 +35,9 @@ struct DoorOptions {
   uint64_t requestTimeoutMs = 30000;
   // SETs of a new client may land before JavaScript has seen it (no AUTH needed); otherwise after SetFast().
   bool landBeforeAuth = false;
+  // With landBeforeAuth: the mirror's tenant id a new client has (the door's only one), so its GETs, MGETs and
+  // EXISTS are answered here from its first command; 0: only after SetFast() names it.
+  uint32_t acceptTenant = 0;
   // GETs are answered here only while the client's queued replies stay under this (JavaScript's flow control then).
   uint64_t maxOutputBytes = 64ull << 20;
   // One 32-bit version per slot of the host tier (slot s at offset dataOffset + s * pageBytes), bumped by JavaScript

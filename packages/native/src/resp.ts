@@ -27,6 +27,11 @@ export interface RespNativeOptions {
   /** SETs of a new client may land at once (the door needs no AUTH); otherwise only after setFast(conn, true). */
   landBeforeAuth?: boolean;
   /**
+   * With landBeforeAuth: the tenant id (as given to setFast) a new client has at once, so its GETs, MGETs and EXISTS
+   * of mirrored values are answered on the door thread from its first command. Default 0: after setFast().
+   */
+  acceptTenant?: number;
+  /**
    * One 32-bit version per slot of the host tier the pool's slots come from (a Uint32Array over a
    * SharedArrayBuffer), bumped by the tier whenever it frees the slot. Without it no GET is answered natively.
    */

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseServerConfig, type ServerConfig } from '../config.js';
 import { TierSyncServer } from '../server.js';
@@ -298,6 +299,42 @@ describe('RESP door, native engine, GETs answered on the door thread', () => {
     expect(stats().nativeGets - before).toBeGreaterThanOrEqual(21);
     c.socket.destroy();
     other.socket.destroy();
+  });
+
+  it("answers a new client's first GET on the door thread, before JavaScript has seen the client (no AUTH needed)", async () => {
+    const c = await Raw.connect(server.respPort);
+    const v = pattern(PAGE + 17, 91);
+    c.socket.write(encodeCommand(['SET', 'first', v]));
+    expect((await c.replies_(1)).map(text)).toEqual(['OK']);
+    c.socket.destroy();
+    const reply = Buffer.concat([Buffer.from(`$${v.length}\r\n`), v, Buffer.from('\r\n')]);
+    const shared = new Int32Array(new SharedArrayBuffer(4));
+    const got = new Uint8Array(new SharedArrayBuffer(reply.length));
+    // Another thread is the new client, so this one can block: no turn of its event loop sees the client's accept.
+    const worker = new Worker(
+      `const { workerData: w } = await import('node:worker_threads');
+      const net = await import('node:net');
+      const s = net.connect(w.port, '127.0.0.1', () => s.write('*2\\r\\n$3\\r\\nGET\\r\\n$5\\r\\nfirst\\r\\n'));
+      let n = 0;
+      s.on('data', (d) => {
+        w.got.set(d.subarray(0, w.got.length - n), n);
+        n += d.length;
+        if (n < w.got.length) return;
+        Atomics.store(w.shared, 0, n === w.got.length ? 1 : 2);
+        Atomics.notify(w.shared, 0);
+        s.destroy();
+      });`,
+      { eval: true, workerData: { port: server.respPort, shared, got } },
+    );
+    try {
+      const before = stats().nativeGets;
+      expect(['ok', 'not-equal']).toContain(Atomics.wait(shared, 0, 0, 20_000));
+      expect(Atomics.load(shared, 0)).toBe(1);
+      expect(Buffer.compare(Buffer.from(got), reply)).toBe(0);
+      expect(stats().nativeGets - before).toBe(1);
+    } finally {
+      await worker.terminate();
+    }
   });
 
   it('counts the GETs the door thread answered in tiersync_resp_commands_total, with those run in JavaScript', async () => {

@@ -400,6 +400,8 @@ export class NativeRespEngine {
         maxPendingBytes: c.maxPendingBytes,
         requestTimeoutMs: c.requestTimeoutMs,
         landBeforeAuth: !host.requiresAuth,
+        // Without AUTH every client is the default tenant from its first command (RespConnection says the same).
+        ...(host.requiresAuth || !versions ? {} : { acceptTenant: this.#idOf('default') }),
         maxOutputBytes: c.maxOutputBytes,
         ...(versions ? { slotVersions: versions } : {}),
       },
