@@ -169,8 +169,9 @@ export abstract class MemoryTier implements TierDriver {
   }
 
   /**
-   * @internal Slots of deleted pages that readers outside JavaScript still hold (for the length of a send): taken,
-   * yet holding no page the hierarchy's planner counts, so whoever makes room before a reservation asks for them too.
+   * @internal Slots whose page went (#freeDeleted) while a reader outside JavaScript still held them, for the length
+   * of a send: taken, yet holding no page the hierarchy's planner counts, so whoever makes room before a reservation
+   * asks for them too.
    */
   get slotsHeldByReaders(): number {
     if (this.#heldByReaders.size && this.allocator) this.#freeReleased(this.allocator);
