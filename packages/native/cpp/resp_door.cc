@@ -688,7 +688,9 @@ bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLeng
   return true;
 }
 
-bool Door::FindMirrored(uint32_t tenant, const uint8_t* p, const std::vector<std::pair<size_t, size_t>>& keys, std::vector<std::shared_ptr<const MirrorValue>>* values) {
+bool Door::FindMirrored(uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, std::vector<std::shared_ptr<const MirrorValue>>* values, size_t* used) {
+  std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
+  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, used)) return false;
   values->clear();
   values->reserve(keys.size());
   std::lock_guard<std::mutex> lock(mirrorMutex_);
@@ -705,10 +707,10 @@ bool Door::FindMirrored(uint32_t tenant, const uint8_t* p, const std::vector<std
 bool Door::ServeMget(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used) {
   // Every key whole in hand and a mirrored value whose pages all still match: the array is answered here. Any
   // other key may live on a lower tier, hold another type, or be gone: JavaScript answers the whole command.
-  std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
   std::vector<std::shared_ptr<const MirrorValue>> values;
   size_t at;
-  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, &at) || !FindMirrored(tenant, p, keys, &values)) return false;
+  if (!FindMirrored(tenant, p, avail, count, &values, &at)) return false;
+  const std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
   uint64_t bytes = 0;
   for (const auto& v : values) bytes += v->length;
   if (bytes > kNativeMgetBytes) return false;
@@ -738,10 +740,9 @@ bool Door::ServeExists(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail,
   // The keys all whole in hand (otherwise JavaScript answers: it has the rest of the command as it arrives), each a
   // mirrored value whose pages all still hold the versions they were committed with: then it exists (its pages are
   // in the first tier). Any other key may exist on a lower tier, or be gone: JavaScript asks.
-  std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
   std::vector<std::shared_ptr<const MirrorValue>> values;
   size_t at;
-  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, &at) || !FindMirrored(tenant, p, keys, &values)) return false;
+  if (!FindMirrored(tenant, p, avail, count, &values, &at)) return false;
   for (const auto& v : values)
     for (const MirrorPage& pg : v->pages)
       if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) return false;

@@ -144,8 +144,9 @@ class Door {
   // Answers `EXISTS key...` (as ServeMget) from the mirror; false: forward it to JavaScript, which asks the
   // hierarchy about values not in the first tier's slots.
   bool ServeExists(Conn& c, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used);
-  // The mirror entries of the keys at p (`keys`: offset and length from p) for `tenant`: all of them, or false.
-  bool FindMirrored(uint32_t tenant, const uint8_t* p, const std::vector<std::pair<size_t, size_t>>& keys, std::vector<std::shared_ptr<const MirrorValue>>* values);
+  // The mirror entries for `tenant` of the `count` keys at p, each whole in hand: all of them (where the keys are:
+  // keysScratch_; *used: their bytes), or false.
+  bool FindMirrored(uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, std::vector<std::shared_ptr<const MirrorValue>>* values, size_t* used);
   struct Replies;
   // Appends `v`'s bulk reply (kept, or copied from its slots with their versions and CRC32Cs checked); false when
   // a page no longer matches (counted as a mismatch; the caller drops the entry).

@@ -131,19 +131,26 @@ function commandLine(o: BenchShape, tests: string): string {
   return ['redis-benchmark', '-d', o.valueBytes, '-c', o.clients, '-t', tests, '-n', o.requests, ...keyspaceArgs(o)].join(' ');
 }
 
-/** Runs redis-benchmark; throws when it fails or reports an error. */
-async function redisBenchmark(port: number, o: BenchShape, tests: 'get,set' | 'set' | 'get' = 'get,set'): Promise<{ setRps: number; getRps: number }> {
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-d', String(o.valueBytes), '-c', String(o.clients), '-t', tests, '-n', String(o.requests), '--csv', ...keyspaceArgs(o)];
-  const r = await exec('redis-benchmark', args, { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
+/**
+ * Runs redis-benchmark against 127.0.0.1:`port` with `args` (and --csv); throws when it fails or reports an error.
+ * Returns the requests per second of the test named `name` (a line `"NAME"` or `"NAME args..."`), checked > 0.
+ */
+async function runRedisBenchmark(port: number, args: string[]): Promise<(name: string) => number> {
+  const r = await exec('redis-benchmark', ['-h', '127.0.0.1', '-p', String(port), '--csv', ...args], { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
     throw new TierSyncError(`redis-benchmark failed: ${e.message} ${e.stderr ?? ''}`.trim(), 'ERR_IO');
   });
   if (/error/i.test(r.stdout + r.stderr)) throw new TierSyncError(`redis-benchmark reported errors: ${(r.stdout + r.stderr).slice(0, 500)}`, 'ERR_IO');
-  const rps = (name: string) => {
-    const line = r.stdout.split('\n').find((l) => l.startsWith(`"${name}"`));
+  return (name) => {
+    const line = r.stdout.split('\n').find((l) => l.startsWith(`"${name}"`) || l.startsWith(`"${name} `));
     const v = Number(line?.split(',')[1]?.replace(/"/g, ''));
     if (!Number.isFinite(v) || v <= 0) throw new TierSyncError(`redis-benchmark printed no ${name} figure: ${r.stdout.slice(0, 300)}`, 'ERR_IO');
     return v;
   };
+}
+
+/** Runs redis-benchmark's SET and GET tests (`tests`) with the bench's shape. */
+async function redisBenchmark(port: number, o: BenchShape, tests: 'get,set' | 'set' | 'get' = 'get,set'): Promise<{ setRps: number; getRps: number }> {
+  const rps = await runRedisBenchmark(port, ['-d', String(o.valueBytes), '-c', String(o.clients), '-t', tests, '-n', String(o.requests), ...keyspaceArgs(o)]);
   return { setRps: tests === 'get' ? 0 : rps('SET'), getRps: tests === 'set' ? 0 : rps('GET') };
 }
 
@@ -186,13 +193,7 @@ function mgetArgs(keys: number): string[] {
 async function mgetBenchmark(port: number, o: BenchShape, keys: number, cpu?: () => { user: number; system: number }): Promise<{ mgetRps: number; mgetCpuUs?: number }> {
   const requests = Math.max(100, Math.floor(o.requests / keys));
   const before = cpu?.();
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-c', String(o.clients), '-n', String(requests), '--csv', ...mgetArgs(keys)];
-  const r = await exec('redis-benchmark', args, { timeout: 600_000, maxBuffer: 1 << 20 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
-    throw new TierSyncError(`redis-benchmark failed: ${e.message} ${e.stderr ?? ''}`.trim(), 'ERR_IO');
-  });
-  if (/error/i.test(r.stdout + r.stderr)) throw new TierSyncError(`redis-benchmark reported errors: ${(r.stdout + r.stderr).slice(0, 500)}`, 'ERR_IO');
-  const v = Number(r.stdout.split('\n').find((l) => l.startsWith('"MGET'))?.split(',')[1]?.replace(/"/g, ''));
-  if (!Number.isFinite(v) || v <= 0) throw new TierSyncError(`redis-benchmark printed no MGET figure: ${r.stdout.slice(0, 300)}`, 'ERR_IO');
+  const v = (await runRedisBenchmark(port, ['-c', String(o.clients), '-n', String(requests), ...mgetArgs(keys)]))('MGET');
   const after = cpu?.();
   return { mgetRps: v, ...(before && after ? { mgetCpuUs: round((after.user + after.system - before.user - before.system) / requests, 1) } : {}) };
 }
