@@ -1100,21 +1100,16 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
             break;
           }
         }
-        // `EXISTS key...` of mirrored values in place, whole in hand, nothing outstanding: answered here too
-        // (connectors ask it per chunk before they read: LMCache's contains).
+        // `EXISTS key...` (connectors ask it per chunk before they read: LMCache's contains) and `MGET key...`
+        // (batched connectors read chunks so) of mirrored values, whole in hand, nothing outstanding: answered here too.
         if (n >= 2 && options_.slotVersions && k.fast.load() && k.outstanding.load() == 0) {
           const uint32_t tenant = k.tenant.load();
+          const uint8_t* q = p + len0;
+          const size_t qa = avail - len0;
           size_t nameUsed, keysUsed;
-          if (tenant != 0 && ParseName(p + len0, avail - len0, "exists", &nameUsed) &&
-              ServeExists(k, tenant, p + len0 + nameUsed, avail - len0 - nameUsed, n - 1, &keysUsed)) {
-            k.inPos += len0 + nameUsed + keysUsed;
-            k.midSince = 0;
-            answered = true;
-            break;
-          }
-          // `MGET key...` of mirrored values (batched connectors read chunks so): one array of bulk replies.
-          if (tenant != 0 && ParseName(p + len0, avail - len0, "mget", &nameUsed) &&
-              ServeMget(k, tenant, p + len0 + nameUsed, avail - len0 - nameUsed, n - 1, &keysUsed)) {
+          if (tenant != 0 &&
+              ((ParseName(q, qa, "exists", &nameUsed) && ServeExists(k, tenant, q + nameUsed, qa - nameUsed, n - 1, &keysUsed)) ||
+               (ParseName(q, qa, "mget", &nameUsed) && ServeMget(k, tenant, q + nameUsed, qa - nameUsed, n - 1, &keysUsed)))) {
             k.inPos += len0 + nameUsed + keysUsed;
             k.midSince = 0;
             answered = true;
