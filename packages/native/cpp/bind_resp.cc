@@ -78,6 +78,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     opts.maxKeyBytes = OptUint(o, "maxKeyBytes", opts.maxKeyBytes);
     opts.maxPendingBytes = OptUint(o, "maxPendingBytes", opts.maxPendingBytes);
     opts.requestTimeoutMs = OptUint(o, "requestTimeoutMs", opts.requestTimeoutMs);
+    opts.maxClients = OptUint(o, "maxClients", opts.maxClients);
     opts.landBeforeAuth = OptBool(o, "landBeforeAuth", false);
     const uint64_t acceptTenant = OptUint(o, "acceptTenant", 0);
     if (acceptTenant > UINT32_MAX) Throw(env, Code::InvalidArgument, "acceptTenant must be a 32-bit id");
@@ -375,6 +376,7 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     o.Set("hotGets", static_cast<double>(door_ ? door_->hotGets() : 0));
     o.Set("mirroredKeys", static_cast<double>(door_ ? door_->mirrorSize() : 0));
     o.Set("unrecordedGets", static_cast<double>(door_ ? door_->unrecordedGets() : 0));
+    o.Set("refusedClients", static_cast<double>(door_ ? door_->refusedClients() : 0));
     return o;
   }
 

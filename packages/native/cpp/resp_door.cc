@@ -554,6 +554,11 @@ void Door::MirrorDrop(uint32_t tenant, const uint8_t* key, size_t keyLength) {
   mirror_.erase(k);
 }
 
+size_t Door::OpenClients() {
+  std::lock_guard<std::mutex> lock(connsMutex_);
+  return conns_.size();
+}
+
 size_t Door::mirrorSize() {
   std::lock_guard<std::mutex> lock(mirrorMutex_);
   return mirror_.size();
@@ -851,6 +856,15 @@ void Door::Accept() {
     socklen_t len = sizeof ss;
     int fd = accept4(listenFd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
+    if (options_.maxClients && OpenClients() >= options_.maxClients) {
+      // Refused before a byte of it is read: none of its commands is answered, here or in JavaScript. The line
+      // fits any socket buffer of a fresh connection; if it cannot be written, the close alone says it.
+      static constexpr char kFull[] = "-ERR max number of clients reached\r\n";
+      (void)!send(fd, kFull, sizeof kFull - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      close(fd);
+      refusedClients_++;
+      continue;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto c = std::make_shared<Conn>();

@@ -33,6 +33,9 @@ struct DoorOptions {
   uint64_t maxKeyBytes = 4096;
   uint64_t maxPendingBytes = 8ull << 20;  // input held natively per client before its socket is not read
   uint64_t requestTimeoutMs = 30000;
+  // Clients served at once; a client past it is answered `-ERR max number of clients reached` and closed before
+  // anything it sent is read (as Redis's maxclients). 0: no bound.
+  uint64_t maxClients = 0;
   // SETs of a new client may land before JavaScript has seen it (no AUTH needed); otherwise after SetFast().
   bool landBeforeAuth = false;
   // With landBeforeAuth: the mirror's tenant id a new client has (the door's only one), so its GETs, MGETs and
@@ -124,12 +127,15 @@ class Door {
   uint64_t hotGets() const { return hotGets_.load(); }
   // Native GETs not recorded for TakeServed(): kServedMax entries were recorded already in that window.
   uint64_t unrecordedGets() const { return unrecordedGets_.load(); }
+  // Connections refused at accept: maxClients were open (never seen by JavaScript).
+  uint64_t refusedClients() const { return refusedClients_.load(); }
 
   struct Conn;
 
  private:
   void Loop();
   void Accept();
+  size_t OpenClients();
   void OnReadable(const std::shared_ptr<Conn>& c);
   // After a recv that returned r <= 0: Stop reading for now (would block, or end of input: eof set), Retry
   // (interrupted), or Closed (an error: the client is closed).
@@ -183,7 +189,7 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
-  std::atomic<uint64_t> nativeExists_{0}, nativeMgets_{0};
+  std::atomic<uint64_t> nativeExists_{0}, nativeMgets_{0}, refusedClients_{0};
   std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0}, unrecordedGets_{0};
   // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door.cc).
   struct Hot;

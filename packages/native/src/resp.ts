@@ -24,6 +24,11 @@ export interface RespNativeOptions {
   maxPendingBytes?: number;
   /** Deadline for a command held natively to arrive once begun, ms. */
   requestTimeoutMs?: number;
+  /**
+   * Clients served at once: one past it is answered `-ERR max number of clients reached` and closed on the door
+   * thread before anything it sent is read (no Accept event). Default 0: no bound.
+   */
+  maxClients?: number;
   /** SETs of a new client may land at once (the door needs no AUTH); otherwise only after setFast(conn, true). */
   landBeforeAuth?: boolean;
   /**
@@ -66,6 +71,8 @@ export interface RespNativeStats {
    * entries between two takeServed() calls).
    */
   unrecordedGets: number;
+  /** Connections refused at accept because maxClients were open. */
+  refusedClients: number;
 }
 
 /**

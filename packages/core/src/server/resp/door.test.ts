@@ -405,6 +405,43 @@ describe('RESP door with tenants', () => {
   });
 });
 
+describe.each(['native', 'node'] as const)('RESP door with maxClients (%s engine)', (engine) => {
+  it('refuses a client past the bound before answering anything it sent, and takes one again once a client leaves', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-max-'));
+    const server = await TierSyncServer.start(parseServerConfig(config(dir, { maxClients: 2, engine })));
+    const clients: Client[] = [];
+    try {
+      const a = await Client.connect(server.respPort);
+      const b = await Client.connect(server.respPort);
+      clients.push(a, b);
+      expect(str(await a.call('SET', 'k', 'value'))).toBe('OK');
+      expect(str(await b.call('GET', 'k'))).toBe('value');
+      // The third sends its GET with the connect: the refusal is the only answer it gets (the native engine
+      // answers GETs of a new client on its own thread, so it must refuse before reading).
+      const c = await Client.connect(server.respPort);
+      clients.push(c);
+      c.socket.write(encodeCommand(['GET', 'k']));
+      const refused = await c.reply();
+      expect(refused).toEqual({ kind: 'error', value: 'ERR max number of clients reached' });
+      expect(await c.closedWithin(2000)).toBe(true);
+      await expect(c.reply(100)).rejects.toThrow(/connection closed/);
+      const stats = server.resp!.stats();
+      expect(stats.rejectedConnections).toBe(1);
+      expect(stats.connectionsTotal).toBe(3);
+      expect(str(await a.call('INFO', 'stats'))).toMatch(/rejected_connections:1\r\n/);
+      b.close();
+      expect(await settle(() => server.resp!.stats().clients, 1)).toBe(1);
+      const d = await Client.connect(server.respPort);
+      clients.push(d);
+      expect(str(await d.call('GET', 'k'))).toBe('value');
+    } finally {
+      for (const c of clients) c.close();
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('RESP door under eviction', () => {
   it('never serves a value whose pages were evicted: the key is gone instead', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-evict-'));

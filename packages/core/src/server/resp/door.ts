@@ -62,6 +62,8 @@ export interface RespDoorOptions {
 export type { ReadValue, RespDoorStats } from './door-api.js';
 
 const DISCARD_RETRIES = 5;
+/** How long a refused client (max clients, shutting down) may take to close its side after the error line. */
+const REFUSED_LINGER_MS = 1000;
 const DISCARD_RETRY_MS = 1000;
 
 function digest(text: string): Buffer {
@@ -259,10 +261,17 @@ export class RespDoor implements StreamHost, DoorApi {
 
   #accept(socket: RespSocket): RespConnection | undefined {
     this.counters.connectionsTotal++;
-    if (this.#closing || this.#connections.size >= this.config.maxClients) {
+    // The native engine bounds its clients itself, at accept (refusedClients); counting here too could refuse a
+    // client it already serves, while the close of one that left is still on its way.
+    const full = !this.#engine && this.#connections.size >= this.config.maxClients;
+    if (this.#closing || full) {
       this.counters.rejectedConnections++;
       socket.end(Buffer.from(this.#closing ? '-ERR server is shutting down\r\n' : '-ERR max number of clients reached\r\n'));
       socket.on('error', () => undefined);
+      // What it sent is read and dropped, so its end arrives and the socket closes (unread input would hold it
+      // open, and the server's close with it); one that never ends its side is closed after REFUSED_LINGER_MS.
+      socket.resume();
+      setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
       return undefined;
     }
     const conn = new RespConnection(this, socket, this.counters.connectionsTotal, executeCommand);
@@ -948,8 +957,8 @@ export class RespDoor implements StreamHost, DoorApi {
           this.inc(pick());
         },
       });
-    counter('tiersync_resp_connections_total', 'Connections accepted by the RESP door.', () => this.counters.connectionsTotal);
-    counter('tiersync_resp_rejected_connections_total', 'Connections refused (max clients, shutting down).', () => this.counters.rejectedConnections);
+    counter('tiersync_resp_connections_total', 'Connections accepted by the RESP door (refused ones included).', () => this.#connectionCounts().total);
+    counter('tiersync_resp_rejected_connections_total', 'Connections refused (max clients, shutting down).', () => this.#connectionCounts().rejected);
     counter('tiersync_resp_auth_failures_total', 'Failed AUTH attempts on the RESP door.', () => this.counters.authFailures);
     counter('tiersync_resp_protocol_errors_total', 'Clients closed for a protocol error or an exceeded bound.', () => this.counters.protocolErrors);
     counter('tiersync_resp_orphaned_pages_total', 'Pages the door could not delete (left to eviction).', () => this.counters.orphanedPages);
@@ -993,6 +1002,12 @@ export class RespDoor implements StreamHost, DoorApi {
     this.#latency?.observe({ command: name }, seconds);
   }
 
+  /** Connections received and refused, those the native engine refused before JavaScript saw them included. */
+  #connectionCounts(): { total: number; rejected: number } {
+    const native = this.#engine?.stats().refusedClients ?? 0;
+    return { total: this.counters.connectionsTotal + native, rejected: this.counters.rejectedConnections + native };
+  }
+
   stats(): RespDoorStats {
     let bytes = 0;
     for (const ks of this.#tenants.values()) bytes += ks.bytes;
@@ -1000,8 +1015,8 @@ export class RespDoor implements StreamHost, DoorApi {
       host: this.config.host,
       port: this.port,
       clients: this.#connections.size,
-      connectionsTotal: this.counters.connectionsTotal,
-      rejectedConnections: this.counters.rejectedConnections,
+      connectionsTotal: this.#connectionCounts().total,
+      rejectedConnections: this.#connectionCounts().rejected,
       commandsTotal: this.counters.commandsTotal,
       authFailures: this.counters.authFailures,
       protocolErrors: this.counters.protocolErrors,

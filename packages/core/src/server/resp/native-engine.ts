@@ -399,6 +399,8 @@ export class NativeRespEngine {
         maxKeyBytes: c.maxKeyBytes,
         maxPendingBytes: c.maxPendingBytes,
         requestTimeoutMs: c.requestTimeoutMs,
+        // Refused on the door thread, before any GET of the client could be answered there.
+        maxClients: c.maxClients,
         landBeforeAuth: !host.requiresAuth,
         // Without AUTH every client is the default tenant from its first command (RespConnection says the same).
         ...(host.requiresAuth || !versions ? {} : { acceptTenant: this.#idOf('default') }),
