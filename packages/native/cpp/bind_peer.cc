@@ -239,6 +239,7 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("heldKeys", Napi::Number::New(info.Env(), static_cast<double>(server_->table().size())));
     o.Set("rangesByChunk", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesByChunk())));
     o.Set("rangesWhole", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesWhole())));
+    o.Set("rangesAnnounced", Napi::Number::New(info.Env(), static_cast<double>(server_->rangesAnnounced())));
     return o;
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {

@@ -127,30 +127,34 @@ class SlotPool {
 
 // Per-chunk CRC32Cs of served pages (kChunkBytes chunks; for a 2 MiB page 32 x 4 bytes), so that a ranged GET
 // checks only the chunks it overlaps. Filled when a page lands by PUT (in the receive pass) or by the first ranged
-// GET of a page stored otherwise (one whole check). Keyed by (arena offset, stored length, page CRC32C), bounded
-// (least recently used out). An entry is only a claim about what the bytes were when a whole pass over them
-// matched the committed page CRC32C; every use re-reads the chunks it serves
-// and compares them, so a stale entry (slot reused for another page of the same length and CRC32C, or bytes damaged
-// at rest after it was filled) can only fail a check, never let a byte through unchecked.
+// GET of a page stored otherwise (one whole check). Keyed by (arena offset, stored length, page CRC32C, slot
+// version), bounded (least recently used out). An entry is only a claim about what the bytes were when a whole pass
+// over them matched the committed page CRC32C. The slot's version (bumped by the control plane whenever it frees the
+// slot; kNoVersion where the slots are not shared) makes the entry of a slot since reused unreachable. Bytes damaged
+// at rest after the entry was filled are caught where it is used: a range checked before it leaves re-reads its
+// chunks against the entry; a range announced with its expected CRC32C (kEntryRangeAnnounced) is checksummed as it
+// is sent and compared by the client.
 class ChunkCrcCache {
  public:
   static constexpr uint32_t kChunkBytes = 64 * 1024;
+  static constexpr uint64_t kNoVersion = UINT64_MAX;
   using Crcs = std::shared_ptr<const std::vector<uint32_t>>;
   explicit ChunkCrcCache(size_t capacity) : capacity_(capacity) {}
-  Crcs Find(double offset, uint32_t length, uint32_t crc);
-  void Put(double offset, uint32_t length, uint32_t crc, Crcs chunks);
-  void Forget(double offset, uint32_t length, uint32_t crc);
+  Crcs Find(double offset, uint32_t length, uint32_t crc, uint64_t version);
+  void Put(double offset, uint32_t length, uint32_t crc, uint64_t version, Crcs chunks);
+  void Forget(double offset, uint32_t length, uint32_t crc, uint64_t version);
   size_t size();
 
  private:
   struct Key {
     double offset;
     uint32_t length, crc;
-    bool operator==(const Key& o) const { return offset == o.offset && length == o.length && crc == o.crc; }
+    uint64_t version;
+    bool operator==(const Key& o) const { return offset == o.offset && length == o.length && crc == o.crc && version == o.version; }
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
-      return std::hash<double>()(k.offset) ^ (static_cast<size_t>(k.length) << 32 | k.crc) * 0x9E3779B97F4A7C15ull;
+      return std::hash<double>()(k.offset) ^ (static_cast<size_t>(k.length) << 32 | k.crc) * 0x9E3779B97F4A7C15ull ^ k.version * 0xC2B2AE3D27D4EB4Full;
     }
   };
   using Lru = std::list<std::pair<Key, Crcs>>;
@@ -199,6 +203,8 @@ class Server {
   // Ranged GETs served from cached chunk CRC32Cs (only the chunks they overlap read), and those that checked whole.
   uint64_t rangesByChunk() const { return rangesByChunk_.load(); }
   uint64_t rangesWhole() const { return rangesWhole_.load(); }
+  // Ranged GETs sent unchecked with their expected CRC32C announced (kEntryRangeAnnounced): checksummed as sent.
+  uint64_t rangesAnnounced() const { return rangesAnnounced_.load(); }
 
  private:
   void AcceptLoop();
@@ -228,6 +234,12 @@ class Server {
   // Checks the bytes of a range [from, from + count) of a stored page and gives the range's CRC32C; false when they
   // (or, on a first read, the page) do not match the CRC32Cs derived from the page's committed CRC32C.
   bool CheckRange(double offset, const uint8_t* page, uint32_t length, uint32_t pageCrc, uint64_t from, uint64_t count, uint32_t* rangeCrc);
+  // The CRC32C a range [from, from + count) of a stored page must have, joined from its chunk table without reading
+  // a byte; false when there is no table for the page as it is in its slot now, or the range is not chunk-aligned.
+  bool ExpectedRangeCrc(double offset, uint32_t length, uint32_t pageCrc, uint64_t from, uint64_t count, uint32_t* expected);
+  // The version of the shared slot at arena offset `offset` (ChunkCrcCache::kNoVersion: slots not shared, or not a
+  // slot's start). Read while the page is pinned or just committed, it is the page's.
+  uint64_t SlotVersion(double offset) const;
 
   ServerOptions options_;
   std::shared_ptr<Memory> arena_;
@@ -247,7 +259,7 @@ class Server {
   bool drainScheduled_ = false;
   std::atomic<uint64_t> pooledPuts_{0}, getsPlannedHere_{0}, hasAnsweredHere_{0};
   ChunkCrcCache chunkCrcs_{8192};
-  std::atomic<uint64_t> rangesByChunk_{0}, rangesWhole_{0};
+  std::atomic<uint64_t> rangesByChunk_{0}, rangesWhole_{0}, rangesAnnounced_{0};
   int listenFd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> closing_{false};

@@ -61,6 +61,13 @@ int Connect(const std::string& host, uint16_t port, uint64_t timeoutMs) {
   return fd;
 }
 
+// The CRC32Cs after a GET response's bytes of one page: none for a whole page, one after a range, two after an
+// announced range (kEntryRangeAnnounced).
+size_t TrailerBytes(const Entry& asked, const Entry& answer) {
+  if (!(asked.flags & kEntryRange)) return 0;
+  return answer.flags & kEntryRangeAnnounced ? 8 : 4;
+}
+
 void ClientHandshake(Link& link, const std::string& secret, bool encrypt) {
   std::string challenge = RecvSimple(link, kChallenge, kMaxControl, nullptr);
   if (challenge.size() != kNonce + 4) throw NativeError(Code::Protocol, "CHALLENGE has the wrong size");
@@ -71,7 +78,7 @@ void ClientHandshake(Link& link, const std::string& secret, bool encrypt) {
   if (!secret.empty() && !(flags & kFlagSecret))
     throw NativeError(Code::Auth, "a secret is configured but the peer does not use one (frames could not be authenticated)");
   const uint8_t* sn = reinterpret_cast<const uint8_t*>(challenge.data());
-  uint32_t clientFlags = !secret.empty() && (encrypt || (flags & kFlagEncrypt)) ? kFlagEncrypt : 0;
+  uint32_t clientFlags = (!secret.empty() && (encrypt || (flags & kFlagEncrypt)) ? kFlagEncrypt : 0) | kFlagRangeCrcs;
   uint8_t cn[kNonce], mac[kMac] = {};
   RandomBytes(cn, kNonce);
   if (!secret.empty()) HandshakeMac(secret, "client", sn, cn, flags, clientFlags, mac);
@@ -266,7 +273,8 @@ void Client::Send(Link& link, ClientRequest& r) {
 
 void Client::Receive(Link& link, ClientRequest& r) {
   const size_t n = r.entries.size();
-  Header a = RecvHeader(link, options_.maxPayload);  std::vector<uint8_t> ackMeta = RecvMeta(link, a);
+  Header a = RecvHeader(link, options_.maxPayload);
+  std::vector<uint8_t> ackMeta = RecvMeta(link, a);
   if (a.op == kError) {
     if (a.metaBytes) throw NativeError(Code::Protocol, "peer ERROR frame carries an entry table");
     std::string why(a.payloadBytes, '\0');
@@ -286,7 +294,7 @@ void Client::Receive(Link& link, ClientRequest& r) {
     r.statuses[i] = ack[i].status;
     r.lengths[i] = ack[i].length;
     r.crcs[i] = ack[i].crc32c;
-    if (r.op == kGet && ack[i].status == kOk) payloadBytes += ack[i].length + (r.entries[i].flags & kEntryRange ? 4 : 0);
+    if (r.op == kGet && ack[i].status == kOk) payloadBytes += ack[i].length + TrailerBytes(r.entries[i], ack[i]);
   }
   if (payloadBytes != a.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");
   if (r.op == kGet) {
@@ -295,19 +303,27 @@ void Client::Receive(Link& link, ClientRequest& r) {
       uint32_t len = r.lengths[i];
       const bool ranged = (r.entries[i].flags & kEntryRange) != 0;
       if (len > r.capacity[i] || (ranged && len != r.entries[i].length)) {
-        DrainBody(link, len + (ranged ? 4 : 0), false);  // cannot land where asked: drain it, the stream stays in sync
+        DrainBody(link, len + TrailerBytes(r.entries[i], ack[i]), false);  // cannot land where asked: drain it, the stream stays in sync
         r.statuses[i] = kFailed;
         continue;
       }
       // A whole page is checked as each chunk lands against the stored copy's CRC32C (catches damage at rest on
-      // the serving host). A range was checked by the server against CRC32Cs derived from the page's committed
-      // CRC32C before it left (peer_server.cc, CheckRange), and is followed by its own CRC32C: on an authenticated
-      // link the frame's tag (checked below, before any status counts) already proves these are the bytes the
-      // server checked, so a second CRC32C pass here would only repeat it; without a secret (loopback) it is kept.
+      // the serving host). A range is followed by the CRC32C it must have: either the server checked the range
+      // against CRC32Cs derived from the page's committed CRC32C before it left (peer_server.cc, CheckRange), or it
+      // announced that CRC32C (kEntryRangeAnnounced) and follows it with the one of the bytes as it sent them, which
+      // must agree. On an authenticated link the frame's tag (checked below, before any status counts) proves these
+      // are the bytes the server checksummed, so a CRC32C pass here would only repeat it; without a secret
+      // (loopback) it is kept.
       const bool check = !ranged || !link.rx.active();
       uint32_t crc = RecvBody(link, r.arena->host() + r.offsets[i], len, 0, check);
       uint32_t expect = r.crcs[i];
-      if (ranged) RecvBody(link, reinterpret_cast<uint8_t*>(&expect), 4, 0, false);
+      if (ranged) {
+        uint32_t trailer[2];  // the range's CRC32C; announced: then that of the bytes as sent
+        const size_t bytes = TrailerBytes(r.entries[i], ack[i]);
+        RecvBody(link, reinterpret_cast<uint8_t*>(trailer), bytes, 0, false);
+        expect = trailer[0];
+        if (bytes == 8 && trailer[1] != trailer[0]) r.statuses[i] = kBadChecksum;
+      }
       if (check && crc != expect) r.statuses[i] = kBadChecksum;
     }
   }

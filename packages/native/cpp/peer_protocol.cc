@@ -386,12 +386,16 @@ constexpr size_t kBodyChunk = 256 << 10;  // authenticated/encrypted in pieces t
 }
 
 void SendFrame(Link& link, uint16_t op, uint64_t requestId, uint32_t count, const std::vector<uint8_t>& meta,
-               const std::vector<iovec>& payload) {
+               const std::vector<iovec>& payload, const std::vector<uint32_t*>& crcs) {
+  if (!crcs.empty() && crcs.size() != payload.size()) throw NativeError(Code::InvalidArgument, "SendFrame: one CRC32C slot per payload range");
   uint64_t payloadBytes = 0;
   for (const iovec& v : payload) payloadBytes += v.iov_len;
   uint8_t head[kHeaderBytes];
   EncodeFrameHeader(op, requestId, count, meta, payloadBytes, head);
   if (!link.tx.active()) {
+    // One send of everything: the CRC32Cs asked for are computed first.
+    for (size_t i = 0; i < crcs.size(); i++)
+      if (crcs[i]) *crcs[i] = Crc32c(0, payload[i].iov_base, payload[i].iov_len);
     std::vector<iovec> iov;
     iov.reserve(payload.size() + 2);
     iov.push_back({head, kHeaderBytes});
@@ -430,18 +434,23 @@ void SendFrame(Link& link, uint16_t op, uint64_t requestId, uint32_t count, cons
       batchBytes = 0;
     }
   };
-  for (const iovec& v : payload) {
+  for (size_t i = 0; i < payload.size(); i++) {
+    const iovec& v = payload[i];
     const uint8_t* p = static_cast<const uint8_t*>(v.iov_base);
+    uint32_t* crc = crcs.empty() ? nullptr : crcs[i];
+    if (crc) *crc = 0;
     for (size_t off = 0; off < v.iov_len;) {
       if (a.encrypts()) {
         size_t k = std::min(bounce.size() - sealed, v.iov_len - off);
+        if (crc) *crc = Crc32c(*crc, p + off, k);  // the plaintext, read into cache for the cipher just after
         a.Body(p + off, bounce.data() + sealed, k);
         sealed += k;
         off += k;
         if (sealed == bounce.size()) flush();
       } else {
         size_t k = std::min(kBodyChunk - batchBytes, v.iov_len - off);
-        a.Body(p + off, nullptr, k);  // authenticate, then send while the piece is in cache
+        if (crc) *crc = Crc32c(*crc, p + off, k);
+        a.Body(p + off, nullptr, k);  // checksum, authenticate, then send while the piece is in cache
         batch.push_back({const_cast<uint8_t*>(p + off), k});
         batchBytes += k;
         off += k;

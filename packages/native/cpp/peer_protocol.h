@@ -15,8 +15,9 @@
 //   server -> WELCOME    payload: HMAC(secret, "tiersync-peer-v1 server" | sn | cn)     (or ERROR)
 // Both sides prove the secret without sending it; fresh nonces make replays useless. Without a secret both sides
 // only talk over loopback. CHALLENGE flags: bit 0 secret required, bit 1 encryption required. HELLO carries the
-// client's flags (u32, bit 1: encrypt) between its nonce and its MAC; both MACs cover both flag words, so a party
-// on the path cannot strip them (a downgrade fails the handshake).
+// client's flags (u32, bit 1: encrypt, bit 2: kFlagRangeCrcs) between its nonce and its MAC; both MACs cover both
+// flag words, so a party on the path cannot strip them (a downgrade fails the handshake). A server ignores client
+// flags it does not know.
 //
 // Authenticated frames (whenever a secret is set): every frame after WELCOME carries a 16-byte AES-256-GCM tag
 // after its payload. Keys: HKDF-SHA256(secret, salt = sn | cn, info = "tiersync-peer-v1 c2s|s2c" | flags), one per
@@ -47,16 +48,27 @@ constexpr uint64_t kMaxControl = 4096;  // handshake and error frames
 constexpr size_t kTag = 16;
 constexpr size_t kKey = 32;
 constexpr uint32_t kFlagSecret = 1, kFlagEncrypt = 2;
+// HELLO flag: the client honours kEntryRangeAnnounced in GET responses (it compares the two CRC32Cs).
+constexpr uint32_t kFlagRangeCrcs = 4;
 // Entry.flags bit 0 (PUT): the client did not compute the page's CRC32C; the server computes it on arrival and
 // returns it in the ack (each page is checksummed once).
 constexpr uint8_t kEntryComputeCrc = 1;
 // Entry.flags bit 1 (GET): a ranged read of bytes [crc32c, crc32c + length) of the page (the request's crc32c field
-// carries the range's offset). No unverified byte leaves the server: the first ranged read of a page checks it whole
-// against its CRC32C and keeps its 64 KiB chunk CRC32Cs, later ones check the chunks they overlap against those
-// (Server::CheckRange). The range follows, then its own CRC32C (u32): on a link without a secret the client checks
-// it as the range lands; with one, the frame's tag proves the bytes are those the server checked. The response entry
-// carries the range's length and the page's CRC32C. A range past the page: kOutOfRange, no bytes.
+// carries the range's offset). The range follows, then the CRC32C it must have (u32). Either the server checked the
+// range before it left (its first ranged read checks the page whole against its CRC32C and keeps its 64 KiB chunk
+// CRC32Cs, later ones check the chunks they overlap against those: Server::CheckRange), or, for a chunk-aligned
+// range of a page with a chunk table, the CRC32C is joined from the table and the client does the check: on a link
+// without a secret the client checksums every range as it lands; on an authenticated one see kEntryRangeAnnounced
+// (a client without kFlagRangeCrcs gets checked ranges only: the frame's tag proves the bytes are those the server
+// checked). The response entry carries the range's length and the page's CRC32C. A range past the page:
+// kOutOfRange, no bytes.
 constexpr uint8_t kEntryRange = 2;
+// Entry.flags bit 2 (GET response, ranged entry, only to a client that set kFlagRangeCrcs on an authenticated link):
+// the server did not check the range before sending it. The range is followed by two u32 instead of one: the CRC32C
+// the range must have, joined from the page's chunk table (the range is chunk-aligned), then the CRC32C of the bytes
+// as they were sent, computed in the pass that authenticates them (no separate pass over cold memory). The client
+// refuses the range (kBadChecksum) when the two differ; the frame's tag covers both.
+constexpr uint8_t kEntryRangeAnnounced = 4;
 
 enum Op : uint16_t {
   kChallenge = 1,
@@ -144,12 +156,16 @@ class FrameAead {
 struct Link {
   int fd = -1;
   FrameAead tx, rx;
+  uint32_t peerFlags = 0;  // server side: the client's HELLO flags
 };
 
 // Sends one frame: header for (op, requestId, count, meta, payload), the entry table, the payload ranges, then the
 // tag when the link authenticates. Encrypting sessions copy through a bounce buffer (the payload stays untouched).
+// `crcs`, when not empty, has one slot per payload range: where a slot is set, the CRC32C of that range's bytes is
+// written there as they are sent (on an authenticated link, piece by piece while each is in cache for its tag),
+// before any later range goes out; a later range may be that very word.
 void SendFrame(Link& link, uint16_t op, uint64_t requestId, uint32_t count, const std::vector<uint8_t>& meta,
-               const std::vector<iovec>& payload);
+               const std::vector<iovec>& payload, const std::vector<uint32_t*>& crcs = {});
 // Receives and decodes a header (starting the frame's tag), then its entry table.
 Header RecvHeader(Link& link, uint64_t maxPayload);
 std::vector<uint8_t> RecvMeta(Link& link, const Header& h);

@@ -105,17 +105,17 @@ size_t SlotPool::size() {
   return free_.size();
 }
 
-ChunkCrcCache::Crcs ChunkCrcCache::Find(double offset, uint32_t length, uint32_t crc) {
+ChunkCrcCache::Crcs ChunkCrcCache::Find(double offset, uint32_t length, uint32_t crc, uint64_t version) {
   std::lock_guard<std::mutex> lock(m_);
-  auto it = index_.find(Key{offset, length, crc});
+  auto it = index_.find(Key{offset, length, crc, version});
   if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
 }
 
-void ChunkCrcCache::Put(double offset, uint32_t length, uint32_t crc, Crcs chunks) {
+void ChunkCrcCache::Put(double offset, uint32_t length, uint32_t crc, uint64_t version, Crcs chunks) {
   std::lock_guard<std::mutex> lock(m_);
-  const Key k{offset, length, crc};
+  const Key k{offset, length, crc, version};
   auto it = index_.find(k);
   if (it != index_.end()) {
     it->second->second = std::move(chunks);
@@ -130,9 +130,9 @@ void ChunkCrcCache::Put(double offset, uint32_t length, uint32_t crc, Crcs chunk
   }
 }
 
-void ChunkCrcCache::Forget(double offset, uint32_t length, uint32_t crc) {
+void ChunkCrcCache::Forget(double offset, uint32_t length, uint32_t crc, uint64_t version) {
   std::lock_guard<std::mutex> lock(m_);
-  auto it = index_.find(Key{offset, length, crc});
+  auto it = index_.find(Key{offset, length, crc, version});
   if (it == index_.end()) return;
   lru_.erase(it->second);
   index_.erase(it);
@@ -306,6 +306,7 @@ void Server::Handshake(Link& link) {
   std::memcpy(cn, hello.data(), kNonce);
   uint32_t clientFlags;
   std::memcpy(&clientFlags, hello.data() + kNonce, 4);
+  link.peerFlags = clientFlags;
   if (!secret) {
     if (!IsLoopback(link.fd, true)) throw NativeError(Code::Auth, "no secret configured: only loopback peers are served");
   } else {
@@ -417,7 +418,8 @@ bool Server::CheckRange(double offset, const uint8_t* page, uint32_t length, uin
   // now holds another page of the same length and CRC32C) or bytes damaged at rest since can make the comparison
   // fail, never pass for bytes the table does not describe. A failure drops the table and falls back to the whole
   // check below, so a stale table costs one extra pass and never refuses an intact page.
-  if (ChunkCrcCache::Crcs table = chunkCrcs_.Find(offset, length, pageCrc)) {
+  const uint64_t version = SlotVersion(offset);
+  if (ChunkCrcCache::Crcs table = chunkCrcs_.Find(offset, length, pageCrc, version)) {
     if (table->size() == (length + kChunk - 1) / kChunk) {
       uint32_t stackCrcs[32];
       std::vector<uint32_t> heapCrcs;
@@ -433,7 +435,7 @@ bool Server::CheckRange(double offset, const uint8_t* page, uint32_t length, uin
         return true;
       }
     }
-    chunkCrcs_.Forget(offset, length, pageCrc);
+    chunkCrcs_.Forget(offset, length, pageCrc, version);
   }
   // Cold: the whole page, chunk by chunk in one pass; the chunks joined must give the committed CRC32C.
   const size_t chunks = (length + kChunk - 1) / kChunk;
@@ -443,9 +445,33 @@ bool Server::CheckRange(double offset, const uint8_t* page, uint32_t length, uin
   for (size_t k = 0; k < chunks; k++) whole = Crc32cCombine(whole, (*table)[k], std::min<uint64_t>(kChunk, length - k * kChunk));
   rangesWhole_++;
   if (whole != pageCrc) return false;
-  chunkCrcs_.Put(offset, length, pageCrc, std::move(table));
+  chunkCrcs_.Put(offset, length, pageCrc, version, std::move(table));
   *rangeCrc = range;
   return true;
+}
+
+bool Server::ExpectedRangeCrc(double offset, uint32_t length, uint32_t pageCrc, uint64_t from, uint64_t count, uint32_t* expected) {
+  constexpr uint64_t kChunk = ChunkCrcCache::kChunkBytes;
+  const uint64_t to = from + count;
+  if (from % kChunk != 0 || (to % kChunk != 0 && to != length)) return false;
+  const uint64_t version = SlotVersion(offset);
+  if (version == ChunkCrcCache::kNoVersion) return false;  // nothing ties a table to the bytes in the slot now
+  ChunkCrcCache::Crcs table = chunkCrcs_.Find(offset, length, pageCrc, version);
+  if (!table || table->size() != (length + kChunk - 1) / kChunk) return false;
+  uint32_t crc = 0;
+  for (uint64_t k = from / kChunk; k * kChunk < to; k++) crc = Crc32cCombine(crc, (*table)[k], std::min(kChunk, length - k * kChunk));
+  *expected = crc;
+  return true;
+}
+
+uint64_t Server::SlotVersion(double offset) const {
+  const uint32_t* versions = slotVersions_.load(std::memory_order_acquire);
+  const uint64_t slotBytes = pool_.slotBytes();
+  const double from = offset - slotsDataOffset_;
+  if (!versions || slotBytes == 0 || !(from >= 0)) return ChunkCrcCache::kNoVersion;
+  const uint64_t slot = static_cast<uint64_t>(from) / slotBytes;
+  if (slot >= slotCount_ || static_cast<double>(slot * slotBytes) != from) return ChunkCrcCache::kNoVersion;
+  return __atomic_load_n(&versions[slot], __ATOMIC_ACQUIRE);
 }
 
 std::vector<Landed> Server::DrainLanded() {
@@ -621,7 +647,7 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
       landed.entries.push_back(entries[i]);
       landed.offsets.push_back(slots[i]);
       // Its first ranged read then needs no whole pass (the table joins to the CRC32C the page landed with).
-      if (tables[i]) chunkCrcs_.Put(slots[i], entries[i].length, entries[i].crc32c, std::move(tables[i]));
+      if (tables[i]) chunkCrcs_.Put(slots[i], entries[i].length, entries[i].crc32c, SlotVersion(slots[i]), std::move(tables[i]));
     } else {
       pool_.Return(slots[i]);
     }
@@ -692,14 +718,20 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
         ack[i].status = r->outcome[i];
         ack[i].length = r->entries[i].length;
         ack[i].crc32c = r->entries[i].crc32c;
-        if (r->outcome[i] == kOk && tables[i]) chunkCrcs_.Put(r->offsets[i], r->entries[i].length, r->entries[i].crc32c, std::move(tables[i]));
+        if (r->outcome[i] == kOk && tables[i]) chunkCrcs_.Put(r->offsets[i], r->entries[i].length, r->entries[i].crc32c, SlotVersion(r->offsets[i]), std::move(tables[i]));
       }
       SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
       return;
     }
     std::vector<iovec> iov;
+    std::vector<uint32_t*> sentCrcs;  // per iov: where SendFrame leaves its CRC32C (announced ranges only)
     std::vector<uint32_t> rangeCrcs;
-    rangeCrcs.reserve(n);  // iov points into it: no reallocation
+    rangeCrcs.reserve(2 * n);  // iov points into it: no reallocation
+    // Where the chunk table gives the CRC32C a range must have, the range can go out unchecked (no pass over cold
+    // memory here) with that CRC32C announced, for the client to check against: without a secret every client
+    // checksums a range as it lands; on an authenticated link only one that compares announced CRC32Cs
+    // (kFlagRangeCrcs) gets them, with the CRC32C of the bytes as sent, computed in the pass that authenticates them.
+    const bool clientChecks = !link.tx.active() || (link.peerFlags & kFlagRangeCrcs) != 0;
     for (size_t i = 0; i < n; i++) {
       ack[i].key = r->entries[i].key;
       ack[i].status = r->statuses[i];
@@ -717,14 +749,34 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
             ack[i].status = kOutOfRange;
             continue;
           }
+          ack[i].length = static_cast<uint32_t>(count);
+          uint32_t expected;
+          if (clientChecks && ExpectedRangeCrc(r->offsets[i], len, r->crcs.at(i), from, count, &expected)) {
+            rangesAnnounced_++;
+            rangeCrcs.push_back(expected);
+            iov.push_back({const_cast<uint8_t*>(page) + from, count});
+            if (!link.tx.active()) {
+              iov.push_back({&rangeCrcs.back(), 4});  // the client checksums the range against it as it lands
+              continue;
+            }
+            // Followed by the CRC32C it must have and the one of the bytes as they go out (SendFrame fills it in);
+            // the client refuses the range when they differ.
+            ack[i].flags = kEntryRangeAnnounced;
+            rangeCrcs.push_back(0);
+            uint32_t* words = &rangeCrcs[rangeCrcs.size() - 2];
+            sentCrcs.resize(iov.size());
+            sentCrcs.back() = words + 1;
+            iov.push_back({words, 8});
+            continue;
+          }
           // No byte of the range leaves unless it matched CRC32Cs derived from the page's committed CRC32C: the
           // whole page on its first ranged read, then only the chunks each range overlaps (CheckRange).
           uint32_t rangeCrc;
           if (!CheckRange(r->offsets[i], page, len, r->crcs.at(i), from, count, &rangeCrc)) {
             ack[i].status = kBadChecksum;
+            ack[i].length = 0;
             continue;
           }
-          ack[i].length = static_cast<uint32_t>(count);
           rangeCrcs.push_back(rangeCrc);
           iov.push_back({const_cast<uint8_t*>(page) + from, count});
           iov.push_back({&rangeCrcs.back(), 4});
@@ -734,7 +786,8 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
         iov.push_back({const_cast<uint8_t*>(page), len});
       }
     }
-    SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), iov);
+    if (!sentCrcs.empty()) sentCrcs.resize(iov.size());
+    SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), iov, sentCrcs);
     sentOrReceived = true;
   } catch (...) {
     r->failed = true;

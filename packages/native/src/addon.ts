@@ -36,7 +36,7 @@ export interface NativeAddon {
 }
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number };
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number; rangesAnnounced: number };
   close(): void;
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;

@@ -199,9 +199,11 @@ export class PeerServer {
    * getsPlannedHere, hasAnsweredHere: GETs planned and HAS answered on the data plane (the others asked `plan`).
    * Ranged GET pages: rangesByChunk checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier
    * whole check of the page found; rangesWhole checked their page whole (its first ranged read, or a chunk that no
-   * longer matched).
+   * longer matched); rangesAnnounced were chunk-aligned and sent unchecked with the CRC32C they must have (joined from
+   * those chunk CRC32Cs), for the client to check: against what lands (no secret), or against the CRC32C of the bytes
+   * as sent (authenticated).
    */
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number } {
+  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number; rangesAnnounced: number } {
     return this.#native.stats();
   }
 

@@ -21,6 +21,39 @@ function damageHostPage(host: HostTier, key: string, at: number, mask: number, p
   internals.store.arena.view(internals.store.dataOffset + internals.table.get(key)!.slot * pageBytes + at, 1)[0]! ^= mask;
 }
 
+/**
+ * `page` with one byte flipped at `changeAt` and the 4 bytes at `patchAt` set so that the CRC32C of the whole is
+ * unchanged. CRC32C is affine over GF(2): for messages of one length, crc(m ^ d) = crc(m) ^ crc(d) ^ crc(zeros), so
+ * the patch solves a 32 x 32 linear system (any 32 consecutive bits can be solved for, as for every CRC-32).
+ */
+function sameCrc32c(page: Uint8Array, changeAt: number, patchAt: number): Uint8Array {
+  const zero = crc32c(new Uint8Array(page.length));
+  const effect = (bits: Array<[number, number]>): number => {
+    const d = new Uint8Array(page.length);
+    for (const [at, mask] of bits) d[at]! ^= mask;
+    return (crc32c(d) ^ zero) >>> 0;
+  };
+  // Gaussian elimination: a basis of the patch bits' effects, each with the set of bits that makes it.
+  const basis: Array<{ value: number; bits: number }> = [];
+  const reduce = (v: { value: number; bits: number }) => {
+    for (const b of basis) if ((v.value ^ b.value) >>> 0 < v.value) v = { value: (v.value ^ b.value) >>> 0, bits: (v.bits ^ b.bits) >>> 0 };
+    return v;
+  };
+  for (let j = 0; j < 32; j++) {
+    const v = reduce({ value: effect([[patchAt + (j >> 3), 1 << (j & 7)]]), bits: (1 << j) >>> 0 });
+    if (v.value) {
+      basis.push(v);
+      basis.sort((x, y) => y.value - x.value);
+    }
+  }
+  const left = reduce({ value: effect([[changeAt, 0xff]]), bits: 0 });
+  if (left.value !== 0) throw new Error('sameCrc32c: no patch at that place');
+  const out = Uint8Array.from(page);
+  out[changeAt]! ^= 0xff;
+  for (let j = 0; j < 32; j++) if ((left.bits >>> j) & 1) out[patchAt + (j >> 3)]! ^= 1 << (j & 7);
+  return out;
+}
+
 /** A host tier served over loopback, a peer tier reaching it with a secret, and a source arena. */
 interface LoopbackPeer {
   host: HostTier;
@@ -31,15 +64,17 @@ interface LoopbackPeer {
 
 /** Runs `body` against a LoopbackPeer of `hostPages` pages of `pageBytes`, then closes everything in order. */
 async function withLoopbackPeer(
-  o: { pageBytes: number; fingerprint: string; hostPages: number; arenaBytes: number; serve?: PeerServeOptions },
+  o: { pageBytes: number; fingerprint: string; hostPages: number; arenaBytes: number; serve?: PeerServeOptions; secret?: string },
   body: (rig: LoopbackPeer) => Promise<void>,
 ): Promise<void> {
   const engine = new TransferEngine({ threads: 2 });
   const context = { engine, pageBytes: o.pageBytes, fingerprint: o.fingerprint };
   const host = new HostTier(`host://?capacity=${o.hostPages * o.pageBytes}`, context);
   await host.open();
-  const server = servePeer(host, { secret: 'rig-secret', ...o.serve });
-  const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=rig-secret&streams=2`, context);
+  // secret '': neither end has one (loopback only; frames not authenticated).
+  const secret = o.secret ?? 'rig-secret';
+  const server = servePeer(host, { ...(secret ? { secret } : {}), ...o.serve });
+  const tier = new PeerTier(`peer://127.0.0.1:${server.port}?${secret ? `secret=${secret}&` : ''}streams=2`, context);
   const arena = HostArena.create({ capacity: o.arenaBytes });
   try {
     await tier.open();
@@ -515,7 +550,7 @@ describe('peer ranged reads', () => {
     });
   });
 
-  it('checks ranges against chunk CRC32Cs: damage after the table was filled is refused where it lies, intact chunks still served', async () => {
+  it('checks ranges against chunk CRC32Cs, or announces them: damage after the table was filled is refused where it lies, intact chunks still served', async () => {
     const CHUNK = 64 * 1024; // the server's chunk (peer.h ChunkCrcCache::kChunkBytes)
     const BIG = 4 * CHUNK;
     await withLoopbackPeer({ pageBytes: BIG, fingerprint: 'range-chunks', hostPages: 8, arenaBytes: 4 * BIG }, async ({ host, server, tier, arena }) => {
@@ -524,42 +559,118 @@ describe('peer ranged reads', () => {
       const [put, local] = [testKey(7), testKey(8)];
       const range = (key: string, offset: number, length: number, at: number) => ({ key, into: { arena, offset: at, length }, range: { offset, length } });
       const damage = (key: string, at: number) => damageHostPage(host, key, at, 0x41, BIG);
-      // A page that arrived by PUT has its chunk table from the receive pass: its first range reads one chunk.
+      const counts = () => {
+        const st = server.stats();
+        return [st.rangesWhole, st.rangesByChunk, st.rangesAnnounced];
+      };
+      // A page that arrived by PUT has its chunk table from the receive pass. A chunk-aligned range of it is sent
+      // unchecked to this client (authenticated, kFlagRangeCrcs), its CRC32C announced and computed as it is sent.
       await tier.write([{ key: put, source: { arena, offset: 0, length: BIG } }]);
       const [a] = await tier.read([range(put, 2 * CHUNK, CHUNK, BIG)]);
       expect(a).toMatchObject({ status: 'hit', length: CHUNK, crc32c: crc32c(view) });
       expect(Buffer.compare(arena.view(BIG, CHUNK), view.subarray(2 * CHUNK, 3 * CHUNK))).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 0, rangesByChunk: 1 });
+      expect(counts()).toEqual([0, 0, 1]);
       // A page stored in the serving host directly: its first range checks it whole and leaves the table.
       await host.write([{ key: local, source: { arena, offset: 0, length: BIG } }]);
       const [first] = await tier.read([range(local, 0, CHUNK, BIG)]);
       expect(first).toMatchObject({ status: 'hit', length: CHUNK, crc32c: crc32c(view) });
-      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 1 });
-      // A later range, not chunk-aligned, read from the chunks it overlaps only.
+      expect(counts()).toEqual([1, 0, 1]);
+      // A later range, not chunk-aligned, read from the chunks it overlaps only ...
       const [second] = await tier.read([range(local, CHUNK - 100, CHUNK + 200, 2 * BIG)]);
       expect(second!.status).toBe('hit');
       expect(Buffer.compare(arena.view(2 * BIG, CHUNK + 200), view.subarray(CHUNK - 100, 2 * CHUNK + 100))).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 2 });
-      // Damaged at rest after the table was filled (chunk 3): a range over intact chunks is still served ...
+      expect(counts()).toEqual([1, 1, 1]);
+      // ... and an aligned one, up to the page's end, announced from the table the first read left.
+      const [third] = await tier.read([range(local, CHUNK, 3 * CHUNK, 2 * BIG)]);
+      expect(third!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(2 * BIG, 3 * CHUNK), view.subarray(CHUNK, BIG))).toBe(0);
+      expect(counts()).toEqual([1, 1, 2]);
+      // Damaged at rest after the table was filled (chunk 3): ranges over intact chunks are still served, checked
+      // or announced ...
       damage(local, 3 * CHUNK + 5);
       const [intact] = await tier.read([range(local, 2 * CHUNK + 10, 1000, 3 * BIG)]);
       expect(intact!.status).toBe('hit');
       expect(Buffer.compare(arena.view(3 * BIG, 1000), view.subarray(2 * CHUNK + 10, 2 * CHUNK + 1010))).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesByChunk: 3 });
-      // ... and the next range over the damaged chunk is refused: its chunk no longer matches, the page checked
-      // whole then fails too. None of its bytes land.
+      const [intactAligned] = await tier.read([range(local, 0, 3 * CHUNK, 2 * BIG)]);
+      expect(intactAligned!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(2 * BIG, 3 * CHUNK), view.subarray(0, 3 * CHUNK))).toBe(0);
+      expect(counts()).toEqual([1, 2, 3]);
+      // ... an announced range over the damaged chunk is refused by the client: the CRC32C of the bytes sent is not
+      // the one announced ...
+      const [badAnnounced] = await tier.read([range(local, 2 * CHUNK, 2 * CHUNK, 2 * BIG)]);
+      expect((badAnnounced as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
+      expect(counts()).toEqual([1, 2, 4]);
+      // ... and a checked one is refused before it leaves: its chunk no longer matches, the page checked whole then
+      // fails too. None of its bytes land.
       const before = Buffer.from(arena.view(3 * BIG, 3000));
       const [bad] = await tier.read([range(local, 3 * CHUNK, 3000, 3 * BIG)]);
       expect(bad!.status).toBe('error');
       expect((bad as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
       expect(Buffer.compare(arena.view(3 * BIG, 3000), before)).toBe(0);
-      expect(server.stats()).toMatchObject({ rangesWhole: 2, rangesByChunk: 3 });
-      // The whole page is refused as before; the page that came by PUT, damaged the same way, too, by range.
+      expect(counts()).toEqual([2, 2, 4]);
+      // The whole page is refused as before; the page that came by PUT, damaged the same way, too, by either kind of
+      // range.
       const [whole] = await tier.read([{ key: local, into: { arena, offset: BIG, length: BIG } }]);
       expect(whole!.status).toBe('error');
       damage(put, 3 * CHUNK + 5);
       const [badPut] = await tier.read([range(put, 3 * CHUNK - 1, 2, BIG)]);
       expect((badPut as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
+      const [badPutAnnounced] = await tier.read([range(put, 3 * CHUNK, CHUNK, BIG)]);
+      expect((badPutAnnounced as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
+    });
+  });
+
+  it('without a secret, sends aligned ranges unchecked with the CRC32C they must have: the client refuses damaged ones as they land', async () => {
+    const CHUNK = 64 * 1024;
+    const BIG = 4 * CHUNK;
+    await withLoopbackPeer({ pageBytes: BIG, fingerprint: 'range-plain', hostPages: 8, arenaBytes: 4 * BIG, secret: '' }, async ({ host, server, tier, arena }) => {
+      const view = arena.view(0, BIG);
+      for (let i = 0; i < view.length; i++) view[i] = (i * 11 + (i >>> 10)) & 0xff;
+      const key = testKey(3);
+      await tier.write([{ key, source: { arena, offset: 0, length: BIG } }]);
+      const read = async (offset: number, length: number) => (await tier.read([{ key, into: { arena, offset: BIG, length }, range: { offset, length } }]))[0]!;
+      expect(await read(CHUNK, 2 * CHUNK)).toMatchObject({ status: 'hit', length: 2 * CHUNK, crc32c: crc32c(view) });
+      expect(Buffer.compare(arena.view(BIG, 2 * CHUNK), view.subarray(CHUNK, 3 * CHUNK))).toBe(0);
+      expect(server.stats()).toMatchObject({ rangesWhole: 0, rangesByChunk: 0, rangesAnnounced: 1 });
+      damageHostPage(host, key, 2 * CHUNK + 7, 0x10, BIG);
+      expect(((await read(CHUNK, 2 * CHUNK)) as { error: TierSyncError }).error.code).toBe('ERR_CHECKSUM');
+      expect((await read(0, CHUNK)).status).toBe('hit');
+      expect(server.stats()).toMatchObject({ rangesWhole: 0, rangesByChunk: 0, rangesAnnounced: 3 });
+    });
+  });
+
+  it("never announces a range from the chunk table of a slot's earlier page, even one of the same length and CRC32C", async () => {
+    const CHUNK = 64 * 1024;
+    const BIG = 4 * CHUNK;
+    // 8 slots, one lent to the data plane's pool.
+    await withLoopbackPeer({ pageBytes: BIG, fingerprint: 'range-reuse', hostPages: 8, arenaBytes: 4 * BIG }, async ({ host, server, tier, arena }) => {
+      const first = arena.view(0, BIG);
+      for (let i = 0; i < BIG; i++) first[i] = (i * 7 + (i >>> 9)) & 0xff;
+      // The next page: chunk 1 differs, 4 bytes of chunk 3 make up for it, so the page's CRC32C is the same.
+      const next = Buffer.from(sameCrc32c(first, CHUNK + 10, 3 * CHUNK + 100));
+      expect(crc32c(next)).toBe(crc32c(first));
+      expect(Buffer.compare(next.subarray(CHUNK, 2 * CHUNK), first.subarray(CHUNK, 2 * CHUNK))).not.toBe(0);
+      arena.view(BIG, BIG).set(next);
+      const fillers = Array.from({ length: 6 }, (_, i) => testKey(100 + i));
+      await host.write(fillers.map((key, i) => ({ key, source: { arena, offset: (i % 2) * BIG, length: BIG } })));
+      // The first page arrives by PUT (its chunk table kept) and a range of it is announced.
+      const key = testKey(1);
+      await tier.write([{ key, source: { arena, offset: 0, length: BIG } }]);
+      server.drain(); // the tier records the pooled PUT now (and lends the pool its last free slot)
+      const slot = host.locate([key])[0]!.offset;
+      expect((await tier.read([{ key, into: { arena, offset: 2 * BIG, length: CHUNK }, range: { offset: CHUNK, length: CHUNK } }]))[0]!.status).toBe('hit');
+      expect(server.stats().rangesAnnounced).toBe(1);
+      // Deleted, and the next page (another key) written where it was: the only free slot.
+      await host.delete([key]);
+      const other = testKey(2);
+      await host.write([{ key: other, source: { arena, offset: BIG, length: BIG } }]);
+      expect(host.locate([other])[0]!.offset).toBe(slot);
+      // Same slot, length and CRC32C: only the slot's version tells the old table from the page now there. The
+      // range is checked against the page itself and served.
+      const [got] = await tier.read([{ key: other, into: { arena, offset: 2 * BIG, length: CHUNK }, range: { offset: CHUNK, length: CHUNK } }]);
+      expect(got!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(2 * BIG, CHUNK), next.subarray(CHUNK, 2 * CHUNK))).toBe(0);
+      expect(server.stats()).toMatchObject({ rangesWhole: 1, rangesAnnounced: 1 });
     });
   });
 });
