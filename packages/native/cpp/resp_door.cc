@@ -135,6 +135,40 @@ int ParseLine(const uint8_t* p, size_t avail, uint8_t type, uint64_t maxLine, in
 
 // std::allocator that leaves new elements of resize() uninitialized: the input buffer grows by a read's worth
 // before each recv, and zeroing 64 KiB per read showed as 4% of the door thread's time.
+// `*3 $3 SET $k key $v` from p (its array header, `head` bytes, already read): whether the SET's value can land
+// (its header whole, key and value within bounds: *out filled, offsets from p), more bytes are needed, or it is not
+// such a SET.
+enum class SetParse { No, More, Land };
+struct SetHeader {
+  size_t nameAt = 0, keyAt = 0, valueAt = 0;  // valueAt: the value's first byte
+  int64_t keyLength = 0, valueLength = 0;
+};
+SetParse ParseSetHeader(const uint8_t* p, size_t avail, size_t head, const DoorOptions& o, SetHeader* out) {
+  size_t at = head, ll;
+  int64_t l;
+  int r = ParseLine(p + at, avail - at, '$', o.maxInlineBytes, &l, &ll);
+  if (r == 0) return SetParse::More;
+  if (r < 0 || l != 3) return SetParse::No;
+  at += ll;
+  out->nameAt = at;
+  if (avail - at < 5) return SetParse::More;
+  if ((p[at] | 0x20) != 's' || (p[at + 1] | 0x20) != 'e' || (p[at + 2] | 0x20) != 't' || p[at + 3] != '\r' || p[at + 4] != '\n') return SetParse::No;
+  at += 5;
+  r = ParseLine(p + at, avail - at, '$', o.maxInlineBytes, &out->keyLength, &ll);
+  if (r == 0) return SetParse::More;
+  if (r < 0 || out->keyLength < 0 || static_cast<uint64_t>(out->keyLength) > o.maxKeyBytes) return SetParse::No;
+  at += ll;
+  out->keyAt = at;
+  if (avail - at < static_cast<size_t>(out->keyLength) + 2) return SetParse::More;
+  if (p[at + out->keyLength] != '\r' || p[at + out->keyLength + 1] != '\n') return SetParse::No;
+  at += out->keyLength + 2;
+  r = ParseLine(p + at, avail - at, '$', o.maxInlineBytes, &out->valueLength, &ll);
+  if (r == 0) return SetParse::More;
+  if (r < 0 || out->valueLength < 1 || static_cast<uint64_t>(out->valueLength) > o.maxBulkBytes) return SetParse::No;
+  out->valueAt = at + ll;
+  return SetParse::Land;
+}
+
 template <typename T>
 struct NoInitAllocator : std::allocator<T> {
   template <typename U>
@@ -977,238 +1011,36 @@ void Door::OnReadable(const std::shared_ptr<Conn>& c) {
   Arm(*c);
 }
 
+// What one step of Process() leaves: go on parsing, stop until more input arrives, or the client is closed.
+enum class Door::Flow { Next, Wait, Closed };
+
+// One Process() call: the bytes handed to JavaScript (one Data event, in order with the events between), and
+// whether replies were queued here (one flush at the end).
+struct Door::Round {
+  std::vector<uint8_t> forwarded;
+  bool answered = false;
+  void Forward(Conn& k, size_t n) {
+    forwarded.insert(forwarded.end(), k.in.begin() + static_cast<std::ptrdiff_t>(k.inPos), k.in.begin() + static_cast<std::ptrdiff_t>(k.inPos + n));
+    k.inPos += n;
+  }
+};
+
 void Door::Process(const std::shared_ptr<Conn>& c) {
   Conn& k = *c;
   if (k.destroy) return;
-  std::vector<uint8_t> fwd;
-  auto forward = [&](size_t n) {
-    fwd.insert(fwd.end(), k.in.begin() + static_cast<std::ptrdiff_t>(k.inPos), k.in.begin() + static_cast<std::ptrdiff_t>(k.inPos + n));
-    k.inPos += n;
-  };
-  uint8_t* base = arena_->host();
-  const uint64_t pb = options_.pageBytes;
-  bool stop = false, answered = false;
-  while (!stop) {
+  Round round;
+  for (Flow flow = Flow::Next; flow == Flow::Next;) {
     const size_t avail = k.in.size() - k.inPos;
     const uint8_t* p = k.in.data() + k.inPos;
     switch (k.state) {
-      case Conn::State::Value: {
-        if (avail == 0) {
-          stop = true;
-          break;
-        }
-        const uint64_t page = k.got / pb, within = k.got % pb;
-        const uint64_t pageLength = std::min(pb, k.valueLength - page * pb);
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(pageLength - within, avail));
-        k.crc = CopyCrc32c(k.crc, base + static_cast<uint64_t>(k.slots[page]) + within, p, n);
-        k.inPos += n;
-        k.got += n;
-        if (within + n == pageLength) {
-          k.crcs.push_back(k.crc);
-          k.crc = 0;
-        }
-        if (k.got == k.valueLength) k.state = Conn::State::Tail;
-        break;
-      }
-      case Conn::State::Tail: {
-        if (avail >= 1 && p[0] != '\r') {
-          ProtocolError(c, "expected CRLF after a bulk string of " + std::to_string(k.valueLength) + " bytes, got " + ShowByte(p[0]));
-          return;
-        }
-        if (avail < 2) {
-          stop = true;
-          break;
-        }
-        if (p[1] != '\n') {
-          ProtocolError(c, "expected CRLF after a bulk string of " + std::to_string(k.valueLength) + " bytes, got " + ShowByte(p[1]));
-          return;
-        }
-        k.inPos += 2;
-        Event e{EventKind::Set};
-        e.conn = k.id;
-        e.bytes.swap(k.name);
-        e.key.swap(k.key);
-        e.offsets.swap(k.slots);
-        e.crcs.swap(k.crcs);
-        e.valueLength = k.valueLength;
-        for (uint64_t at = 0; at < k.valueLength; at += pb) e.lengths.push_back(static_cast<uint32_t>(std::min(pb, k.valueLength - at)));
-        k.outstanding++;
-        k.state = Conn::State::Parse;
-        k.midSince = 0;
-        fastSets_++;
-        if (!fwd.empty()) {
-          Event d{EventKind::Data};
-          d.conn = k.id;
-          d.bytes.swap(fwd);
-          Emit(std::move(d));
-        }
-        Emit(std::move(e));
-        break;
-      }
-      case Conn::State::Forward: {
-        if (k.argsLeft == 0) {
-          k.state = Conn::State::Parse;
-          break;
-        }
-        if (avail == 0) {
-          stop = true;
-          break;
-        }
-        if (k.bulkLeft > 0) {
-          const size_t n = static_cast<size_t>(std::min<uint64_t>(k.bulkLeft, avail));
-          forward(n);
-          k.bulkLeft -= n;
-          if (k.bulkLeft == 0) k.argsLeft--;
-          break;
-        }
-        int64_t v;
-        size_t len;
-        int r = ParseLine(p, avail, '$', options_.maxInlineBytes, &v, &len);
-        if (r == 0) {
-          stop = true;
-          break;
-        }
-        if (r < 0 || v < 0) {
-          k.passthrough = true;  // JavaScript's parser says what is wrong
-          k.state = Conn::State::Parse;
-          break;
-        }
-        forward(len);
-        k.bulkLeft = static_cast<uint64_t>(v) + 2;
-        break;
-      }
-      case Conn::State::Parse: {
-        if (avail == 0) {
-          stop = true;
-          break;
-        }
-        if (k.passthrough.load()) {
-          forward(avail);
-          stop = true;
-          break;
-        }
-        if (p[0] != '*') {
-          k.passthrough = true;
-          break;
-        }
-        int64_t n;
-        size_t len0;
-        int r = ParseLine(p, avail, '*', options_.maxInlineBytes, &n, &len0);
-        if (r == 0) {
-          stop = true;
-          break;
-        }
-        if (r < 0 || n < 1 || static_cast<uint64_t>(n) > options_.maxArrayLength) {
-          k.passthrough = true;
-          break;
-        }
-        // `GET key` of a mirrored value, whole in hand, nothing of the client outstanding in JavaScript: answered here.
-        if (n == 2 && options_.slotVersions && k.fast.load() && k.outstanding.load() == 0) {
-          const uint32_t tenant = k.tenant.load();
-          size_t keyAt2, keyLength2, used;
-          if (tenant != 0 && ParseGet(p + len0, avail - len0, options_.maxKeyBytes, &keyAt2, &keyLength2, &used) &&
-              ServeGet(k, tenant, p + len0 + keyAt2, keyLength2)) {
-            k.inPos += len0 + used;
-            k.midSince = 0;
-            answered = true;
-            break;
-          }
-        }
-        // `EXISTS key...` (connectors ask it per chunk before they read: LMCache's contains) and `MGET key...`
-        // (batched connectors read chunks so) of mirrored values, whole in hand, nothing outstanding: answered here too.
-        if (n >= 2 && options_.slotVersions && k.fast.load() && k.outstanding.load() == 0) {
-          const uint32_t tenant = k.tenant.load();
-          const uint8_t* q = p + len0;
-          const size_t qa = avail - len0;
-          size_t nameUsed, keysUsed;
-          if (tenant != 0 &&
-              ((ParseName(q, qa, "exists", &nameUsed) && ServeExists(k, tenant, q + nameUsed, qa - nameUsed, n - 1, &keysUsed)) ||
-               (ParseName(q, qa, "mget", &nameUsed) && ServeMget(k, tenant, q + nameUsed, qa - nameUsed, n - 1, &keysUsed)))) {
-            k.inPos += len0 + nameUsed + keysUsed;
-            k.midSince = 0;
-            answered = true;
-            break;
-          }
-        }
-        // A SET whose value can land here: `*3 $3 SET $k key $v`, all of its header in hand.
-        bool land = false, more = false;
-        size_t at = len0;
-        int64_t keyLength = 0, valueLength = 0;
-        size_t keyAt = 0, nameAt = 0;
-        if (k.fast.load() && n == 3) {
-          int64_t l;
-          size_t ll;
-          r = ParseLine(p + at, avail - at, '$', options_.maxInlineBytes, &l, &ll);
-          if (r == 0) more = true;
-          else if (r > 0 && l == 3) {
-            at += ll;
-            nameAt = at;
-            if (avail - at < 5) more = true;
-            else if ((p[at] | 0x20) == 's' && (p[at + 1] | 0x20) == 'e' && (p[at + 2] | 0x20) == 't' && p[at + 3] == '\r' && p[at + 4] == '\n') {
-              at += 5;
-              r = ParseLine(p + at, avail - at, '$', options_.maxInlineBytes, &keyLength, &ll);
-              if (r == 0) more = true;
-              else if (r > 0 && keyLength >= 0 && static_cast<uint64_t>(keyLength) <= options_.maxKeyBytes) {
-                at += ll;
-                keyAt = at;
-                if (avail - at < static_cast<size_t>(keyLength) + 2) more = true;
-                else if (p[at + keyLength] == '\r' && p[at + keyLength + 1] == '\n') {
-                  at += keyLength + 2;
-                  r = ParseLine(p + at, avail - at, '$', options_.maxInlineBytes, &valueLength, &ll);
-                  if (r == 0) more = true;
-                  else if (r > 0 && valueLength >= 1 && static_cast<uint64_t>(valueLength) <= options_.maxBulkBytes) {
-                    at += ll;
-                    land = true;
-                  }
-                }
-              }
-            }
-          }
-        }
-        if (more) {
-          // Wait for the rest of the header (a key is at most maxKeyBytes); past that, JavaScript sees it.
-          if (avail <= options_.maxKeyBytes + 4 * options_.maxInlineBytes) {
-            if (!k.midSince) k.midSince = NowMs();
-            stop = true;
-            break;
-          }
-        }
-        if (land) {
-          // Only when JavaScript has answered everything before it (its parser is then empty).
-          // Set before the check, read by Done() after its decrement (both seq_cst): one of the two sees the other.
-          k.waiting = true;
-          if (k.outstanding.load() > 0) {
-            k.midSince = 0;
-            stop = true;
-            break;
-          }
-          k.waiting = false;
-          const uint64_t pages = (static_cast<uint64_t>(valueLength) + pb - 1) / pb;
-          if (pool_.slotBytes() >= pb && pool_.Take(pages, &k.slots)) {
-            k.name.assign(p + nameAt, p + nameAt + 3);
-            k.key.assign(p + keyAt, p + keyAt + keyLength);
-            k.valueLength = static_cast<uint64_t>(valueLength);
-            k.got = 0;
-            k.crc = 0;
-            k.crcs.clear();
-            k.inPos += at;
-            k.state = Conn::State::Value;
-            if (!k.midSince) k.midSince = NowMs();
-            break;
-          }
-        }
-        // Handed to JavaScript as it arrives.
-        k.outstanding++;
-        forward(len0);
-        k.argsLeft = n;
-        k.bulkLeft = 0;
-        k.state = Conn::State::Forward;
-        k.midSince = 0;
-        break;
-      }
+      case Conn::State::Value: flow = LandValueBytes(k, p, avail); break;
+      case Conn::State::Tail: flow = FinishValue(c, p, avail, round); break;
+      case Conn::State::Forward: flow = ForwardArguments(k, p, avail, round); break;
+      case Conn::State::Parse: flow = ParseCommand(k, p, avail, round); break;
     }
+    if (flow == Flow::Closed) return;
   }
-  if (answered) {
+  if (round.answered) {
     // One send for the replies of a pipelined run of GETs. A failed socket is left to the loop (EPOLLOUT|EPOLLERR).
     std::lock_guard<std::mutex> lock(k.m);
     if (!k.closed) Flush(k);
@@ -1226,21 +1058,181 @@ void Door::Process(const std::shared_ptr<Conn>& c) {
     }
     // What is held goes to JavaScript, which runs what is complete and closes.
     k.passthrough = true;
-    if (k.inPos < k.in.size()) forward(k.in.size() - k.inPos);
+    if (k.inPos < k.in.size()) round.Forward(k, k.in.size() - k.inPos);
     k.endSent = true;
     ended = true;
   }
-  if (!fwd.empty()) {
-    Event d{EventKind::Data};
-    d.conn = k.id;
-    d.bytes.swap(fwd);
-    Emit(std::move(d));
-  }
+  EmitForwarded(k, round);
   if (ended) {
     Event e{EventKind::End};
     e.conn = k.id;
     Emit(std::move(e));
   }
+}
+
+void Door::EmitForwarded(Conn& k, Round& round) {
+  if (round.forwarded.empty()) return;
+  Event d{EventKind::Data};
+  d.conn = k.id;
+  d.bytes.swap(round.forwarded);
+  Emit(std::move(d));
+}
+
+Door::Flow Door::LandValueBytes(Conn& k, const uint8_t* p, size_t avail) {
+  if (avail == 0) return Flow::Wait;
+  const uint64_t pb = options_.pageBytes;
+  const uint64_t page = k.got / pb, within = k.got % pb;
+  const uint64_t pageLength = std::min(pb, k.valueLength - page * pb);
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(pageLength - within, avail));
+  k.crc = CopyCrc32c(k.crc, arena_->host() + static_cast<uint64_t>(k.slots[page]) + within, p, n);
+  k.inPos += n;
+  k.got += n;
+  if (within + n == pageLength) {
+    k.crcs.push_back(k.crc);
+    k.crc = 0;
+  }
+  if (k.got == k.valueLength) k.state = Conn::State::Tail;
+  return Flow::Next;
+}
+
+Door::Flow Door::FinishValue(const std::shared_ptr<Conn>& c, const uint8_t* p, size_t avail, Round& round) {
+  Conn& k = *c;
+  for (size_t i = 0; i < 2 && i < avail; i++) {
+    if (p[i] != "\r\n"[i]) {
+      ProtocolError(c, "expected CRLF after a bulk string of " + std::to_string(k.valueLength) + " bytes, got " + ShowByte(p[i]));
+      return Flow::Closed;
+    }
+  }
+  if (avail < 2) return Flow::Wait;
+  k.inPos += 2;
+  const uint64_t pb = options_.pageBytes;
+  Event e{EventKind::Set};
+  e.conn = k.id;
+  e.bytes.swap(k.name);
+  e.key.swap(k.key);
+  e.offsets.swap(k.slots);
+  e.crcs.swap(k.crcs);
+  e.valueLength = k.valueLength;
+  for (uint64_t at = 0; at < k.valueLength; at += pb) e.lengths.push_back(static_cast<uint32_t>(std::min(pb, k.valueLength - at)));
+  k.outstanding++;
+  k.state = Conn::State::Parse;
+  k.midSince = 0;
+  fastSets_++;
+  EmitForwarded(k, round);  // what came before the SET reaches JavaScript before it
+  Emit(std::move(e));
+  return Flow::Next;
+}
+
+Door::Flow Door::ForwardArguments(Conn& k, const uint8_t* p, size_t avail, Round& round) {
+  if (k.argsLeft == 0) {
+    k.state = Conn::State::Parse;
+    return Flow::Next;
+  }
+  if (avail == 0) return Flow::Wait;
+  if (k.bulkLeft > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(k.bulkLeft, avail));
+    round.Forward(k, n);
+    k.bulkLeft -= n;
+    if (k.bulkLeft == 0) k.argsLeft--;
+    return Flow::Next;
+  }
+  int64_t v;
+  size_t len;
+  const int r = ParseLine(p, avail, '$', options_.maxInlineBytes, &v, &len);
+  if (r == 0) return Flow::Wait;
+  if (r < 0 || v < 0) {
+    k.passthrough = true;  // JavaScript's parser says what is wrong
+    k.state = Conn::State::Parse;
+    return Flow::Next;
+  }
+  round.Forward(k, len);
+  k.bulkLeft = static_cast<uint64_t>(v) + 2;
+  return Flow::Next;
+}
+
+bool Door::AnswerHere(Conn& k, const uint8_t* p, size_t avail, int64_t n, size_t* used) {
+  // Only for a client whose tenant the mirror knows, with nothing of it outstanding in JavaScript (replies stay in
+  // order), and the command whole in hand.
+  if (!options_.slotVersions || !k.fast.load() || k.outstanding.load() != 0) return false;
+  const uint32_t tenant = k.tenant.load();
+  if (tenant == 0) return false;
+  // `GET key` of a mirrored value.
+  size_t keyAt, keyLength;
+  if (n == 2 && ParseGet(p, avail, options_.maxKeyBytes, &keyAt, &keyLength, used) && ServeGet(k, tenant, p + keyAt, keyLength)) return true;
+  // `EXISTS key...` (connectors ask it per chunk before they read: LMCache's contains) and `MGET key...` (batched
+  // connectors read chunks so) of mirrored values.
+  size_t nameUsed, keysUsed;
+  const bool served = n >= 2 &&
+                      ((ParseName(p, avail, "exists", &nameUsed) && ServeExists(k, tenant, p + nameUsed, avail - nameUsed, n - 1, &keysUsed)) ||
+                       (ParseName(p, avail, "mget", &nameUsed) && ServeMget(k, tenant, p + nameUsed, avail - nameUsed, n - 1, &keysUsed)));
+  if (served) *used = nameUsed + keysUsed;
+  return served;
+}
+
+Door::Flow Door::ParseCommand(Conn& k, const uint8_t* p, size_t avail, Round& round) {
+  if (avail == 0) return Flow::Wait;
+  if (k.passthrough.load()) {
+    round.Forward(k, avail);
+    return Flow::Wait;
+  }
+  if (p[0] != '*') {
+    k.passthrough = true;
+    return Flow::Next;
+  }
+  int64_t n;
+  size_t head;
+  const int r = ParseLine(p, avail, '*', options_.maxInlineBytes, &n, &head);
+  if (r == 0) return Flow::Wait;
+  if (r < 0 || n < 1 || static_cast<uint64_t>(n) > options_.maxArrayLength) {
+    k.passthrough = true;
+    return Flow::Next;
+  }
+  size_t used;
+  if (AnswerHere(k, p + head, avail - head, n, &used)) {
+    k.inPos += head + used;
+    k.midSince = 0;
+    round.answered = true;
+    return Flow::Next;
+  }
+  SetHeader set;
+  const SetParse parsed = k.fast.load() && n == 3 ? ParseSetHeader(p, avail, head, options_, &set) : SetParse::No;
+  // Wait for the rest of the header (a key is at most maxKeyBytes); past that, JavaScript sees it.
+  if (parsed == SetParse::More && avail <= options_.maxKeyBytes + 4 * options_.maxInlineBytes) {
+    if (!k.midSince) k.midSince = NowMs();
+    return Flow::Wait;
+  }
+  if (parsed == SetParse::Land) {
+    // Only when JavaScript has answered everything before it (its parser is then empty).
+    // Set before the check, read by Done() after its decrement (both seq_cst): one of the two sees the other.
+    k.waiting = true;
+    if (k.outstanding.load() > 0) {
+      k.midSince = 0;
+      return Flow::Wait;
+    }
+    k.waiting = false;
+    const uint64_t pb = options_.pageBytes;
+    const uint64_t pages = (static_cast<uint64_t>(set.valueLength) + pb - 1) / pb;
+    if (pool_.slotBytes() >= pb && pool_.Take(pages, &k.slots)) {
+      k.name.assign(p + set.nameAt, p + set.nameAt + 3);
+      k.key.assign(p + set.keyAt, p + set.keyAt + set.keyLength);
+      k.valueLength = static_cast<uint64_t>(set.valueLength);
+      k.got = 0;
+      k.crc = 0;
+      k.crcs.clear();
+      k.inPos += set.valueAt;
+      k.state = Conn::State::Value;
+      if (!k.midSince) k.midSince = NowMs();
+      return Flow::Next;
+    }
+  }
+  // Handed to JavaScript as it arrives.
+  k.outstanding++;
+  round.Forward(k, head);
+  k.argsLeft = n;
+  k.bulkLeft = 0;
+  k.state = Conn::State::Forward;
+  k.midSince = 0;
+  return Flow::Next;
 }
 
 void Door::ProtocolError(const std::shared_ptr<Conn>& c, const std::string& message) {

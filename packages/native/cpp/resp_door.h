@@ -141,7 +141,19 @@ class Door {
   // (interrupted), or Closed (an error: the client is closed).
   enum class RecvEnd { Stop, Retry, Closed };
   RecvEnd AfterRecv(const std::shared_ptr<Conn>& c, ssize_t r);
+  // Parses what the client sent, step by step (one per state of its Conn): lands SET values, answers what it can,
+  // forwards the rest to JavaScript.
   void Process(const std::shared_ptr<Conn>& c);
+  enum class Flow;
+  struct Round;
+  Flow LandValueBytes(Conn& k, const uint8_t* p, size_t avail);
+  Flow FinishValue(const std::shared_ptr<Conn>& c, const uint8_t* p, size_t avail, Round& round);
+  Flow ForwardArguments(Conn& k, const uint8_t* p, size_t avail, Round& round);
+  Flow ParseCommand(Conn& k, const uint8_t* p, size_t avail, Round& round);
+  // Answers the command whose arguments start at p (`n` of them, the array header read) from the mirror: GET, EXISTS
+  // or MGET of mirrored values, whole in hand; *used: the arguments' bytes. False: not here.
+  bool AnswerHere(Conn& k, const uint8_t* p, size_t avail, int64_t n, size_t* used);
+  void EmitForwarded(Conn& k, Round& round);
   // Answers `GET key` from the mirror (door thread); false: forward it to JavaScript.
   bool ServeGet(Conn& c, uint32_t tenant, const uint8_t* key, size_t keyLength);
   // Answers `MGET key...` (the `count` keys at p, whole in hand; *used: their bytes) when every key is a mirrored
