@@ -14,7 +14,7 @@
         "cpp/bind_peer.cc", "cpp/peer_client.cc", "cpp/peer_protocol.cc", "cpp/peer_server.cc",
         "cpp/bind_lock.cc",
         "cpp/bind_checksum.cc", "cpp/bind_hmac.cc",
-        "cpp/bind_resp.cc", "cpp/resp_door.cc"
+        "cpp/bind_resp.cc", "cpp/resp_door.cc", "cpp/resp_mirror.cc", "cpp/resp_parse.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED", "_GNU_SOURCE"],

@@ -18,25 +18,8 @@
 //   Anything the door thread cannot follow (an inline command, a malformed or out-of-limit header, end of input
 //   mid-command) switches the client to passthrough: from that command boundary on every byte goes to JavaScript,
 //   whose parser answers it exactly as the Node engine would.
-// - GETs answered here: JavaScript mirrors into the door (MirrorPut / MirrorDrop) each catalog entry whose pages
-//   are all in host-tier slots and that has no TTL: per page its arena offset, length, CRC32C and the version its
-//   slot had when the page was committed there. JavaScript bumps a slot's version (one 32-bit word per slot, in
-//   memory both sides read) whenever it frees the slot (delete, eviction, demotion, pool give-back), and drops the
-//   mirror entry of a key before any change of the key's catalog entry is answered (SET over it, DEL, FLUSHDB,
-//   eviction) and before the replaced generation's pages are deleted. `GET key` (two arguments, a fast client with
-//   a tenant, nothing of it outstanding in JavaScript) of a mirrored key is answered here: each page is copied into
-//   the reply with its CRC32C computed in the same pass, its slot's version read before (acquire) and after (behind
-//   an acquire fence) the copy, as a seqlock reader does. The reply is queued only if every version is still the
-//   recorded one and every CRC32C matches: bytes are never sent unless they are the recorded page's. Otherwise the
-//   entry is dropped and the GET forwarded unchanged (JavaScript serves it from the hierarchy or answers nil).
-//   A slot freed and reused during the copy changes its version; one freed before it changed it already.
-//   The last few replies made (values up to 1 MiB) are kept and sent again for GETs of the same entry while every
-//   page's slot version is unchanged (a hot key read by many clients costs one copy, not one per GET); their bytes
-//   are the copy that was checked, never re-read from the slots.
-//   Each entry a GET is answered from is recorded once per drain window (NoteServed: a flag on the entry, then a
-//   shared_ptr in a vector that keeps its capacity), and JavaScript drains the record (TakeServed, every ~200 ms) to
-//   count those reads for the host tier's eviction policy: GETs answered here never reach JavaScript otherwise.
-//   The record holds at most kServedMax entries per window; GETs of further entries go unrecorded (counted).
+// - GETs, MGETs and EXISTS of values whose pages sit in host-tier slots are answered on the door thread from a
+//   mirror of the catalog: resp_mirror.cc.
 // - Replies: JavaScript writes them with Write() on its own thread (writev at once when nothing is queued, the rest
 //   copied and flushed by the door thread on EPOLLOUT), under the client's mutex.
 //
@@ -73,6 +56,8 @@
 #include <utility>
 
 #include "crc32c.h"
+#include "resp_door_state.h"
+#include "resp_parse.h"
 #include "status.h"
 
 namespace tiersync::resp {
@@ -99,213 +84,7 @@ int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string ShowByte(uint8_t b) {
-  if (b >= 0x20 && b < 0x7f) return std::string("'") + static_cast<char>(b) + "'";
-  char buf[8];
-  snprintf(buf, sizeof buf, "0x%02x", b);
-  return buf;
-}
-
-// A protocol line `<type><integer>\r\n` at p: 1 (value and length set), 0 (incomplete), -1 (not such a line).
-int ParseLine(const uint8_t* p, size_t avail, uint8_t type, uint64_t maxLine, int64_t* value, size_t* length) {
-  if (avail == 0) return 0;
-  if (p[0] != type) return -1;
-  const size_t limit = std::min<size_t>(avail, maxLine + 2);
-  const void* nl = memchr(p, '\n', limit);
-  if (!nl) return avail > maxLine + 2 ? -1 : 0;
-  const size_t end = static_cast<const uint8_t*>(nl) - p;
-  if (end < 3 || p[end - 1] != '\r') return -1;
-  size_t i = 1;
-  bool negative = false;
-  if (p[i] == '-') {
-    negative = true;
-    i++;
-  }
-  if (i >= end - 1) return -1;
-  int64_t v = 0;
-  for (; i < end - 1; i++) {
-    if (p[i] < '0' || p[i] > '9') return -1;
-    if (v > (INT64_MAX - 9) / 10) return -1;
-    v = v * 10 + (p[i] - '0');
-  }
-  *value = negative ? -v : v;
-  *length = end + 1;
-  return 1;
-}
-
-// std::allocator that leaves new elements of resize() uninitialized: the input buffer grows by a read's worth
-// before each recv, and zeroing 64 KiB per read showed as 4% of the door thread's time.
-// `*3 $3 SET $k key $v` from p (its array header, `head` bytes, already read): whether the SET's value can land
-// (its header whole, key and value within bounds: *out filled, offsets from p), more bytes are needed, or it is not
-// such a SET.
-enum class SetParse { No, More, Land };
-struct SetHeader {
-  size_t nameAt = 0, keyAt = 0, valueAt = 0;  // valueAt: the value's first byte
-  int64_t keyLength = 0, valueLength = 0;
-};
-SetParse ParseSetHeader(const uint8_t* p, size_t avail, size_t head, const DoorOptions& o, SetHeader* out) {
-  size_t at = head, ll;
-  int64_t l;
-  int r = ParseLine(p + at, avail - at, '$', o.maxInlineBytes, &l, &ll);
-  if (r == 0) return SetParse::More;
-  if (r < 0 || l != 3) return SetParse::No;
-  at += ll;
-  out->nameAt = at;
-  if (avail - at < 5) return SetParse::More;
-  if ((p[at] | 0x20) != 's' || (p[at + 1] | 0x20) != 'e' || (p[at + 2] | 0x20) != 't' || p[at + 3] != '\r' || p[at + 4] != '\n') return SetParse::No;
-  at += 5;
-  r = ParseLine(p + at, avail - at, '$', o.maxInlineBytes, &out->keyLength, &ll);
-  if (r == 0) return SetParse::More;
-  if (r < 0 || out->keyLength < 0 || static_cast<uint64_t>(out->keyLength) > o.maxKeyBytes) return SetParse::No;
-  at += ll;
-  out->keyAt = at;
-  if (avail - at < static_cast<size_t>(out->keyLength) + 2) return SetParse::More;
-  if (p[at + out->keyLength] != '\r' || p[at + out->keyLength + 1] != '\n') return SetParse::No;
-  at += out->keyLength + 2;
-  r = ParseLine(p + at, avail - at, '$', o.maxInlineBytes, &out->valueLength, &ll);
-  if (r == 0) return SetParse::More;
-  if (r < 0 || out->valueLength < 1 || static_cast<uint64_t>(out->valueLength) > o.maxBulkBytes) return SetParse::No;
-  out->valueAt = at + ll;
-  return SetParse::Land;
-}
-
-template <typename T>
-struct NoInitAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = NoInitAllocator<U>;
-  };
-  NoInitAllocator() = default;
-  template <typename U>
-  NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
-// Reply buffers: filled by a copy (CopyCrc32c) right after they are made, so not zeroed first.
-using OutBuffer = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
-
-// One queued reply: its own bytes, or a GET reply shared with other clients (immutable once made).
-struct OutChunk {
-  OutBuffer own;
-  std::shared_ptr<const OutBuffer> shared;
-  const uint8_t* data() const { return shared ? shared->data() : own.data(); }
-  size_t size() const { return shared ? shared->size() : own.size(); }
-};
-
-// GET replies kept for reuse (door thread): the last few values answered, each up to this size.
-constexpr size_t kHotReplies = 8;
-constexpr size_t kHotReplyBytes = (1u << 20) + 64;
-
-// MGETs whose values add up to more are answered by JavaScript's thread. The kernel copies a reply into the socket
-// on the thread that writes it, and the door thread, which reads every client, should not spend that time on large
-// arrays (`bench resp --mget 8`: 8 x 256 KiB values 0.85-0.9 of redis-server from the door thread, 1.0 from
-// JavaScript; 8 x 16 KiB 1.05 from the door thread, 0.53-0.6 from JavaScript).
-constexpr uint64_t kNativeMgetBytes = 1u << 20;
-
-// `$3\r\nGET\r\n$<n>\r\n<key>\r\n` at p, whole: true, with the key's place and the bytes it takes.
-bool ParseGet(const uint8_t* p, size_t avail, uint64_t maxKey, size_t* keyAt, size_t* keyLength, size_t* used) {
-  if (avail < 9 || std::memcmp(p, "$3\r\n", 4) != 0) return false;
-  if ((p[4] | 0x20) != 'g' || (p[5] | 0x20) != 'e' || (p[6] | 0x20) != 't' || p[7] != '\r' || p[8] != '\n') return false;
-  int64_t l;
-  size_t ll;
-  if (ParseLine(p + 9, avail - 9, '$', 32, &l, &ll) != 1 || l < 0 || static_cast<uint64_t>(l) > maxKey) return false;
-  const size_t at = 9 + ll;
-  if (avail - at < static_cast<size_t>(l) + 2 || p[at + l] != '\r' || p[at + l + 1] != '\n') return false;
-  *keyAt = at;
-  *keyLength = static_cast<size_t>(l);
-  *used = at + static_cast<size_t>(l) + 2;
-  return true;
-}
-
-// `$<n>\r\n<name>\r\n` at p, the name in any case (`name`: lower case, under 10 bytes): true, with the bytes it
-// takes.
-bool ParseName(const uint8_t* p, size_t avail, const char* name, size_t* used) {
-  const size_t n = std::strlen(name);
-  const size_t total = 4 + n + 2;
-  if (avail < total || p[0] != '$' || p[1] != static_cast<uint8_t>('0' + n) || p[2] != '\r' || p[3] != '\n') return false;
-  if (p[4 + n] != '\r' || p[5 + n] != '\n') return false;
-  for (size_t i = 0; i < n; i++)
-    if ((p[4 + i] | 0x20) != name[i]) return false;
-  *used = total;
-  return true;
-}
-
-// The `count` bulk-string keys at p, each whole in hand and at most maxKey bytes: true, with where each one is
-// (offset, length from p) and the bytes they take. False: not all in hand, or malformed (JavaScript says what).
-bool ParseKeys(const uint8_t* p, size_t avail, int64_t count, uint64_t maxKey, std::vector<std::pair<size_t, size_t>>* keys, size_t* used) {
-  size_t at = 0;
-  keys->clear();
-  for (int64_t i = 0; i < count; i++) {
-    int64_t l;
-    size_t ll;
-    if (ParseLine(p + at, avail - at, '$', 32, &l, &ll) != 1 || l < 0 || static_cast<uint64_t>(l) > maxKey) return false;
-    at += ll;
-    if (avail - at < static_cast<size_t>(l) + 2 || p[at + l] != '\r' || p[at + l + 1] != '\n') return false;
-    keys->emplace_back(at, static_cast<size_t>(l));
-    at += static_cast<size_t>(l) + 2;
-  }
-  *used = at;
-  return true;
-}
-
-uint32_t LoadAcquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-uint32_t LoadRelaxed(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-
-std::string MirrorKey(uint32_t tenant, const uint8_t* key, size_t keyLength) {
-  std::string k(reinterpret_cast<const char*>(&tenant), sizeof tenant);
-  k.append(reinterpret_cast<const char*>(key), keyLength);
-  return k;
-}
-
 }  // namespace
-
-struct Door::Conn {
-  uint64_t id = 0;
-  int fd = -1;
-  // Guards the output queue, the socket's writes and close, and `closed`.
-  std::mutex m;
-  std::deque<OutChunk> out;
-  size_t outHead = 0;  // bytes of out.front() already written
-  uint64_t outBytes = 0;
-  bool wantDrain = false, endAfterFlush = false, closed = false, draining = false;
-  uint32_t armed = 0;
-  std::atomic<bool> fast{false}, paused{false}, passthrough{false}, destroy{false}, holding{false};
-  std::atomic<uint32_t> tenant{0};  // the mirror's tenant id of the client (0: its GETs go to JavaScript)
-  std::atomic<int64_t> outstanding{0};
-  // The door thread stopped at a SET to land until `outstanding` reaches 0: Done() must wake it (only then).
-  std::atomic<bool> waiting{false};
-  std::atomic<int64_t> lastActive{0};
-  // Door thread only.
-  std::vector<uint8_t, NoInitAllocator<uint8_t>> in;
-  size_t inPos = 0;
-  enum class State { Parse, Forward, Value, Tail } state = State::Parse;
-  int64_t argsLeft = 0;
-  uint64_t bulkLeft = 0;
-  std::atomic<bool> eof{false};  // read by Arm() on the JavaScript thread too
-  bool endSent = false;
-  int64_t midSince = 0, drainSince = 0;
-  std::vector<uint8_t> name, key;
-  std::vector<double> slots;
-  std::vector<uint32_t> crcs;
-  uint64_t valueLength = 0, got = 0;
-  uint32_t crc = 0;
-};
-
-struct Door::Hot {
-  struct Entry {
-    std::shared_ptr<const MirrorValue> value;
-    std::shared_ptr<const OutBuffer> reply;
-  };
-  std::array<Entry, kHotReplies> entries;
-  size_t next = 0;
-};
 
 Door::Door(const DoorOptions& options, std::shared_ptr<Memory> arena, std::function<void()> notify)
     : options_(options), arena_(std::move(arena)), notify_(std::move(notify)), hot_(std::make_unique<Hot>()) {
@@ -576,223 +355,9 @@ void Door::SetFast(uint64_t conn, bool fast, uint32_t tenant) {
   c->fast = fast;
 }
 
-void Door::MirrorPut(uint32_t tenant, const uint8_t* key, size_t keyLength, std::shared_ptr<const MirrorValue> value) {
-  std::string k = MirrorKey(tenant, key, keyLength);
-  std::lock_guard<std::mutex> lock(mirrorMutex_);
-  mirror_[std::move(k)] = std::move(value);
-}
-
-void Door::MirrorDrop(uint32_t tenant, const uint8_t* key, size_t keyLength) {
-  std::string k = MirrorKey(tenant, key, keyLength);
-  std::lock_guard<std::mutex> lock(mirrorMutex_);
-  mirror_.erase(k);
-}
-
 size_t Door::OpenClients() {
   std::lock_guard<std::mutex> lock(connsMutex_);
   return conns_.size();
-}
-
-size_t Door::mirrorSize() {
-  std::lock_guard<std::mutex> lock(mirrorMutex_);
-  return mirror_.size();
-}
-
-std::vector<uint64_t> Door::TakeServed() {
-  std::vector<uint64_t> ids;
-  std::lock_guard<std::mutex> lock(servedMutex_);
-  ids.reserve(served_.size());
-  for (const auto& v : served_) {
-    ids.push_back(v->id);
-    v->served.store(false, std::memory_order_relaxed);
-  }
-  served_.clear();
-  return ids;
-}
-
-void Door::NoteServed(const std::shared_ptr<const MirrorValue>& v) {
-  // Recorded already in this window (the common case for a hot key): one relaxed load. A stale `true` just after a
-  // drain loses this one read's record, never more: the flag only changes under servedMutex_.
-  if (v->id == 0 || v->served.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(servedMutex_);
-  if (served_.size() >= kServedMax) {
-    // Bounded: the read is not recorded (the flag stays clear, so each such GET is counted).
-    unrecordedGets_++;
-    return;
-  }
-  v->served.store(true, std::memory_order_relaxed);
-  served_.push_back(v);
-}
-
-// Replies the door thread queues for one command: an optional head of its own (an array's `*N`), then bulk
-// replies shared with the hot list.
-struct Door::Replies {
-  OutBuffer head;
-  std::vector<std::shared_ptr<const OutBuffer>> bulks;
-};
-
-bool Door::ReplyFor(const std::shared_ptr<const MirrorValue>& v, Replies& out, bool* reused) {
-  // A reply made for this very entry (same object: the mirror replaces, never edits, an entry) is reused while
-  // every page's slot still has its recorded version: the pages are then still where they were, and the reply's
-  // bytes are a copy that matched their CRC32Cs when it was made.
-  *reused = false;
-  for (Hot::Entry& h : hot_->entries) {
-    if (h.value != v) continue;
-    for (const MirrorPage& pg : v->pages) {
-      if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) {
-        h = Hot::Entry{};
-        getMismatches_++;
-        return false;
-      }
-    }
-    *reused = true;
-    out.bulks.push_back(h.reply);
-    return true;
-  }
-  char head[32];
-  const int hl = snprintf(head, sizeof head, "$%llu\r\n", static_cast<unsigned long long>(v->length));
-  auto made = std::make_shared<OutBuffer>();
-  made->resize(static_cast<size_t>(hl) + v->length + 2);
-  std::memcpy(made->data(), head, static_cast<size_t>(hl));
-  uint8_t* dst = made->data() + hl;
-  const uint8_t* base = arena_->host();
-  for (const MirrorPage& pg : v->pages) {
-    // Seqlock read: the version before (acquire) and after the copy (behind an acquire fence) must be the recorded
-    // one; a slot freed meanwhile (and perhaps rewritten) has a newer one. The CRC32C then says the bytes copied
-    // are the page's.
-    bool ok = LoadAcquire(options_.slotVersions + pg.slot) == pg.version;
-    if (ok) {
-      const uint32_t crc = CopyCrc32c(0, dst, base + pg.offset, pg.length);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      ok = LoadRelaxed(options_.slotVersions + pg.slot) == pg.version && crc == pg.crc;
-    }
-    if (!ok) {
-      getMismatches_++;
-      return false;
-    }
-    dst += pg.length;
-  }
-  dst[0] = '\r';
-  dst[1] = '\n';
-  if (made->size() <= kHotReplyBytes) {
-    hot_->entries[hot_->next] = Hot::Entry{v, made};
-    hot_->next = (hot_->next + 1) % kHotReplies;
-  }
-  out.bulks.push_back(std::move(made));
-  return true;
-}
-
-void Door::DropMirrored(uint32_t tenant, const uint8_t* key, size_t keyLength, const std::shared_ptr<const MirrorValue>& v) {
-  const std::string k = MirrorKey(tenant, key, keyLength);
-  std::lock_guard<std::mutex> lock(mirrorMutex_);
-  auto it = mirror_.find(k);
-  if (it != mirror_.end() && it->second == v) mirror_.erase(it);
-}
-
-bool Door::Enqueue(Conn& k, Replies& replies) {
-  uint64_t bytes = replies.head.size();
-  for (const auto& r : replies.bulks) bytes += r->size();
-  std::lock_guard<std::mutex> lock(k.m);
-  // A client that does not read its replies: JavaScript's flow control answers this command (and waits for it).
-  if (!k.out.empty() && k.outBytes + bytes > options_.maxOutputBytes) return false;
-  if (!k.closed && !k.endAfterFlush) {
-    k.outBytes += bytes;
-    if (!replies.head.empty()) k.out.push_back(OutChunk{std::move(replies.head), nullptr});
-    for (auto& r : replies.bulks) k.out.push_back(OutChunk{OutBuffer(), std::move(r)});
-  }
-  return true;
-}
-
-bool Door::ServeGet(Conn& k, uint32_t tenant, const uint8_t* key, size_t keyLength) {
-  std::shared_ptr<const MirrorValue> v;
-  lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
-  lookup_.append(reinterpret_cast<const char*>(key), keyLength);
-  {
-    std::lock_guard<std::mutex> lock(mirrorMutex_);
-    auto it = mirror_.find(lookup_);
-    if (it == mirror_.end()) return false;
-    v = it->second;
-  }
-  Replies replies;
-  bool reused;
-  if (!ReplyFor(v, replies, &reused)) {
-    DropMirrored(tenant, key, keyLength, v);
-    return false;
-  }
-  if (!Enqueue(k, replies)) return false;
-  // Counted only now: past the output limit, the GET still goes to JavaScript.
-  nativeGets_++;
-  if (reused) hotGets_++;
-  NoteServed(v);
-  return true;
-}
-
-bool Door::FindMirrored(uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, std::vector<std::shared_ptr<const MirrorValue>>* values, size_t* used) {
-  std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
-  if (!ParseKeys(p, avail, count, options_.maxKeyBytes, &keys, used)) return false;
-  values->clear();
-  values->reserve(keys.size());
-  std::lock_guard<std::mutex> lock(mirrorMutex_);
-  for (const auto& [keyAt, keyLength] : keys) {
-    lookup_.assign(reinterpret_cast<const char*>(&tenant), sizeof tenant);
-    lookup_.append(reinterpret_cast<const char*>(p + keyAt), keyLength);
-    auto it = mirror_.find(lookup_);
-    if (it == mirror_.end()) return false;
-    values->push_back(it->second);
-  }
-  return true;
-}
-
-bool Door::ServeMget(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used) {
-  // Every key whole in hand and a mirrored value whose pages all still match: the array is answered here. Any
-  // other key may live on a lower tier, hold another type, or be gone: JavaScript answers the whole command.
-  std::vector<std::shared_ptr<const MirrorValue>> values;
-  size_t at;
-  if (!FindMirrored(tenant, p, avail, count, &values, &at)) return false;
-  const std::vector<std::pair<size_t, size_t>>& keys = keysScratch_;
-  uint64_t bytes = 0;
-  for (const auto& v : values) bytes += v->length;
-  if (bytes > kNativeMgetBytes) return false;
-  Replies replies;
-  replies.bulks.reserve(values.size());
-  uint64_t reusedCount = 0;
-  for (size_t i = 0; i < values.size(); i++) {
-    bool reused;
-    if (!ReplyFor(values[i], replies, &reused)) {
-      DropMirrored(tenant, p + keys[i].first, keys[i].second, values[i]);
-      return false;
-    }
-    reusedCount += reused ? 1 : 0;
-  }
-  char head[32];
-  const int hl = snprintf(head, sizeof head, "*%lld\r\n", static_cast<long long>(count));
-  replies.head.assign(head, head + hl);
-  if (!Enqueue(k, replies)) return false;
-  nativeMgets_++;
-  hotGets_ += reusedCount;
-  for (const auto& v : values) NoteServed(v);
-  *used = at;
-  return true;
-}
-
-bool Door::ServeExists(Conn& k, uint32_t tenant, const uint8_t* p, size_t avail, int64_t count, size_t* used) {
-  // The keys all whole in hand (otherwise JavaScript answers: it has the rest of the command as it arrives), each a
-  // mirrored value whose pages all still hold the versions they were committed with: then it exists (its pages are
-  // in the first tier). Any other key may exist on a lower tier, or be gone: JavaScript asks.
-  std::vector<std::shared_ptr<const MirrorValue>> values;
-  size_t at;
-  if (!FindMirrored(tenant, p, avail, count, &values, &at)) return false;
-  for (const auto& v : values)
-    for (const MirrorPage& pg : v->pages)
-      if (LoadAcquire(options_.slotVersions + pg.slot) != pg.version) return false;
-  char reply[32];
-  const int n = snprintf(reply, sizeof reply, ":%lld\r\n", static_cast<long long>(count));
-  Replies replies;
-  replies.head.assign(reply, reply + n);
-  if (!Enqueue(k, replies)) return false;
-  nativeExists_++;
-  *used = at;
-  return true;
 }
 
 void Door::Passthrough(uint64_t conn) {
@@ -1150,25 +715,6 @@ Door::Flow Door::ForwardArguments(Conn& k, const uint8_t* p, size_t avail, Round
   return Flow::Next;
 }
 
-bool Door::AnswerHere(Conn& k, const uint8_t* p, size_t avail, int64_t n, size_t* used) {
-  // Only for a client whose tenant the mirror knows, with nothing of it outstanding in JavaScript (replies stay in
-  // order), and the command whole in hand.
-  if (!options_.slotVersions || !k.fast.load() || k.outstanding.load() != 0) return false;
-  const uint32_t tenant = k.tenant.load();
-  if (tenant == 0) return false;
-  // `GET key` of a mirrored value.
-  size_t keyAt, keyLength;
-  if (n == 2 && ParseGet(p, avail, options_.maxKeyBytes, &keyAt, &keyLength, used) && ServeGet(k, tenant, p + keyAt, keyLength)) return true;
-  // `EXISTS key...` (connectors ask it per chunk before they read: LMCache's contains) and `MGET key...` (batched
-  // connectors read chunks so) of mirrored values.
-  size_t nameUsed, keysUsed;
-  const bool served = n >= 2 &&
-                      ((ParseName(p, avail, "exists", &nameUsed) && ServeExists(k, tenant, p + nameUsed, avail - nameUsed, n - 1, &keysUsed)) ||
-                       (ParseName(p, avail, "mget", &nameUsed) && ServeMget(k, tenant, p + nameUsed, avail - nameUsed, n - 1, &keysUsed)));
-  if (served) *used = nameUsed + keysUsed;
-  return served;
-}
-
 Door::Flow Door::ParseCommand(Conn& k, const uint8_t* p, size_t avail, Round& round) {
   if (avail == 0) return Flow::Wait;
   if (k.passthrough.load()) {
@@ -1195,7 +741,7 @@ Door::Flow Door::ParseCommand(Conn& k, const uint8_t* p, size_t avail, Round& ro
     return Flow::Next;
   }
   SetHeader set;
-  const SetParse parsed = k.fast.load() && n == 3 ? ParseSetHeader(p, avail, head, options_, &set) : SetParse::No;
+  const SetParse parsed = k.fast.load() && n == 3 ? ParseSetHeader(p, avail, head, {options_.maxInlineBytes, options_.maxKeyBytes, options_.maxBulkBytes}, &set) : SetParse::No;
   // Wait for the rest of the header (a key is at most maxKeyBytes); past that, JavaScript sees it.
   if (parsed == SetParse::More && avail <= options_.maxKeyBytes + 4 * options_.maxInlineBytes) {
     if (!k.midSince) k.midSince = NowMs();

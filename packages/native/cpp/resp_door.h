@@ -2,8 +2,8 @@
 // socket (epoll, nonblocking), follows the RESP framing of each client's input, lands the value of `SET key value`
 // straight into host-tier slots granted in advance (CRC32C as the bytes land), and hands everything else to
 // JavaScript as the client's raw bytes, and answers `GET key` of values JavaScript mirrors here (pages in host-tier
-// slots, checked by slot version and CRC32C as they are copied out). See resp_door.cc for the design and its ordering
-// argument.
+// slots, checked by slot version and CRC32C as they are copied out). The design and its ordering argument:
+// resp_door.cc; the answers from the mirror: resp_mirror.cc.
 #pragma once
 #include <sys/types.h>
 
@@ -203,7 +203,7 @@ class Door {
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
   std::atomic<uint64_t> nativeExists_{0}, nativeMgets_{0}, refusedClients_{0};
   std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0}, unrecordedGets_{0};
-  // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door.cc).
+  // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door_state.h).
   struct Hot;
   std::unique_ptr<Hot> hot_;
   // (tenant as 4 bytes, key) -> value. Entries are immutable once in; the door thread copies the pointer out.

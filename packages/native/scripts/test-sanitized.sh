@@ -19,6 +19,6 @@ export TIERSYNC_NATIVE_ADDON="$addon"
 export TIERSYNC_SANITIZED=1
 cd "$root"
 npx vitest run --project native --pool forks
-# The native RESP door (cpp/resp_door.cc) is driven through core's server: its own tests and the door suite, which
-# run on the native engine by default.
+# The native RESP door (cpp/resp_door.cc, resp_mirror.cc, resp_parse.cc) is driven through core's server: its own
+# tests and the door suite, which run on the native engine by default.
 exec npx vitest run --pool forks packages/core/src/server/resp/native-engine.test.ts packages/core/src/server/resp/door.test.ts

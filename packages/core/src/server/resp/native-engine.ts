@@ -26,7 +26,7 @@
  * and checks each page (version before and after, CRC32C) and forwards the GET here when anything changed.
  *
  * Reads for eviction: the door thread notes each mirror entry it answered a GET of (once per drain window, by the
- * id given with its put; bounded, see resp_door.cc), and this engine drains that record every SERVED_DRAIN_MS:
+ * id given with its put; bounded, see resp_mirror.cc), and this engine drains that record every SERVED_DRAIN_MS:
  * each id still naming a live entry gives its pages to the door's access batch (server/access-batch.ts), which counts them
  * for the first tier's eviction policy. An entry dropped or replaced since is skipped.
  */
