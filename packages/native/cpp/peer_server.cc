@@ -414,10 +414,10 @@ bool Server::CheckRange(double offset, const uint8_t* page, uint32_t length, uin
   const size_t first = from / kChunk, last = (from + count - 1) / kChunk;
   // Warm: only the chunks the range overlaps are read, each compared with the CRC32C a whole pass found for it.
   // Why this never lets a bad byte out: the table was accepted only because its chunks joined to the committed page
-  // CRC32C; every byte sent lies in a chunk read again now and matched against that table. A stale table (the slot
-  // now holds another page of the same length and CRC32C) or bytes damaged at rest since can make the comparison
-  // fail, never pass for bytes the table does not describe. A failure drops the table and falls back to the whole
-  // check below, so a stale table costs one extra pass and never refuses an intact page.
+  // CRC32C; every byte sent lies in a chunk read again now and matched against that table. Bytes damaged at rest
+  // since (or a stale table, where slots are not shared and no version tells a reused slot's page apart) can make
+  // the comparison fail, never pass for bytes the table does not describe. A failure drops the table and falls back
+  // to the whole check below, so a stale table costs one extra pass and never refuses an intact page.
   const uint64_t version = SlotVersion(offset);
   if (ChunkCrcCache::Crcs table = chunkCrcs_.Find(offset, length, pageCrc, version)) {
     if (table->size() == (length + kChunk - 1) / kChunk) {
