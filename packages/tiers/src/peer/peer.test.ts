@@ -64,7 +64,7 @@ interface LoopbackPeer {
 
 /** Runs `body` against a LoopbackPeer of `hostPages` pages of `pageBytes`, then closes everything in order. */
 async function withLoopbackPeer(
-  o: { pageBytes: number; fingerprint: string; hostPages: number; arenaBytes: number; serve?: PeerServeOptions; secret?: string },
+  o: { pageBytes: number; fingerprint: string; hostPages: number; arenaBytes: number; serve?: PeerServeOptions; secret?: string; encrypt?: boolean },
   body: (rig: LoopbackPeer) => Promise<void>,
 ): Promise<void> {
   const engine = new TransferEngine({ threads: 2 });
@@ -74,7 +74,7 @@ async function withLoopbackPeer(
   // secret '': neither end has one (loopback only; frames not authenticated).
   const secret = o.secret ?? 'rig-secret';
   const server = servePeer(host, { ...(secret ? { secret } : {}), ...o.serve });
-  const tier = new PeerTier(`peer://127.0.0.1:${server.port}?${secret ? `secret=${secret}&` : ''}streams=2`, context);
+  const tier = new PeerTier(`peer://127.0.0.1:${server.port}?${secret ? `secret=${secret}&` : ''}${o.encrypt ? 'encrypt=true&' : ''}streams=2`, context);
   const arena = HostArena.create({ capacity: o.arenaBytes });
   try {
     await tier.open();
@@ -620,10 +620,13 @@ describe('peer ranged reads', () => {
     });
   });
 
-  it('without a secret, sends aligned ranges unchecked with the CRC32C they must have: the client refuses damaged ones as they land', async () => {
+  it.each([
+    ['without a secret (the client checksums what lands)', { secret: '' }],
+    ['with encrypted frames (the CRC32C of the plaintext as sent)', { encrypt: true }],
+  ])('%s: sends aligned ranges unchecked with the CRC32C they must have, and the client refuses damaged ones', async (_, link) => {
     const CHUNK = 64 * 1024;
     const BIG = 4 * CHUNK;
-    await withLoopbackPeer({ pageBytes: BIG, fingerprint: 'range-plain', hostPages: 8, arenaBytes: 4 * BIG, secret: '' }, async ({ host, server, tier, arena }) => {
+    await withLoopbackPeer({ pageBytes: BIG, fingerprint: 'range-plain', hostPages: 8, arenaBytes: 4 * BIG, ...link }, async ({ host, server, tier, arena }) => {
       const view = arena.view(0, BIG);
       for (let i = 0; i < view.length; i++) view[i] = (i * 11 + (i >>> 10)) & 0xff;
       const key = testKey(3);
