@@ -211,6 +211,12 @@ class Server {
   void Serve(int fd);
   void Handshake(Link& link);
   void HandleRequest(Link& link, const Header& h, std::vector<Entry> entries);
+  // A PUT the control plane planned: receives its pages, commits them, acknowledges.
+  void ReceivePut(Link& link, const Header& h, const std::shared_ptr<ServerRequest>& r, uint16_t ackOp);
+  struct GetPayload;
+  // Entry i of a planned GET (found): its bytes, or its range with the range's CRC32C(s), into *out; *ack says what
+  // was sent (status, length, the page's CRC32C, flags).
+  void AddPage(const Link& link, const ServerRequest& r, size_t i, Entry* ack, GetPayload* out);
   void Ask(const std::shared_ptr<ServerRequest>& r);
   // A PUT into pool slots, acknowledged on this thread: no control-plane round trip. False (nothing taken) when the
   // pool is short.

@@ -669,6 +669,98 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   return true;
 }
 
+void Server::ReceivePut(Link& link, const Header& h, const std::shared_ptr<ServerRequest>& r, uint16_t ackOp) {
+  const size_t n = r->entries.size();
+  r->outcome.assign(n, kOk);
+  std::vector<ChunkCrcCache::Crcs> tables(n);
+  for (size_t i = 0; i < n; i++) {
+    Entry& e = r->entries[i];
+    uint8_t* dst = r->statuses[i] == kOk ? ArenaSpan(r->offsets[i], e.length) : nullptr;
+    r->outcome[i] = ReceivePutPage(link, e, dst, r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i], &tables[i]);
+  }
+  RecvTag(link);  // nothing of a frame that fails its tag is committed
+  r->finishing = true;
+  Ask(r);  // commit: the pages become visible before the client hears they are stored
+  std::vector<Entry> ack(n);
+  for (size_t i = 0; i < n; i++) {
+    ack[i].key = r->entries[i].key;
+    ack[i].status = r->outcome[i];
+    ack[i].length = r->entries[i].length;
+    ack[i].crc32c = r->entries[i].crc32c;
+    if (r->outcome[i] == kOk && tables[i]) chunkCrcs_.Put(r->offsets[i], r->entries[i].length, r->entries[i].crc32c, SlotVersion(r->offsets[i]), std::move(tables[i]));
+  }
+  SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
+}
+
+// A GET response's payload: pages and ranges in entry order, each range followed by its CRC32C word(s).
+struct Server::GetPayload {
+  explicit GetPayload(size_t entries) { words.reserve(2 * entries); }  // iov points into words: no reallocation
+  std::vector<iovec> iov;
+  std::vector<uint32_t*> sentCrcs;  // per iov, or empty: where SendFrame leaves the CRC32C of an announced range
+  std::vector<uint32_t> words;
+  void Bytes(const uint8_t* p, uint64_t n) { iov.push_back({const_cast<uint8_t*>(p), n}); }
+  // A range and the CRC32C it has (checked here) or must have (the client checksums it as it lands).
+  void Range(const uint8_t* p, uint64_t n, uint32_t crc) {
+    Bytes(p, n);
+    words.push_back(crc);
+    iov.push_back({&words.back(), 4});
+  }
+  // A range, the CRC32C it must have, and the one of its bytes as SendFrame sends them (kEntryRangeAnnounced).
+  void AnnouncedRange(const uint8_t* p, uint64_t n, uint32_t expected) {
+    Bytes(p, n);
+    words.push_back(expected);
+    words.push_back(0);
+    sentCrcs.resize(iov.size());
+    sentCrcs.back() = &words.back();
+    iov.push_back({&words[words.size() - 2], 8});
+  }
+};
+
+void Server::AddPage(const Link& link, const ServerRequest& r, size_t i, Entry* ack, GetPayload* out) {
+  const uint32_t len = r.lengths.at(i);
+  const uint8_t* page = ArenaSpan(r.offsets[i], len);
+  if (!page) {
+    ack->status = kFailed;
+    return;
+  }
+  ack->crc32c = r.crcs.at(i);
+  if (!(r.entries[i].flags & kEntryRange)) {
+    ack->length = len;
+    out->Bytes(page, len);
+    return;
+  }
+  const uint64_t from = r.entries[i].crc32c, count = r.entries[i].length;
+  if (count == 0 || from + count > len) {
+    ack->status = kOutOfRange;
+    return;
+  }
+  // Where the chunk table gives the CRC32C the range must have, it goes out unchecked (no pass over cold memory
+  // here) with that CRC32C announced, for the client to check against: without a secret every client checksums a
+  // range as it lands; on an authenticated link only one that compares announced CRC32Cs (kFlagRangeCrcs) gets
+  // them, with the CRC32C of the bytes as sent, computed in the pass that authenticates them.
+  const bool clientChecks = !link.tx.active() || (link.peerFlags & kFlagRangeCrcs) != 0;
+  uint32_t crc;
+  if (clientChecks && ExpectedRangeCrc(r.offsets[i], len, r.crcs.at(i), from, count, &crc)) {
+    rangesAnnounced_++;
+    ack->length = static_cast<uint32_t>(count);
+    if (link.tx.active()) {
+      ack->flags = kEntryRangeAnnounced;
+      out->AnnouncedRange(page + from, count, crc);
+    } else {
+      out->Range(page + from, count, crc);
+    }
+    return;
+  }
+  // No byte of the range leaves unless it matched CRC32Cs derived from the page's committed CRC32C: the whole page
+  // on its first ranged read, then only the chunks each range overlaps (CheckRange).
+  if (!CheckRange(r.offsets[i], page, len, r.crcs.at(i), from, count, &crc)) {
+    ack->status = kBadChecksum;
+    return;
+  }
+  ack->length = static_cast<uint32_t>(count);
+  out->Range(page + from, count, crc);
+}
+
 void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entries) {
   auto r = std::make_shared<ServerRequest>();
   r->id = ++nextRequest_;
@@ -698,97 +790,19 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
   if (r->offsets.size() != n || r->statuses.size() != n) throw NativeError(Code::Io, "page table answered the wrong number of entries");
   // The plan comes from our own control plane, but is checked like input (ArenaSpan): it must never point outside
   // the arena.
-  std::vector<Entry> ack(n);
-  bool sentOrReceived = false;
+  bool sent = false;
   try {
-    if (h.op == kPut) {
-      r->outcome.assign(n, kOk);
-      std::vector<ChunkCrcCache::Crcs> tables(n);
-      for (size_t i = 0; i < n; i++) {
-        Entry& e = r->entries[i];
-        uint8_t* dst = r->statuses[i] == kOk ? ArenaSpan(r->offsets[i], e.length) : nullptr;
-        r->outcome[i] = ReceivePutPage(link, e, dst, r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i], &tables[i]);
-      }
-      RecvTag(link);  // nothing of a frame that fails its tag is committed
-      sentOrReceived = true;
-      r->finishing = true;
-      Ask(r);  // commit: the pages become visible before the client hears they are stored
-      for (size_t i = 0; i < n; i++) {
-        ack[i].key = r->entries[i].key;
-        ack[i].status = r->outcome[i];
-        ack[i].length = r->entries[i].length;
-        ack[i].crc32c = r->entries[i].crc32c;
-        if (r->outcome[i] == kOk && tables[i]) chunkCrcs_.Put(r->offsets[i], r->entries[i].length, r->entries[i].crc32c, SlotVersion(r->offsets[i]), std::move(tables[i]));
-      }
-      SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), {});
-      return;
-    }
-    std::vector<iovec> iov;
-    std::vector<uint32_t*> sentCrcs;  // per iov: where SendFrame leaves its CRC32C (announced ranges only)
-    std::vector<uint32_t> rangeCrcs;
-    rangeCrcs.reserve(2 * n);  // iov points into it: no reallocation
-    // Where the chunk table gives the CRC32C a range must have, the range can go out unchecked (no pass over cold
-    // memory here) with that CRC32C announced, for the client to check against: without a secret every client
-    // checksums a range as it lands; on an authenticated link only one that compares announced CRC32Cs
-    // (kFlagRangeCrcs) gets them, with the CRC32C of the bytes as sent, computed in the pass that authenticates them.
-    const bool clientChecks = !link.tx.active() || (link.peerFlags & kFlagRangeCrcs) != 0;
+    if (h.op == kPut) return ReceivePut(link, h, r, ackOp);
+    std::vector<Entry> ack(n);
+    GetPayload payload(n);
     for (size_t i = 0; i < n; i++) {
       ack[i].key = r->entries[i].key;
       ack[i].status = r->statuses[i];
-      if (h.op == kGet && r->statuses[i] == kOk) {
-        uint32_t len = r->lengths.at(i);
-        const uint8_t* page = ArenaSpan(r->offsets[i], len);
-        if (!page) {
-          ack[i].status = kFailed;
-          continue;
-        }
-        ack[i].crc32c = r->crcs.at(i);
-        if (r->entries[i].flags & kEntryRange) {
-          const uint64_t from = r->entries[i].crc32c, count = r->entries[i].length;
-          if (count == 0 || from + count > len) {
-            ack[i].status = kOutOfRange;
-            continue;
-          }
-          ack[i].length = static_cast<uint32_t>(count);
-          uint32_t expected;
-          if (clientChecks && ExpectedRangeCrc(r->offsets[i], len, r->crcs.at(i), from, count, &expected)) {
-            rangesAnnounced_++;
-            rangeCrcs.push_back(expected);
-            iov.push_back({const_cast<uint8_t*>(page) + from, count});
-            if (!link.tx.active()) {
-              iov.push_back({&rangeCrcs.back(), 4});  // the client checksums the range against it as it lands
-              continue;
-            }
-            // Followed by the CRC32C it must have and the one of the bytes as they go out (SendFrame fills it in);
-            // the client refuses the range when they differ.
-            ack[i].flags = kEntryRangeAnnounced;
-            rangeCrcs.push_back(0);
-            uint32_t* words = &rangeCrcs[rangeCrcs.size() - 2];
-            sentCrcs.resize(iov.size());
-            sentCrcs.back() = words + 1;
-            iov.push_back({words, 8});
-            continue;
-          }
-          // No byte of the range leaves unless it matched CRC32Cs derived from the page's committed CRC32C: the
-          // whole page on its first ranged read, then only the chunks each range overlaps (CheckRange).
-          uint32_t rangeCrc;
-          if (!CheckRange(r->offsets[i], page, len, r->crcs.at(i), from, count, &rangeCrc)) {
-            ack[i].status = kBadChecksum;
-            ack[i].length = 0;
-            continue;
-          }
-          rangeCrcs.push_back(rangeCrc);
-          iov.push_back({const_cast<uint8_t*>(page) + from, count});
-          iov.push_back({&rangeCrcs.back(), 4});
-          continue;
-        }
-        ack[i].length = len;
-        iov.push_back({const_cast<uint8_t*>(page), len});
-      }
+      if (h.op == kGet && r->statuses[i] == kOk) AddPage(link, *r, i, &ack[i], &payload);
     }
-    if (!sentCrcs.empty()) sentCrcs.resize(iov.size());
-    SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), iov, sentCrcs);
-    sentOrReceived = true;
+    if (!payload.sentCrcs.empty()) payload.sentCrcs.resize(payload.iov.size());
+    SendFrame(link, ackOp, h.requestId, static_cast<uint32_t>(n), EncodeEntries(ack), payload.iov, payload.sentCrcs);
+    sent = true;
   } catch (...) {
     r->failed = true;
     if (r->plannedHere) {
@@ -804,7 +818,7 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
     }
     throw;
   }
-  if (h.op == kGet && sentOrReceived) {
+  if (h.op == kGet && sent) {
     // Unpin: the bytes are in the kernel's buffers. Planned here: released here; otherwise the control plane
     // unpins (nothing here waits for its answer).
     if (r->plannedHere) return FinishGetHere(*r, true);
