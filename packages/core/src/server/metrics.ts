@@ -14,7 +14,7 @@ export interface MetricsSources {
   ts: TierSync;
   /** The daemon's own lookup counters. */
   lookups: () => { requests: number; pagesRequested: number; pagesHit: number };
-  peer: () => { connections: number; authFailures: number } | undefined;
+  peer: () => { connections: number; authFailures: number; rangesAnnounced: number; rangesByChunk: number; rangesWhole: number } | undefined;
   registry: () => { up: boolean; failures: number; publishedPages: number } | undefined;
 }
 
@@ -170,6 +170,19 @@ export class ServerMetrics {
       registers: [r],
       collect() {
         setCounter(this, {}, src.peer()?.authFailures ?? 0);
+      },
+    });
+    new Counter({
+      name: 'tiersync_peer_ranges_total',
+      help:
+        'Ranged GET pages served to peers, by how they were verified: announced (chunk-aligned, sent with the CRC32C joined from the page\'s chunk table, checked by the client), chunks (checked here against that table), whole (the page checked here whole: its first ranged read).',
+      labelNames: ['check'],
+      registers: [r],
+      collect() {
+        const p = src.peer();
+        setCounter(this, { check: 'announced' }, p?.rangesAnnounced ?? 0);
+        setCounter(this, { check: 'chunks' }, p?.rangesByChunk ?? 0);
+        setCounter(this, { check: 'whole' }, p?.rangesWhole ?? 0);
       },
     });
     new Gauge({

@@ -166,6 +166,7 @@ describe('TierSyncServer', () => {
       'tiersync_lookup_pages_total',
       'tiersync_http_requests_total',
       'tiersync_peer_connections',
+      'tiersync_peer_ranges_total',
       'tiersync_build_info',
       // Node's default metrics under their standard names, as stock dashboards expect them.
       'process_cpu_seconds_total',
@@ -221,6 +222,14 @@ describe('TierSyncServer', () => {
       const [o] = await peer.read([{ key: hit.keys[2]!, into: { arena, offset: 0, length: PAGE } }]);
       expect(o!.status).toBe('hit');
       expect(arena.view(0, PAGE).every((b) => b === 3)).toBe(true);
+      // Ranges, and /metrics saying how each was verified: the first checks the page whole (no chunk table yet:
+      // the page was stored here, not by a peer's PUT), a half page is checked against the table, a chunk-aligned
+      // range (the whole 64 KiB page: one chunk) is announced.
+      const ranged = async (length: number) => (await peer.read([{ key: hit.keys[3]!, into: { arena, offset: 0, length }, range: { offset: 0, length } }]))[0]!.status;
+      expect([await ranged(PAGE / 2), await ranged(PAGE / 2), await ranged(PAGE)]).toEqual(['hit', 'hit', 'hit']);
+      expect(arena.view(0, PAGE).every((b) => b === 4)).toBe(true);
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      for (const check of ['announced', 'chunks', 'whole']) expect(text).toMatch(new RegExp(`^tiersync_peer_ranges_total\\{check="${check}"\\} 1$`, 'm'));
     } finally {
       await peer.close();
       arena.close();
