@@ -1003,20 +1003,22 @@ export class RespDoor implements StreamHost, DoorApi {
   }
 
   /** Connections received and refused, those the native engine refused before JavaScript saw them included. */
-  #connectionCounts(): { total: number; rejected: number } {
-    const native = this.#engine?.stats().refusedClients ?? 0;
-    return { total: this.counters.connectionsTotal + native, rejected: this.counters.rejectedConnections + native };
+  #connectionCounts(native = this.#engine?.stats()): { total: number; rejected: number } {
+    const refused = native?.refusedClients ?? 0;
+    return { total: this.counters.connectionsTotal + refused, rejected: this.counters.rejectedConnections + refused };
   }
 
   stats(): RespDoorStats {
     let bytes = 0;
     for (const ks of this.#tenants.values()) bytes += ks.bytes;
+    const native = this.#engine?.stats(); // one native call for the counters below
+    const connections = this.#connectionCounts(native);
     return {
       host: this.config.host,
       port: this.port,
       clients: this.#connections.size,
-      connectionsTotal: this.#connectionCounts().total,
-      rejectedConnections: this.#connectionCounts().rejected,
+      connectionsTotal: connections.total,
+      rejectedConnections: connections.rejected,
       commandsTotal: this.counters.commandsTotal,
       authFailures: this.counters.authFailures,
       protocolErrors: this.counters.protocolErrors,
@@ -1027,7 +1029,7 @@ export class RespDoor implements StreamHost, DoorApi {
       orphanedPages: this.counters.orphanedPages,
       unrecordedReads: this.#accesses?.dropped ?? 0,
       engine: this.engine,
-      ...(this.#engine ? this.#engine.stats() : {}),
+      ...(native ?? {}),
     };
   }
 
