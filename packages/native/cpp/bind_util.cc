@@ -1,6 +1,8 @@
 // Free functions: error-class registration, CRC32C over JS bytes, capability probes, benchmark baselines.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <string>
 #include <thread>
 
 #include "binding.h"
@@ -193,6 +197,9 @@ Napi::Value BenchFileLoop(const Napi::CallbackInfo& info) {
 
 // Benchmark baseline: `bytes` from one arena to another over one loopback TCP connection, a sender thread and a
 // receiver thread, in `chunk`-byte send/recv calls. The link's limit for the peer tier. Returns seconds.
+// benchTcp(src, dst, bytes, chunk[, netns, address]): with a network namespace (its name under /run/netns; root
+// only), the receiving thread joins it and listens on `address` there, so the bytes cross the links that lead
+// there (a shaped veth pair in `bench tiers`) instead of loopback.
 Napi::Value BenchTcp(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Endpoint src = EndpointOf(env, info[0], 0);
@@ -202,21 +209,50 @@ Napi::Value BenchTcp(const Napi::CallbackInfo& info) {
   if (!src.memory || !dst.memory || !src.memory->host() || !dst.memory->host() || chunk == 0 || chunk > src.memory->size() ||
       chunk > dst.memory->size())
     Throw(env, Code::InvalidArgument, "benchTcp needs two host arenas of at least `chunk` bytes");
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  std::string netns, address = "127.0.0.1";
+  if (info.Length() > 4 && !info[4].IsUndefined()) {
+    if (!info[4].IsString() || info.Length() < 6 || !info[5].IsString()) Throw(env, Code::InvalidArgument, "benchTcp: a network namespace needs the address to listen on there");
+    netns = info[4].As<Napi::String>().Utf8Value();
+    address = info[5].As<Napi::String>().Utf8Value();
+    if (netns.empty() || netns.find('/') != std::string::npos) Throw(env, Code::InvalidArgument, "benchTcp: '" + netns + "' is not a network namespace name");
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(lfd, 1) != 0) Throw(env, Code::Io, "benchTcp listen failed");
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) Throw(env, Code::InvalidArgument, "benchTcp: '" + address + "' is not an IPv4 address");
   uint64_t span = src.memory->size() / chunk * chunk;
   uint8_t* from = src.memory->host();
   uint8_t* to = dst.memory->host();
   uint64_t dspan = dst.memory->size() / chunk * chunk;
-  std::string failure;
-  auto start = std::chrono::steady_clock::now();
+  std::string failure;  // the receiver's; read after join
+  std::promise<uint16_t> listening;  // the port, or 0 when the receiver could not listen (failure says why)
   std::thread receiver([&] {
-    int fd = accept(lfd, nullptr, nullptr);
+    int lfd = -1;
+    try {
+      if (!netns.empty()) {
+        int ns = open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+        if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) throw NativeError(Code::Io, "cannot join network namespace '" + netns + "': " + ErrnoText(errno));
+        close(ns);
+      }
+      lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in bound = addr;
+      socklen_t len = sizeof bound;
+      if (lfd < 0 || bind(lfd, reinterpret_cast<sockaddr*>(&bound), len) != 0 || listen(lfd, 1) != 0 ||
+          getsockname(lfd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
+        throw NativeError(Code::Io, "listen on " + address + " failed: " + ErrnoText(errno));
+      listening.set_value(ntohs(bound.sin_port));
+    } catch (const std::exception& e) {
+      failure = e.what();
+      if (lfd >= 0) close(lfd);
+      listening.set_value(0);
+      return;
+    }
+    pollfd p{lfd, POLLIN, 0};
+    int fd = poll(&p, 1, 30000) == 1 ? accept(lfd, nullptr, nullptr) : -1;
+    close(lfd);
+    if (fd < 0) {
+      failure = "no connection within 30 s";
+      return;
+    }
     peer::SetSocketOptions(fd, 30000);
     try {
       for (uint64_t off = 0; off < bytes; off += chunk) peer::RecvAll(fd, to + off % dspan, std::min(chunk, bytes - off));
@@ -225,20 +261,27 @@ Napi::Value BenchTcp(const Napi::CallbackInfo& info) {
     }
     close(fd);
   });
-  int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (connect(cfd, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
-    peer::SetSocketOptions(cfd, 30000);
-    try {
-      for (uint64_t off = 0; off < bytes; off += chunk) peer::SendAll(cfd, from + off % span, std::min(chunk, bytes - off));
-    } catch (const std::exception& e) {
-      failure = e.what();
+  uint16_t port = listening.get_future().get();
+  std::string sendFailure;
+  auto start = std::chrono::steady_clock::now();
+  if (port) {
+    addr.sin_port = htons(port);
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(cfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      peer::SetSocketOptions(cfd, 30000);
+      try {
+        for (uint64_t off = 0; off < bytes; off += chunk) peer::SendAll(cfd, from + off % span, std::min(chunk, bytes - off));
+      } catch (const std::exception& e) {
+        sendFailure = e.what();
+      }
+    } else {
+      sendFailure = "connect to " + address + " failed: " + ErrnoText(errno);
     }
+    close(cfd);
   }
-  close(cfd);
   receiver.join();
-  close(lfd);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!failure.empty()) Throw(env, Code::Io, "benchTcp: " + failure);
+  if (!failure.empty() || !sendFailure.empty()) Throw(env, Code::Io, "benchTcp: " + (failure.empty() ? sendFailure : failure));
   return Napi::Number::New(env, seconds);
 }
 

@@ -24,7 +24,7 @@ export interface NativeAddon {
   probeDirect(dir: string): { supported: boolean; reason?: string };
   benchMemcpy(dst: NativeEndpoint, src: NativeEndpoint, bytes: number, threads: number, chunk: number): number;
   benchFileLoop(path: string, mode: 'write' | 'read', arena: NativeEndpoint, bytes: number, block: number): number;
-  benchTcp(src: NativeEndpoint, dst: NativeEndpoint, bytes: number, chunk: number): number;
+  benchTcp(src: NativeEndpoint, dst: NativeEndpoint, bytes: number, chunk: number, netns?: string, address?: string): number;
   PeerServer: new (options: object, arena: NativeEndpoint, plan: (request: never) => unknown, commit?: (batch: never) => unknown) => NativePeerServer;
   connectPeer(options: object): Promise<NativePeerClient>;
   decodePeerFrame(bytes: Uint8Array): NativePeerFrame;

@@ -15,7 +15,11 @@ export function fileLoopBaseline(path: string, mode: 'write' | 'read', arena: Ho
   return native.benchFileLoop(path, mode, arena.native, bytes, block);
 }
 
-/** Seconds to move `bytes` between two arenas over one loopback TCP connection (two native threads). */
-export function tcpBaseline(src: HostArena, dst: HostArena, bytes: number, chunk: number): number {
-  return native.benchTcp(src.native, dst.native, bytes, chunk);
+/**
+ * Seconds to move `bytes` between two arenas over one TCP connection (two native threads, `chunk` bytes per call):
+ * over loopback, or with `across` (root only) to a receiving thread that joins network namespace `netns` (its name
+ * under /run/netns) and listens on `address` there, so the bytes cross the links that lead to it.
+ */
+export function tcpBaseline(src: HostArena, dst: HostArena, bytes: number, chunk: number, across?: { netns: string; address: string }): number {
+  return across ? native.benchTcp(src.native, dst.native, bytes, chunk, across.netns, across.address) : native.benchTcp(src.native, dst.native, bytes, chunk);
 }

@@ -45,8 +45,10 @@ Options:
   --pages N          index only: pages in the index before measuring (default 1000000)
   --dir DIR          folder for the file benchmark, on a filesystem with O_DIRECT (default: OS temp folder)
   --threads N        engine and memcpy threads (default: one per core)
-  --network MODE     weights only: auto (network namespaces + veth when root, else loopback), netns, loopback
-  --link-gbit N      weights only: rate of each veth link in namespaces, Gbit/s per direction (default 2)
+  --network MODE     weights, tiers (peer): auto (network namespaces + veth when root, else loopback), netns,
+                     loopback (tiers: no figure across a link)
+  --link-gbit N      weights, tiers: rate of each veth link in namespaces, Gbit/s per direction (default 2 for
+                     weights, 10 for the peer tier)
   --repetitions N    engine/baseline pairs per figure (default 3; restore 7 from host, 5 from fs)`;
 
 function table(r: TransferBenchReport): string {
@@ -119,12 +121,13 @@ export const benchCommand: CliCommand = {
       );
       return report.verified ? 0 : 1;
     }
+    const network = values.network ?? 'auto';
+    if (network !== 'auto' && network !== 'netns' && network !== 'loopback') throw new TierSyncError(`--network must be auto, netns or loopback, got '${network}'`, 'ERR_INVALID_ARGUMENT');
+    const linkGbit = values['link-gbit'] ? { linkGbit: Number(values['link-gbit']) } : {};
     if (suite === 'weights') {
-      const network = values.network ?? 'auto';
-      if (network !== 'auto' && network !== 'netns' && network !== 'loopback') throw new TierSyncError(`--network must be auto, netns or loopback, got '${network}'`, 'ERR_INVALID_ARGUMENT');
       const report = await runWeightsBench({
         ...(values.bytes ? { bytes: parseBytes(values.bytes, '--bytes') } : {}),
-        ...(values['link-gbit'] ? { linkGbit: Number(values['link-gbit']) } : {}),
+        ...linkGbit,
         network,
         log,
       });
@@ -172,6 +175,8 @@ export const benchCommand: CliCommand = {
         ...(values.dir ? { dir: values.dir } : {}),
         ...(values.repetitions ? { repetitions: parseBytes(values.repetitions, '--repetitions') } : {}),
         ...(drivers ? { drivers: drivers as Array<'fs' | 'peer' | 'object'> } : {}),
+        ...linkGbit,
+        network,
         log,
       });
       console.log(values.json ? JSON.stringify(report) : '');

@@ -6,6 +6,7 @@
  * in the 2 ms gaps: a wait for the serving thread shows in the mean and p99, less in the median. A PUT into the server's slot pool is acknowledged on its connection thread, so its busy figures
  * should stay near the idle ones; a GET is still planned by the page table on the serving thread.
  */
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { HostTier } from '@tiersync/tiers';
 import { round } from './stats.js';
@@ -53,7 +54,10 @@ parentPort.postMessage({ put, get });
 
 async function timeRequests(port: number, secret: string, pageBytes: number, puts: number, prefix: string): Promise<{ put: number[]; get: number[] }> {
   const native = import.meta.resolve('@tiersync/native');
-  const worker = new Worker(CLIENT, { eval: true, workerData: { native, port, secret, pageBytes, puts, prefix } });
+  // Under vitest this module and @tiersync/native resolve to TypeScript sources: the worker then loads them through
+  // the module hooks the reliability suite's children use.
+  const execArgv = native.endsWith('.ts') ? ['--import', fileURLToPath(new URL('../reliability/ts-loader.mjs', import.meta.url))] : [];
+  const worker = new Worker(CLIENT, { eval: true, execArgv, workerData: { native, port, secret, pageBytes, puts, prefix } });
   try {
     return await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
   } finally {

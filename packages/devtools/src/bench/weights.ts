@@ -10,16 +10,14 @@
  * its chunk store), the second finds 80% already in place in the slot it reuses (the steady state of a training
  * loop: a slot holds the version two steps back).
  */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { HostArena, TierSyncError } from '@tiersync/native';
 import { tcpBaseline } from '@tiersync/native/bench';
 import { changeTensors, DEFAULT_CHUNK_BYTES, generateTensors, WeightPublisher } from '@tiersync/core/weights';
 import { GiB, MiB, formatSize, median, round } from './stats.js';
+import { busyBetween, cpuTimes, NetworkLab } from './network-lab.js';
 
 export interface WeightsBenchOptions {
   /** Bytes of weights. Default 2 GiB. */
@@ -55,167 +53,6 @@ export interface WeightsBenchReport {
     /** The next step (same fraction rewritten), pulled into the slot that holds the version two steps back. */
     next: { seconds: number; ratioToSingleRawTransfer: number; bytesMovedFraction: number; bytesInPlaceFraction: number; rawSeconds: number };
   };
-}
-
-/** Where the processes run and how they reach each other. */
-class NetworkLab {
-  readonly description: string;
-  readonly publisherAddress: string;
-  readonly secret: string | undefined;
-  /** netns: raw transfer across the first link (publisher -> receiver 1's namespace); loopback: undefined (native). */
-  readonly rawTransfer: ((bytes: number, from: HostArena) => Promise<number>) | undefined;
-  readonly #namespaces: string[];
-  readonly #subnet: number;
-
-  private constructor(description: string, publisherAddress: string, secret: string | undefined, namespaces: string[], subnet: number, raw: NetworkLab['rawTransfer']) {
-    this.description = description;
-    this.publisherAddress = publisherAddress;
-    this.secret = secret;
-    this.#namespaces = namespaces;
-    this.#subnet = subnet;
-    this.rawTransfer = raw;
-  }
-
-  /**
-   * netns: one network namespace per receiver, joined in a chain by veth pairs (root -> ns1 -> ns2 -> ...), each
-   * veth end shaped to `linkGbit` with a token bucket (tc tbf), i.e. every host has a full-duplex NIC of that rate.
-   * Needs root and iproute2; 'auto' falls back to loopback when either is missing.
-   */
-  static async create(mode: 'auto' | 'netns' | 'loopback', receivers: number, linkGbit: number | undefined, log: (l: string) => void): Promise<NetworkLab> {
-    const loopback = () => new NetworkLab('loopback (separate processes on one host, no link model; raw baseline: native tcpBaseline)', '127.0.0.1', undefined, [], 0, undefined);
-    if (mode === 'loopback') return loopback();
-    const gbit = linkGbit ?? 2;
-    if (!(Number.isFinite(gbit) && gbit > 0 && gbit <= 400)) throw new TierSyncError(`link rate must be a number of Gbit/s in (0, 400], got ${String(linkGbit)}`, 'ERR_INVALID_ARGUMENT');
-    const subnet = 100 + (process.pid % 100);
-    const tag = `tw${process.pid}`;
-    const namespaces = Array.from({ length: receivers }, (_, i) => `${tag}n${i + 1}`);
-    const sh = (args: string[]) => execFileSync(args[0]!, args.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
-    try {
-      if (process.getuid?.() !== 0) throw new Error('not root');
-      for (const ns of namespaces) {
-        sh(['ip', 'netns', 'add', ns]);
-        sh(['ip', 'netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up']);
-      }
-      for (let i = 1; i <= receivers; i++) {
-        const a = `${tag}a${i}`;
-        const b = `${tag}b${i}`;
-        const left = i === 1 ? [] : ['ip', 'netns', 'exec', namespaces[i - 2]!];
-        const right = ['ip', 'netns', 'exec', namespaces[i - 1]!];
-        sh([...left, 'ip', 'link', 'add', a, 'type', 'veth', 'peer', 'name', b]);
-        sh([...left, 'ip', 'link', 'set', b, 'netns', namespaces[i - 1]!]);
-        sh([...left, 'ip', 'addr', 'add', `10.${subnet}.${i}.1/24`, 'dev', a]);
-        sh([...left, 'ip', 'link', 'set', a, 'up']);
-        sh([...right, 'ip', 'addr', 'add', `10.${subnet}.${i}.2/24`, 'dev', b]);
-        sh([...right, 'ip', 'link', 'set', b, 'up']);
-        for (const [prefix, dev] of [[left, a], [right, b]] as const) {
-          sh([...prefix, 'tc', 'qdisc', 'add', 'dev', dev, 'root', 'tbf', 'rate', `${gbit}gbit`, 'burst', '2mb', 'latency', '20ms']);
-        }
-      }
-    } catch (e) {
-      for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns]);
-      if (mode === 'netns') throw new TierSyncError(`cannot set up network namespaces: ${(e as Error).message}`, 'ERR_UNAVAILABLE', { cause: e });
-      log(`network namespaces unavailable (${(e as Error).message.split('\n')[0]}); using loopback`);
-      return loopback();
-    }
-    // Namespaces outlive the process: remove them however it ends.
-    const removeAll = () => {
-      for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns]);
-    };
-    process.once('exit', removeAll);
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-      process.once(sig, () => {
-        removeAll();
-        process.exit(130);
-      });
-    }
-    const secret = randomBytes(16).toString('hex');
-    const sinkAddress = `10.${subnet}.1.2`;
-    const raw = async (bytes: number, from: HostArena) => rawTcpAcross(namespaces[0]!, sinkAddress, bytes, from);
-    return new NetworkLab(
-      `network namespaces: a chain of veth pairs, every link shaped to ${gbit} Gbit/s per direction (tc tbf); raw baseline: one TCP connection across the first link`,
-      `10.${subnet}.1.1`,
-      secret,
-      namespaces,
-      subnet,
-      raw,
-    );
-  }
-
-  /** Address receiver `i` (0-based) serves downstream on: its end of the next link. */
-  receiverAddress(i: number): string {
-    return this.#namespaces.length ? `10.${this.#subnet}.${i + 2}.1` : '127.0.0.1';
-  }
-
-  /** Where receiver `i` listens (all its addresses; peers authenticate with the secret). */
-  serveHost(): string {
-    return this.#namespaces.length ? '0.0.0.0' : '127.0.0.1';
-  }
-
-  prefixFor(i: number): string[] {
-    return this.#namespaces.length ? ['ip', 'netns', 'exec', this.#namespaces[i]!] : [];
-  }
-
-  async close(): Promise<void> {
-    for (const ns of this.#namespaces) spawnSync('ip', ['netns', 'del', ns]);
-  }
-}
-
-/**
- * Seconds to send `bytes` (straight from arena memory, 4 MiB writes) over one TCP connection to a sink process in
- * namespace `ns`, until the sink acknowledges the last byte.
- */
-async function rawTcpAcross(ns: string, address: string, bytes: number, from: HostArena): Promise<number> {
-  // The sink exits when its stdin closes, so it never outlives the benchmark, however that ends.
-  const sinkCode = `process.stdin.on('end',()=>process.exit(0)).resume();const n=require('net');const s=n.createServer(c=>{let got=0;c.on('data',d=>{got+=d.length;if(got>=${bytes}){c.end('k');s.close();}});});s.listen(0,'${address}',()=>console.log(s.address().port));`;
-  const sink = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', sinkCode], { stdio: ['pipe', 'pipe', 'inherit'] });
-  try {
-    const port = await new Promise<number>((resolve, reject) => {
-      const t = setTimeout(() => reject(new TierSyncError('raw TCP sink did not start within 10 s', 'ERR_TIMEOUT')), 10_000);
-      createInterface({ input: sink.stdout! }).once('line', (l) => {
-        clearTimeout(t);
-        resolve(Number(l));
-      });
-    });
-    const piece = 4 * MiB;
-    const t0 = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      const sock = connect({ host: address, port }, () => {
-        let at = 0;
-        const pump = () => {
-          while (at < bytes) {
-            const n = Math.min(piece, bytes - at);
-            // 4 MiB-aligned views never cross the arena's 1 GiB view boundaries.
-            const ok = sock.write(from.view((Math.floor(at / piece) % Math.floor(from.capacity / piece)) * piece, n));
-            at += n;
-            if (!ok) return void sock.once('drain', pump);
-          }
-        };
-        pump();
-      });
-      sock.on('data', () => resolve());
-      sock.on('error', reject);
-      setTimeout(() => reject(new TierSyncError('raw TCP transfer exceeded 600 s', 'ERR_TIMEOUT')), 600_000).unref();
-    });
-    return (performance.now() - t0) / 1000;
-  } finally {
-    sink.kill();
-  }
-}
-
-/** Machine-wide CPU jiffies (all processes, ours and others'): [busy, total]. */
-function cpuTimes(): [number, number] {
-  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const total = f.reduce((a, b) => a + b, 0);
-  return [total - (f[3] ?? 0) - (f[4] ?? 0), total];
-}
-
-/**
- * Share of the machine's CPU time that was busy between two samples. Near 1, the emulated hosts compete for CPU
- * and the link model no longer holds (times then measure the CPU, not the links).
- */
-function busyBetween(a: [number, number], b: [number, number]): number {
-  const total = b[1] - a[1];
-  return total > 0 ? (b[0] - a[0]) / total : 0;
 }
 
 const BIN = fileURLToPath(new URL('../../bin/tiersync.js', import.meta.url));
@@ -309,7 +146,7 @@ export async function runWeightsBench(o: WeightsBenchOptions = {}): Promise<Weig
     await pub.publishWeights('v1', set.tensors);
     const port = pub.serve({ host: lab.publisherAddress, ...(lab.secret ? { secret: lab.secret } : {}) });
     // The raw transfer: one TCP connection between two native threads, same bytes (from the publisher's store).
-    const raw = async () => (lab.rawTransfer ? lab.rawTransfer(total, pub.store.arena) : tcpBaseline(pub.store.arena, rawDst, total, chunkBytes));
+    const raw = async () => (lab.rawTransfer ? lab.rawTransfer(total, pub.store.arena, rawDst) : tcpBaseline(pub.store.arena, rawDst, total, chunkBytes));
     await raw(); // warm-up
     const rawTimes: number[] = [];
     const fanout: WeightsBenchReport['fanout'] = [];
