@@ -232,6 +232,10 @@ class ServerWrap : public Napi::ObjectWrap<ServerWrap> {
     o.Set("authFailures", Napi::Number::New(info.Env(), static_cast<double>(server_->authFailures())));
     o.Set("refused", Napi::Number::New(info.Env(), static_cast<double>(server_->refused())));
     o.Set("active", Napi::Number::New(info.Env(), static_cast<double>(server_->active())));
+    o.Set("putRequests", Napi::Number::New(info.Env(), static_cast<double>(server_->requests(peer::kPut))));
+    o.Set("getRequests", Napi::Number::New(info.Env(), static_cast<double>(server_->requests(peer::kGet))));
+    o.Set("hasRequests", Napi::Number::New(info.Env(), static_cast<double>(server_->requests(peer::kHas))));
+    o.Set("deleteRequests", Napi::Number::New(info.Env(), static_cast<double>(server_->requests(peer::kDelete))));
     o.Set("pooledPuts", Napi::Number::New(info.Env(), static_cast<double>(server_->pooledPuts())));
     o.Set("pooledSlots", Napi::Number::New(info.Env(), static_cast<double>(server_->pool().size())));
     o.Set("getsPlannedHere", Napi::Number::New(info.Env(), static_cast<double>(server_->getsPlannedHere())));

@@ -197,6 +197,8 @@ class Server {
   // Landed pages not yet handed to the control plane (clears the scheduled flag first). Close leaves them here, so
   // the control plane records every acknowledged page even when the server closes right after.
   std::vector<Landed> DrainLanded();
+  // Requests received, by op (kPut, kGet, kHas, kDelete), however they were answered.
+  uint64_t requests(uint16_t op) const { return requests_[RequestIndex(op)].load(); }
   uint64_t pooledPuts() const { return pooledPuts_.load(); }
   uint64_t getsPlannedHere() const { return getsPlannedHere_.load(); }
   uint64_t hasAnsweredHere() const { return hasAnsweredHere_.load(); }
@@ -263,6 +265,8 @@ class Server {
   std::mutex landedMutex_;
   std::vector<Landed> landed_;
   bool drainScheduled_ = false;
+  static size_t RequestIndex(uint16_t op) { return (op - kPut) / 2 & 3; }  // kPut, kGet, kHas, kDelete: 10, 12, 14, 16
+  std::atomic<uint64_t> requests_[4] = {};
   std::atomic<uint64_t> pooledPuts_{0}, getsPlannedHere_{0}, hasAnsweredHere_{0};
   ChunkCrcCache chunkCrcs_{8192};
   std::atomic<uint64_t> rangesByChunk_{0}, rangesWhole_{0}, rangesAnnounced_{0};

@@ -775,6 +775,7 @@ void Server::HandleRequest(Link& link, const Header& h, std::vector<Entry> entri
     case kDelete: ackOp = kDeleteAck; break;
     default: throw NativeError(Code::Protocol, "unexpected op " + std::to_string(h.op));
   }
+  requests_[RequestIndex(h.op)]++;
   uint64_t declared = 0;
   for (const Entry& e : r->entries) declared += h.op == kPut ? e.length : 0;
   if (declared != h.payloadBytes) throw NativeError(Code::Protocol, "payload length does not match its entries");

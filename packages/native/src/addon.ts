@@ -34,9 +34,28 @@ export interface NativeAddon {
   crc32cRanges(arena: NativeEndpoint, offsets: Float64Array, lengths: Uint32Array, threads?: number): Promise<Uint32Array>;
   hmacSha256Hex(key: Uint8Array, messages: string[]): string[];
 }
+/** What a peer server counted (documented at PeerServer.stats). */
+export interface PeerServerStats {
+  connections: number;
+  authFailures: number;
+  refused: number;
+  active: number;
+  putRequests: number;
+  getRequests: number;
+  hasRequests: number;
+  deleteRequests: number;
+  pooledPuts: number;
+  pooledSlots: number;
+  heldKeys: number;
+  getsPlannedHere: number;
+  hasAnsweredHere: number;
+  rangesByChunk: number;
+  rangesWhole: number;
+  rangesAnnounced: number;
+}
 export interface NativePeerServer {
   port(): number;
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number; rangesAnnounced: number };
+  stats(): PeerServerStats;
   close(): void;
   grant(offsets: Float64Array, slotBytes: number): void;
   takePool(): Float64Array;

@@ -4,7 +4,7 @@
  * frames (see cpp/peer_protocol.h for the wire format); page bytes move
  * socket <-> arena on native threads, several streams per peer.
  */
-import { native, type NativePeerClient, type NativePeerFrame, type NativePeerServer } from './addon.js';
+import { native, type NativePeerClient, type NativePeerFrame, type NativePeerServer, type PeerServerStats } from './addon.js';
 import type { HostArena } from './arena.js';
 import { TierSyncError, checkInteger } from './errors.js';
 
@@ -194,7 +194,8 @@ export class PeerServer {
 
   /**
    * connections: accepted in all; active: open now; refused: closed on accept because maxConnections were open;
-   * authFailures: failed handshakes and frames that failed their tag; pooledPuts: PUTs stored into granted slots
+   * authFailures: failed handshakes and frames that failed their tag; putRequests, getRequests, hasRequests,
+   * deleteRequests: requests received, however answered; pooledPuts: PUTs stored into granted slots
    * without a plan; pooledSlots: granted slots free now; heldKeys: keys the data plane knows the tier holds;
    * getsPlannedHere, hasAnsweredHere: GETs planned and HAS answered on the data plane (the others asked `plan`).
    * Ranged GET pages: rangesByChunk checked only the 64 KiB chunks they overlap against the chunk CRC32Cs an earlier
@@ -203,7 +204,7 @@ export class PeerServer {
    * those chunk CRC32Cs), for the client to check: against what lands (no secret), or against the CRC32C of the bytes
    * as sent (authenticated).
    */
-  stats(): { connections: number; authFailures: number; refused: number; active: number; pooledPuts: number; pooledSlots: number; heldKeys: number; getsPlannedHere: number; hasAnsweredHere: number; rangesByChunk: number; rangesWhole: number; rangesAnnounced: number } {
+  stats(): PeerServerStats {
     return this.#native.stats();
   }
 

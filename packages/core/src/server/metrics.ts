@@ -4,6 +4,7 @@
  * latency and bytes come from TierSync's `transfer:*` events as they happen.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { PeerServerStats } from '@tiersync/native';
 import type { TierSync } from '../hierarchy/index.js';
 import { nativeBuild, packageVersion } from '../build-info.js';
 
@@ -14,7 +15,7 @@ export interface MetricsSources {
   ts: TierSync;
   /** The daemon's own lookup counters. */
   lookups: () => { requests: number; pagesRequested: number; pagesHit: number };
-  peer: () => { connections: number; authFailures: number; rangesAnnounced: number; rangesByChunk: number; rangesWhole: number } | undefined;
+  peer: () => PeerServerStats | undefined;
   registry: () => { up: boolean; failures: number; publishedPages: number } | undefined;
 }
 
@@ -170,6 +171,22 @@ export class ServerMetrics {
       registers: [r],
       collect() {
         setCounter(this, {}, src.peer()?.authFailures ?? 0);
+      },
+    });
+    new Counter({
+      name: 'tiersync_peer_requests_total',
+      help:
+        'Peer requests received, by op and by where they were answered: data (on the connection thread: a PUT into a granted slot, a GET or HAS from the mirrored page table) or control (the serving process\'s JavaScript thread planned it: a PUT the slot pool could not take, every DELETE).',
+      labelNames: ['op', 'plane'],
+      registers: [r],
+      collect() {
+        const p = src.peer();
+        const here = { put: p?.pooledPuts ?? 0, get: p?.getsPlannedHere ?? 0, has: p?.hasAnsweredHere ?? 0, delete: 0 };
+        const all = { put: p?.putRequests ?? 0, get: p?.getRequests ?? 0, has: p?.hasRequests ?? 0, delete: p?.deleteRequests ?? 0 };
+        for (const op of ['put', 'get', 'has', 'delete'] as const) {
+          setCounter(this, { op, plane: 'data' }, here[op]);
+          setCounter(this, { op, plane: 'control' }, all[op] - here[op]);
+        }
       },
     });
     new Counter({

@@ -167,6 +167,7 @@ describe('TierSyncServer', () => {
       'tiersync_http_requests_total',
       'tiersync_peer_connections',
       'tiersync_peer_ranges_total',
+      'tiersync_peer_requests_total',
       'tiersync_build_info',
       // Node's default metrics under their standard names, as stock dashboards expect them.
       'process_cpu_seconds_total',
@@ -230,6 +231,11 @@ describe('TierSyncServer', () => {
       expect(arena.view(0, PAGE).every((b) => b === 4)).toBe(true);
       const text = await (await fetch(`${server.url}/metrics`)).text();
       for (const check of ['announced', 'chunks', 'whole']) expect(text).toMatch(new RegExp(`^tiersync_peer_ranges_total\\{check="${check}"\\} 1$`, 'm'));
+      // Four GETs (one whole, three ranged), each counted once, by where it was planned.
+      const gets = (plane: string) => Number(new RegExp(`^tiersync_peer_requests_total\\{op="get",plane="${plane}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+      expect(gets('data') + gets('control')).toBe(4);
+      expect(gets('data')).toBe(4);
+      expect(text).toMatch(/^tiersync_peer_requests_total\{op="delete",plane="control"\} 0$/m);
     } finally {
       await peer.close();
       arena.close();

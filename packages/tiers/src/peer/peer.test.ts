@@ -359,6 +359,8 @@ describe('peer PUTs into granted slots', () => {
       const big = await tier.write(Array.from({ length: 14 }, (_, i) => page(2 + i)));
       expect(big.written).toHaveLength(14);
       expect(host.stats().pages).toBe(16);
+      // Every request counted once, by op; the pool took all PUTs but the last (planned by the control plane).
+      expect(server.stats()).toMatchObject({ putRequests: 3, pooledPuts: 2, hasRequests: 1, getRequests: 1, deleteRequests: 0 });
     });
   });
 
