@@ -157,14 +157,16 @@ export async function runTiersBench(options: TiersBenchOptions = {}): Promise<Ti
   const out: DriverFigure[] = [];
   let salt = 0;
   const network = options.network ?? 'auto';
-  const lab = drivers.includes('peer') && network !== 'loopback' ? await NetworkLab.create(network, 1, options.linkGbit ?? DEFAULT_LINK_GBIT, log) : undefined;
-  const link = lab?.rawTransfer ? { lab, gbit: options.linkGbit ?? DEFAULT_LINK_GBIT } : undefined;
+  const gbit = options.linkGbit ?? DEFAULT_LINK_GBIT;
+  let lab: NetworkLab | undefined;
   try {
+    if (drivers.includes('peer') && network !== 'loopback') lab = await NetworkLab.create(network, 1, gbit, log);
+    const link = lab?.rawTransfer ? lab : undefined; // undefined: 'auto' found no namespaces (not root)
     for (const pageBytes of pageSizes) {
       if (drivers.includes('fs')) out.push(await benchFs(engine, src, dst, pageBytes, bytes, reps, options.dir ?? os.tmpdir(), () => ++salt, log));
       if (drivers.includes('peer')) {
         const f = await benchPeer(engine, src, dst, pageBytes, bytes, reps, () => ++salt, log);
-        if (link) f.link = await peerOverLink(link.lab, link.gbit, engine, src, dst, pageBytes, f.bytes, reps, () => ++salt, log);
+        if (link) f.link = await peerOverLink(link, gbit, engine, src, dst, pageBytes, f.bytes, reps, () => ++salt, log);
         out.push(f);
       }
       if (drivers.includes('object')) out.push(await benchObject(engine, src, dst, pageBytes, Math.max(pageBytes, Math.floor(bytes / 4)), reps, () => ++salt, log));
