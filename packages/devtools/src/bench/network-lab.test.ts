@@ -45,5 +45,6 @@ describe.skipIf(process.getuid?.() !== 0)('network lab (needs root: ip netns, tc
     const f = r.drivers[0]!;
     expect(f.link).toMatchObject({ gbit: 2 });
     for (const k of ['writeGiBps', 'readGiBps', 'rawGiBps', 'writeRatio', 'readRatio', 'cpuBusyFraction'] as const) expect(f.link![k]).toBeGreaterThan(0);
+    for (const k of ['writeGiBps', 'readGiBps', 'writeRatio', 'readRatio'] as const) expect(f.link!.encrypted[k]).toBeGreaterThan(0);
   }, 120_000);
 });

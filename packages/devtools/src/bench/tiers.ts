@@ -67,9 +67,20 @@ export interface DriverFigure {
    * across a veth pair shaped to `gbit` per direction (tc tbf), beside raw TCP across the same link (two native
    * threads, the receiving one in the namespace). On loopback both ends share the cores and the CPU is the limit; here the wire is, as
    * between hosts, as long as `cpuBusyFraction` (the whole machine's busy share during the peer transfers) stays
-   * below 1. Reads cross the link the other way; both directions are shaped alike.
+   * below 1 (it is measured during the authenticated transfers). Reads cross the link the other way; both directions
+   * are shaped alike.
    */
-  link?: { gbit: number; writeGiBps: number; readGiBps: number; rawGiBps: number; writeRatio: number; readRatio: number; cpuBusyFraction: number };
+  link?: {
+    gbit: number;
+    writeGiBps: number;
+    readGiBps: number;
+    rawGiBps: number;
+    writeRatio: number;
+    readRatio: number;
+    cpuBusyFraction: number;
+    /** The same with frames encrypted too (AES-256-GCM). */
+    encrypted: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
+  };
 }
 
 export interface TiersBenchReport {
@@ -321,35 +332,55 @@ async function peerOverLink(lab: NetworkLab, gbit: number, engine: TransferEngin
   const host = spawnModule('peer-host-child', [address, String(port), secret, String(pageBytes), String(moved / pageBytes + 32)], lab.prefixFor(0));
   const killHost = () => host.kill('SIGKILL');
   process.once('exit', killHost);
-  const runs: Array<[number, number, number, number]> = [];
+  const runs = { authenticated: [] as Array<[number, number, number, number]>, encrypted: [] as Array<[number, number, number, number]> };
   const busy: number[] = [];
   try {
     host.stderr!.resume();
     await waitForLine(host, `listening ${port}`, 60_000);
     host.stdout!.resume();
-    const driver = createTier(`peer://${address}:${port}?secret=${secret}&streams=4`, { engine, pageBytes, fingerprint: '' });
-    await driver.open();
+    const open = async (encrypt: boolean) => {
+      const d = createTier(`peer://${address}:${port}?secret=${secret}&streams=4${encrypt ? '&encrypt=true' : ''}`, { engine, pageBytes, fingerprint: '' });
+      await d.open();
+      return d;
+    };
+    const drivers = { authenticated: await open(false), encrypted: await open(true) };
     try {
       await lab.rawTransfer!(moved, src, dst); // warm-up of the link and the sink
       for (let r = 0; r < reps; r++) {
-        const salt = nextSalt();
-        const cpu = cpuTimes();
-        const t = await timeDriver(driver, src, dst, pageBytes, moved, salt);
-        busy.push(busyBetween(cpu, cpuTimes()));
-        await driver.delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
-        const raw = await lab.rawTransfer!(moved, src, dst);
-        runs.push([t.write, t.read, raw, raw]);
+        // Each variant beside the raw transfer that follows it.
+        for (const variant of ['authenticated', 'encrypted'] as const) {
+          const salt = nextSalt();
+          const cpu = cpuTimes();
+          const t = await timeDriver(drivers[variant], src, dst, pageBytes, moved, salt);
+          if (variant === 'authenticated') busy.push(busyBetween(cpu, cpuTimes()));
+          await drivers[variant].delete(Array.from({ length: moved / pageBytes }, (_, i) => key(i, salt)));
+          const raw = await lab.rawTransfer!(moved, src, dst);
+          runs[variant].push([t.write, t.read, raw, raw]);
+        }
       }
     } finally {
-      await driver.close();
+      await drivers.authenticated.close();
+      await drivers.encrypted.close();
     }
   } finally {
     process.off('exit', killHost);
     killHost();
   }
-  const f = figure('peer', pageBytes, moved, runs, 'raw TCP across the same link');
-  const out = { gbit, writeGiBps: f.writeGiBps, readGiBps: f.readGiBps, rawGiBps: f.baselineWriteGiBps, writeRatio: f.writeRatio, readRatio: f.readRatio, cpuBusyFraction: round(median(busy)) };
-  log(`peer ${String(pageBytes / KiB).padStart(5)} KiB across a ${gbit} Gbit/s link (network namespace, authenticated): write ${out.writeGiBps} GiB/s (ratio ${out.writeRatio}), read ${out.readGiBps} GiB/s (ratio ${out.readRatio}) vs raw TCP ${out.rawGiBps} GiB/s; machine busy ${out.cpuBusyFraction}`);
+  const f = figure('peer', pageBytes, moved, runs.authenticated, 'raw TCP across the same link');
+  const e = figure('peer', pageBytes, moved, runs.encrypted, 'raw TCP across the same link');
+  const out = {
+    gbit,
+    writeGiBps: f.writeGiBps,
+    readGiBps: f.readGiBps,
+    rawGiBps: f.baselineWriteGiBps,
+    writeRatio: f.writeRatio,
+    readRatio: f.readRatio,
+    cpuBusyFraction: round(median(busy)),
+    encrypted: { writeGiBps: e.writeGiBps, readGiBps: e.readGiBps, writeRatio: e.writeRatio, readRatio: e.readRatio },
+  };
+  log(
+    `peer ${String(pageBytes / KiB).padStart(5)} KiB across a ${gbit} Gbit/s link (network namespace): authenticated write ${out.writeGiBps} GiB/s (ratio ${out.writeRatio}), read ${out.readGiBps} GiB/s (ratio ${out.readRatio}); encrypted write ratio ${e.writeRatio}, read ratio ${e.readRatio}; raw TCP ${out.rawGiBps} GiB/s; machine busy ${out.cpuBusyFraction}`,
+  );
   return out;
 }
 
