@@ -26,7 +26,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { crc32c, crc32cRanges, respNativeAvailable, TierSyncError, type RespNativeStats } from '@tiersync/native';
+import { crc32cRanges, respNativeAvailable, TierSyncError, type RespNativeStats } from '@tiersync/native';
 import type { PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -40,7 +40,7 @@ import type { ResolvedRespConfig } from './config.js';
 import { RespConnection, type RespSocket } from './connection.js';
 import type { DoorApi, ReadValue, RespDoorStats, WriteOptions } from './door-api.js';
 import { TenantKeyspace, type ValueEntry } from './keyspace.js';
-import { decodeManifest, encodeManifest, isManifestKey, isManifestPartKey, isValuePageKey, manifestBytes, manifestKey, manifestPageKeys, manifestSize, parseManifestKey, type Manifest } from './manifest.js';
+import { ManifestStore } from './manifest-store.js';
 import { landedPageKeys, valuePageKeys } from './page-keys.js';
 import type { RespPageStore } from './page-store.js';
 import { LandedValue, NativeRespEngine, type NativeSocket } from './native-engine.js';
@@ -102,6 +102,8 @@ export class RespDoor implements StreamHost, DoorApi {
   #closing: Promise<void> | undefined;
   /** Whether the catalog is also written as manifest pages (resp.catalog). */
   readonly durable: boolean;
+  /** Where those manifest pages are written and read back (used only when `durable`). */
+  readonly #manifests: ManifestStore;
   /**
    * Pages read straight from the first tier's slots (GETs from pinned slots, GETs the native door thread answered),
    * on their way to the tier's eviction policy; undefined when the store reads no slots or cannot record reads.
@@ -135,6 +137,7 @@ export class RespDoor implements StreamHost, DoorApi {
       throw new TierSyncError('config resp.catalog: durable needs a persistent tier (a host tier with shm=, fs, object) for the manifests to live on', 'ERR_CONFIG');
     }
     this.staging = new StagingArea(this.config.stagingBytes);
+    this.#manifests = new ManifestStore(this.store, this.staging, this.config.requestTimeoutMs, (pages) => void this.#discard(pages));
     const store = this.store;
     if (store.slots && store.recordReads) {
       this.#accesses = new AccessBatch({
@@ -421,7 +424,7 @@ export class RespDoor implements StreamHost, DoorApi {
         }
       }
       const expires = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-      if (this.durable) manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: value.length, expiresAt: expires, pages }).catch((e: unknown) => {
+      if (this.durable) manifest = await this.#manifests.write({ tenant, key, generation: ++this.#generation, length: value.length, expiresAt: expires, pages }).catch((e: unknown) => {
         this.#discard(pages);
         throw e;
       });
@@ -472,7 +475,7 @@ export class RespDoor implements StreamHost, DoorApi {
     const { id, op, w } = this.#beginWrite(tenant, key);
     try {
       const expiresAt = options.keepTtl ? (current?.expiresAt ?? 0) : (options.expiresAt ?? 0);
-      manifest = await this.#writeManifest({ tenant, key, generation: ++this.#generation, length: writer.length, expiresAt, pages: [...writer.pages] });
+      manifest = await this.#manifests.write({ tenant, key, generation: ++this.#generation, length: writer.length, expiresAt, pages: [...writer.pages] });
     } catch (e) {
       writer.abort();
       throw e;
@@ -543,121 +546,16 @@ export class RespDoor implements StreamHost, DoorApi {
     return true;
   }
 
-  /**
-   * Writes a value's manifest (durable catalog) into the first tier and resolves with its pages once they are
-   * committed there: one page, or more for a value of very many pages.
-   * @throws TierSyncError ERR_TIER_FULL without room
-   */
-  async #writeManifest(m: Manifest): Promise<PageKey[]> {
-    const pageBytes = this.store.pageBytes;
-    const size = manifestBytes(m.tenant, m.key, m.pages.length);
-    const keys = manifestPageKeys(manifestKey(m.tenant, m.key, m.generation), size, pageBytes);
-    const lengths = Uint32Array.from(keys, (_, i) => Math.min(pageBytes, size - i * pageBytes));
-    const slots = this.store.slots;
-    if (slots) {
-      const bytes = Buffer.allocUnsafe(size);
-      encodeManifest(m, bytes);
-      const offsets = slots.tryReserve(keys) ?? (await slots.reserve(keys));
-      const crcs = new Uint32Array(keys.length);
-      keys.forEach((_, i) => {
-        const part = bytes.subarray(i * pageBytes, i * pageBytes + lengths[i]!);
-        slots.arena.view(offsets[i]!, lengths[i]!).set(part);
-        // Small and hot: checksummed here rather than on native threads.
-        crcs[i] = crc32c(part);
-      });
-      await slots.commit(keys, offsets, lengths, crcs);
-      return keys;
-    }
-    const slice = await this.staging.allocate(size, this.config.requestTimeoutMs);
-    try {
-      encodeManifest(m, slice.bytes);
-      const ok = await this.store.write(keys.map((key, i) => ({ key, source: { arena: this.staging.arena, offset: slice.offset + i * pageBytes, length: lengths[i]! } })));
-      if (!ok.every(Boolean)) {
-        void this.#discard(keys.filter((_, i) => ok[i]));
-        throw new TierSyncError('the tier hierarchy has no room for a catalog manifest', 'ERR_TIER_FULL');
-      }
-    } finally {
-      this.staging.release(slice);
-    }
-    return keys;
-  }
-
-  /** The rest of a manifest longer than one page (`first` holds its first page): its parts read after it; undefined when one is missing. */
-  async #readManifestParts(head: PageKey, size: number, first: Uint8Array): Promise<Uint8Array | undefined> {
-    const pageBytes = this.store.pageBytes;
-    const keys = manifestPageKeys(head, size, pageBytes).slice(1);
-    const slice = await this.staging.allocate(keys.length * pageBytes, this.config.requestTimeoutMs);
-    try {
-      const found = await this.store.read(keys.map((key, i) => ({ key, into: { arena: this.staging.arena, offset: slice.offset + i * pageBytes, length: pageBytes } })));
-      if (!found.every(Boolean)) return undefined;
-      const whole = Buffer.allocUnsafe(size);
-      whole.set(first.subarray(0, pageBytes));
-      whole.set(slice.bytes.subarray(0, size - pageBytes), pageBytes);
-      return whole;
-    } finally {
-      this.staging.release(slice);
-    }
-  }
-
-  /**
-   * Rebuilds the catalog from the manifests the persistent tiers hold: per key, the newest generation whose
-   * manifest checks out and whose pages are all present (an older one is what a kill left behind before its
-   * deletion). Stale manifests and value pages no manifest names (a SET killed before its manifest) are deleted.
-   */
+  /** Rebuilds the catalog from the manifests the persistent tiers hold (ManifestStore.recover); drops what no key names. */
   async #recover(): Promise<void> {
-    const all = await this.store.persistentKeys();
-    const heads = all.filter(isManifestKey);
-    const pageBytes = this.store.pageBytes;
-    const perBatch = Math.max(1, Math.min(256, Math.floor(this.staging.capacity / 2 / pageBytes)));
-    const best = new Map<string, { pages: PageKey[]; m: Manifest }>();
-    const stale: PageKey[] = [];
-    let maxGeneration = 0;
-    for (let at = 0; at < heads.length; at += perBatch) {
-      const batch = heads.slice(at, at + perBatch);
-      const slice = await this.staging.allocate(batch.length * pageBytes, this.config.requestTimeoutMs);
-      try {
-        const found = await this.store.read(batch.map((key, i) => ({ key, into: { arena: this.staging.arena, offset: slice.offset + i * pageBytes, length: pageBytes } })));
-        for (let i = 0; i < batch.length; i++) {
-          const key = batch[i]!;
-          const first = slice.bytes.subarray(i * pageBytes, (i + 1) * pageBytes);
-          const size = found[i] ? manifestSize(first) : 0;
-          const whole = !size ? undefined : size <= pageBytes ? first.subarray(0, size) : await this.#readManifestParts(key, size, first);
-          const m = whole ? decodeManifest(key, whole) : undefined;
-          if (!m || m.pages.length !== Math.ceil(m.length / pageBytes)) {
-            stale.push(key);
-            continue;
-          }
-          maxGeneration = Math.max(maxGeneration, m.generation);
-          const group = parseManifestKey(key).group;
-          const prev = best.get(group);
-          const pages = manifestPageKeys(key, size, pageBytes);
-          if (prev && prev.m.generation > m.generation) stale.push(...pages);
-          else {
-            if (prev) stale.push(...prev.pages);
-            best.set(group, { pages, m });
-          }
-        }
-      } finally {
-        this.staging.release(slice);
-      }
-    }
-    this.#generation = Math.max(this.#generation, maxGeneration);
-    const now = Date.now();
-    const kept = new Set<PageKey>();
-    for (const { pages, m } of best.values()) {
-      if ((m.expiresAt && m.expiresAt <= now) || !this.store.has(m.pages).every(Boolean)) {
-        stale.push(...pages);
-        continue;
-      }
-      for (const p of [...m.pages, ...pages]) kept.add(p);
-      this.keyspace(m.tenant).set(m.key, { length: m.length, pages: m.pages, expiresAt: m.expiresAt, manifest: pages }, () => undefined);
+    const r = await this.#manifests.recover();
+    this.#generation = Math.max(this.#generation, r.maxGeneration);
+    for (const { m, manifestPages } of r.values) {
+      this.keyspace(m.tenant).set(m.key, { length: m.length, pages: m.pages, expiresAt: m.expiresAt, manifest: manifestPages }, () => undefined);
       this.counters.recoveredKeys++;
     }
-    // Value pages and manifest parts nothing live names: a SET killed before its manifest, an old generation.
-    const orphans = all.filter((k) => (isValuePageKey(k) || isManifestPartKey(k)) && !kept.has(k));
-    const drop = [...new Set([...stale, ...orphans])].filter((k) => !kept.has(k));
-    void this.#discard(drop);
-    if (heads.length || orphans.length) this.log?.info({ keys: this.counters.recoveredKeys, dropped: drop.length }, 'RESP door catalog recovered from manifests');
+    void this.#discard(r.drop);
+    if (r.manifests || r.orphans) this.log?.info({ keys: this.counters.recoveredKeys, dropped: r.drop.length }, 'RESP door catalog recovered from manifests');
   }
 
   /** Marks a write of `key` as begun (and the latest): a later SET or DEL of it makes `w.latest` differ from `op`. */

@@ -2,7 +2,7 @@
  * The RESP door's durable catalog entries: one small manifest page per value, stored through the hierarchy like the
  * value's own pages (so it lives where they live: a persistent tier keeps both), written only after every page of
  * the value is committed. A restarted door lists the persistent tiers' pages, reads the manifests and rebuilds its
- * keys from the newest generation of each (door.ts, recover()).
+ * keys from the newest generation of each (manifest-store.ts, recover()).
  *
  * Page keys say what they are by their form, so recovery needs no other record:
  * - value pages: `72737076` ('rspv') + 64 hex digits (SHA-256 of the door's per-process salt, tenant, key,
