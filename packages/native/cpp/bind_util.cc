@@ -281,7 +281,8 @@ Napi::Value BenchTcp(const Napi::CallbackInfo& info) {
   }
   receiver.join();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!failure.empty() || !sendFailure.empty()) Throw(env, Code::Io, "benchTcp: " + (failure.empty() ? sendFailure : failure));
+  // The sender's failure first: when it could not connect, the receiver only saw nobody come.
+  if (!failure.empty() || !sendFailure.empty()) Throw(env, Code::Io, "benchTcp: " + (sendFailure.empty() ? failure : sendFailure));
   return Napi::Number::New(env, seconds);
 }
 
