@@ -2,11 +2,15 @@
 //
 //   frame   = header(40) entry-table(metaBytes) payload(payloadBytes)
 //   header  = magic u32 'TSYN' | version u16 | op u16 | requestId u64 | count u32 | metaBytes u32 |
-//             payloadBytes u64 | metaCrc u32 (CRC32C of the entry table) | headerCrc u32 (CRC32C of bytes 0..35)
-//   entry   = keyLength u16 | status u8 | reserved u8 | length u32 | crc32c u32 | key bytes (ASCII hex)
+//             payloadBytes u64 | metaCrc u32 (CRC32C of the entry table as encoded, before any encryption) |
+//             headerCrc u32 (CRC32C of bytes 0..35)
+//   entry   = keyLength u16 | status u8 | flags u8 | length u32 | crc32c u32 | key bytes (ASCII hex)
 //
 // A request carries one entry per page; payloads follow in entry order (PUT requests, GET responses), each
-// checked against its entry's CRC32C by the receiver. Limits (kMaxCount, kMaxMeta, a per-connection payload cap)
+// checked against its entry's CRC32C by the receiver. In requests, status is 0; a PUT entry's length and crc32c
+// are its page's (crc32c 0 with kEntryComputeCrc); a GET of a whole page, HAS and DELETE send length and crc32c 0.
+// Answers carry one entry per request entry, in order: its status, and for PUT and GET the page's length and
+// CRC32C. Limits (kMaxCount, kMaxMeta, a per-connection payload cap)
 // are enforced before anything is allocated, so a hostile peer cannot make us allocate or read unbounded data.
 //
 // Handshake (HMAC-SHA256, RFC 2104, keyed with the shared secret):

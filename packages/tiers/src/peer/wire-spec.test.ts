@@ -13,9 +13,10 @@ import { PeerTier } from './index.js';
 import { servePeer } from './server.js';
 
 const MAGIC = 0x4e595354;
-const OP = { challenge: 1, hello: 2, welcome: 3, get: 12, getData: 13, error: 99 } as const;
-const FLAG = { secret: 1, rangeCrcs: 4 } as const;
-const ENTRY = { range: 2, rangeAnnounced: 4 } as const;
+const OP = { challenge: 1, hello: 2, welcome: 3, put: 10, putAck: 11, get: 12, getData: 13, has: 14, hasAck: 15, delete: 16, deleteAck: 17, error: 99 } as const;
+const FLAG = { secret: 1, encrypt: 2, rangeCrcs: 4 } as const;
+const ENTRY = { computeCrc: 1, range: 2, rangeAnnounced: 4 } as const;
+const STATUS = { ok: 0, miss: 1 } as const;
 const PAGE = 256 * 1024;
 const CHUNK = 64 * 1024;
 const SECRET = 'wire-spec-secret';
@@ -113,26 +114,44 @@ function encodeHeader(op: number, requestId: bigint, count: number, meta: Buffer
   return h;
 }
 
-/** One direction's AES-256-GCM: nonce = 4 zero bytes | frame counter (u64 LE); authenticate-only (GMAC). */
+/**
+ * One direction's AES-256-GCM: nonce = 4 zero bytes | frame counter (u64 LE). The header is associated data; the
+ * entry table and payload are encrypted when the session encrypts, else associated data too (GMAC).
+ */
 class Direction {
   #counter = 0n;
-  constructor(private readonly key: Buffer) {}
-  nonce(): Buffer {
+  constructor(
+    private readonly key: Buffer,
+    private readonly encrypt: boolean,
+  ) {}
+  #nonce(): Buffer {
     const iv = Buffer.alloc(12);
     iv.writeBigUInt64LE(this.#counter++, 4);
     return iv;
   }
-  seal(parts: Buffer[]): Buffer {
-    const c = createCipheriv('aes-256-gcm', this.key, this.nonce());
-    c.setAAD(Buffer.concat(parts));
+  /** The body as it goes on the wire, and the tag that follows it. */
+  seal(header: Buffer, body: Buffer): { body: Buffer; tag: Buffer } {
+    const c = createCipheriv('aes-256-gcm', this.key, this.#nonce());
+    if (this.encrypt) {
+      c.setAAD(header);
+      const sealed = Buffer.concat([c.update(body), c.final()]);
+      return { body: sealed, tag: c.getAuthTag() };
+    }
+    c.setAAD(Buffer.concat([header, body]));
     c.final();
-    return c.getAuthTag();
+    return { body, tag: c.getAuthTag() };
   }
-  check(parts: Buffer[], tag: Buffer): void {
-    const d = createDecipheriv('aes-256-gcm', this.key, this.nonce());
-    d.setAAD(Buffer.concat(parts));
+  /** The body as sent; throws when the tag does not match. */
+  open(header: Buffer, body: Buffer, tag: Buffer): Buffer {
+    const d = createDecipheriv('aes-256-gcm', this.key, this.#nonce());
     d.setAuthTag(tag);
-    d.final(); // throws when the tag does not match
+    if (this.encrypt) {
+      d.setAAD(header);
+      return Buffer.concat([d.update(body), d.final()]);
+    }
+    d.setAAD(Buffer.concat([header, body]));
+    d.final();
+    return body;
   }
 }
 
@@ -173,16 +192,23 @@ class SpecClient {
     c.welcomeMatched = welcome.payload.equals(transcript('server'));
     // HKDF-SHA256 (RFC 5869): salt sn | cn, info "tiersync-peer-v1 <direction>" | client flags (u32 LE).
     const key = (direction: string) => Buffer.from(hkdfSync('sha256', SECRET, Buffer.concat([sn, cn]), Buffer.concat([Buffer.from(`tiersync-peer-v1 ${direction}`), flags(clientFlags)]), 32));
-    c.tx = new Direction(key('c2s'));
-    c.rx = new Direction(key('s2c'));
+    const encrypt = (clientFlags & FLAG.encrypt) !== 0;
+    c.tx = new Direction(key('c2s'), encrypt);
+    c.rx = new Direction(key('s2c'), encrypt);
     return c;
   }
 
   writeFrame(op: number, requestId: bigint, entries: Entry[], payload = Buffer.alloc(0)): void {
     const meta = encodeEntries(entries);
+    // The header's metaCrc is the CRC32C of the entry table as encoded, before any encryption.
     const header = encodeHeader(op, requestId, entries.length, meta, payload.length);
-    const parts = [header, meta, payload];
-    const frame = Buffer.concat(this.tx ? [...parts, this.tx.seal(parts)] : parts);
+    let frame: Buffer;
+    if (this.tx) {
+      const { body, tag } = this.tx.seal(header, Buffer.concat([meta, payload]));
+      frame = Buffer.concat([header, body, tag]);
+    } else {
+      frame = Buffer.concat([header, meta, payload]);
+    }
     this.lastFrame = frame;
     this.socket.write(frame);
   }
@@ -192,11 +218,12 @@ class SpecClient {
     expect(header.readUInt32LE(0)).toBe(MAGIC);
     expect(header.readUInt32LE(36)).toBe(crc32c(header.subarray(0, 36)));
     const count = header.readUInt32LE(16);
-    const meta = await this.reader.read(header.readUInt32LE(20));
+    const metaBytes = header.readUInt32LE(20);
+    let body = await this.reader.read(metaBytes + Number(header.readBigUInt64LE(24)));
+    if (this.rx) body = this.rx.open(header, body, await this.reader.read(16));
+    const meta = body.subarray(0, metaBytes);
     expect(crc32c(meta)).toBe(header.readUInt32LE(32));
-    const payload = await this.reader.read(Number(header.readBigUInt64LE(24)));
-    if (this.rx) this.rx.check([header, meta, payload], await this.reader.read(16));
-    return { header, op: header.readUInt16LE(6), requestId: header.readBigUInt64LE(8), entries: decodeEntries(meta, count), meta, payload };
+    return { header, op: header.readUInt16LE(6), requestId: header.readBigUInt64LE(8), entries: decodeEntries(meta, count), meta, payload: body.subarray(metaBytes) };
   }
 
   /** GET of bytes [offset, offset + length) of a page: the request's crc32c field carries the offset. */
@@ -261,6 +288,56 @@ describe('the peer wire format as peer_protocol.h describes it', () => {
       server.close();
       await host.close();
       arena.close();
+      await engine.close();
+    }
+  });
+
+  it.each([
+    ['authenticated', 0],
+    ['encrypted', FLAG.encrypt],
+  ])('PUT (CRC32C computed by the server), whole GET, HAS and DELETE, %s', async (_, flags) => {
+    const engine = new TransferEngine({ threads: 1 });
+    const host = new HostTier(`host://?capacity=${4 * PAGE}`, { engine, pageBytes: PAGE, fingerprint: 'spec' });
+    await host.open();
+    const server = servePeer(host, { secret: SECRET });
+    const clients: SpecClient[] = [];
+    try {
+      const c = await SpecClient.connect(server.port, flags);
+      clients.push(c);
+      const page = Buffer.alloc(PAGE);
+      for (let i = 0; i < PAGE; i++) page[i] = (i * 31 + 7) & 0xff;
+      const key = testKey(3);
+      const entry = (e: Partial<Entry>): Entry => ({ key, status: 0, flags: 0, length: 0, crc32c: 0, ...e });
+
+      c.writeFrame(OP.put, 1n, [entry({ flags: ENTRY.computeCrc, length: PAGE })], page);
+      const put = await c.readFrame();
+      expect(put.op).toBe(OP.putAck);
+      expect(put.entries).toEqual([entry({ status: STATUS.ok, length: PAGE, crc32c: crc32c(page) })]);
+      expect(host.hasNow([key])).toEqual([true]);
+
+      c.writeFrame(OP.get, 2n, [entry({})]);
+      const get = await c.readFrame();
+      expect(get.op).toBe(OP.getData);
+      expect(get.entries).toEqual([entry({ status: STATUS.ok, length: PAGE, crc32c: crc32c(page) })]);
+      expect(get.payload.equals(page)).toBe(true);
+
+      const has = async (id: bigint) => {
+        c.writeFrame(OP.has, id, [entry({}), entry({ key: testKey(4) })]);
+        const r = await c.readFrame();
+        expect(r.op).toBe(OP.hasAck);
+        return r.entries.map((e) => e.status);
+      };
+      expect(await has(3n)).toEqual([STATUS.ok, STATUS.miss]);
+      c.writeFrame(OP.delete, 4n, [entry({})]);
+      const del = await c.readFrame();
+      expect(del.op).toBe(OP.deleteAck);
+      expect(del.entries[0]!.status).toBe(STATUS.ok);
+      expect(await has(5n)).toEqual([STATUS.miss, STATUS.miss]);
+      expect(server.stats()).toMatchObject({ putRequests: 1, getRequests: 1, hasRequests: 2, deleteRequests: 1, authFailures: 0 });
+    } finally {
+      for (const c of clients) c.close();
+      server.close();
+      await host.close();
       await engine.close();
     }
   });
