@@ -676,7 +676,13 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
   exports.Set("decodePeerFrame", Napi::Function::New(env, DecodePeerFrame, "decodePeerFrame"));
   exports.Set("encodePeerFrame", Napi::Function::New(env, EncodePeerFrame, "encodePeerFrame"));
   exports.Set("peerFrameCrypto", Napi::Function::New(
-                                     env, [](const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), peer::FrameCryptoSource()); },
+                                     env,
+                                     [](const Napi::CallbackInfo& info) {
+                                       Napi::Object o = Napi::Object::New(info.Env());
+                                       o.Set("source", peer::FrameCryptoSource());
+                                       o.Set("version", peer::FrameCryptoVersion());
+                                       return o;
+                                     },
                                      "peerFrameCrypto"));
 }
 

@@ -128,8 +128,10 @@ void HandshakeMac(const std::string& secret, const char* role, const uint8_t ser
 void DeriveFrameKey(const std::string& secret, const char* direction, const uint8_t serverNonce[kNonce],
                     const uint8_t clientNonce[kNonce], uint32_t flags, uint8_t out[kKey]);
 
-// Which OpenSSL serves the frames: "system" (libcrypto.so.3, preferred: its AES-NI GCM path) or "node".
+// Which OpenSSL serves the frames: "system" (libcrypto.so.3) or "node" (Node's own), whichever is newer (the
+// system's at equal versions), and its version text ("OpenSSL 3.5.9 30 Sep 2025").
 const char* FrameCryptoSource();
+const char* FrameCryptoVersion();
 
 // One direction of an authenticated session: AES-256-GCM, a counter nonce per frame. Inactive (no secret): every
 // call is a no-op and frames carry no tag.

@@ -28,11 +28,16 @@ export interface NativeAddon {
   PeerServer: new (options: object, arena: NativeEndpoint, plan: (request: never) => unknown, commit?: (batch: never) => unknown) => NativePeerServer;
   connectPeer(options: object): Promise<NativePeerClient>;
   decodePeerFrame(bytes: Uint8Array): NativePeerFrame;
-  peerFrameCrypto(): 'system' | 'node';
+  peerFrameCrypto(): PeerFrameCrypto;
   encodePeerFrame(op: number, requestId: number, entries: object[], payloadBytes: number): Uint8Array;
   tryLockFile(fd: number, shared?: boolean): boolean;
   crc32cRanges(arena: NativeEndpoint, offsets: Float64Array, lengths: Uint32Array, threads?: number): Promise<Uint32Array>;
   hmacSha256Hex(key: Uint8Array, messages: string[]): string[];
+}
+/** Which OpenSSL seals peer frames (documented at peerFrameCrypto). */
+export interface PeerFrameCrypto {
+  source: 'system' | 'node';
+  version: string;
 }
 /** What a peer server counted (documented at PeerServer.stats). */
 export interface PeerServerStats {

@@ -21,6 +21,6 @@ export { crc32cRanges } from './checksum-ranges.js';
 export { hmacSha256Hex } from './hmac.js';
 export { probeMachine, type MachineReport } from './probe.js';
 export { PeerServer, PeerClient, PeerStatus, peerFrames, peerFrameCrypto, type PeerServerRequest, type PeerPlan, type PeerCommitBatch, type PeerCommitAnswer, type PeerSlotTable, type PeerPageLocations, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
-export type { PeerServerStats } from './addon.js';
+export type { PeerFrameCrypto, PeerServerStats } from './addon.js';
 export { FileLock } from './file-lock.js';
 export { RespDoorNative, RespMirrorOps, respNativeAvailable, respPageKeys, type RespNativeEvent, type RespNativeOptions, type RespNativeStats, type RespPageKeySpec } from './resp.js';

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { HostArena, TransferEngine, peerFrameCrypto } from '@tiersync/native';
+import { HostArena, TransferEngine, peerFrameCrypto, type PeerFrameCrypto } from '@tiersync/native';
 import { fileLoopBaseline, tcpBaseline } from '@tiersync/native/bench';
 import { HostTier, createTier, servePeer, type PageKey, type TierDriver } from '@tiersync/tiers';
 import { Redis } from 'ioredis';
@@ -52,8 +52,8 @@ export interface DriverFigure {
   encrypted?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
   /** peer only: the same transfers to a server without a secret (frames neither authenticated nor encrypted). */
   unauthenticated?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
-  /** peer only: which OpenSSL sealed the frames (`node`: Node's bundled copy, measured several times slower). */
-  frameCrypto?: 'system' | 'node';
+  /** peer only: which OpenSSL sealed the frames (peerFrameCrypto: the system's or Node's, whichever is newer). */
+  frameCrypto?: PeerFrameCrypto;
   /** peer only: authenticated PUT and GET latency, one page at a time, serving thread idle and busy (peer-ack-latency.ts). */
   ackLatency?: AckLatency;
   /**
@@ -202,7 +202,7 @@ function describeFigure(f: DriverFigure): string {
   const cpu = f.cpuSecondsPerGiB
     ? `; CPU s/GiB raw TCP ${f.cpuSecondsPerGiB.rawTcp}, write ${f.cpuSecondsPerGiB.write} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedWrite}), read ${f.cpuSecondsPerGiB.read} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedRead})`
     : '';
-  const crypto = f.frameCrypto ? `; frames sealed by ${f.frameCrypto} OpenSSL` : '';
+  const crypto = f.frameCrypto ? `; frames sealed by ${f.frameCrypto.source === 'node' ? "Node's" : "the system's"} ${f.frameCrypto.version}` : '';
   const a = f.ackLatency;
   const acks = a
     ? `; PUT ack mean/p99 us: idle ${a.idle.meanUs}/${a.idle.p99Us}, serving thread busy ${a.busyServer.meanUs}/${a.busyServer.p99Us}; GET: idle ${a.getIdle.meanUs}/${a.getIdle.p99Us}, busy ${a.getBusyServer.meanUs}/${a.getBusyServer.p99Us}`
