@@ -1,7 +1,7 @@
 // One-step install for a fresh machine: the system packages the native core and the tests use (through apt when
 // root), node-gyp's header cache (see seed-node-gyp-headers.mjs), then pnpm installs every workspace package,
-// builds the native addon and compiles the TypeScript. liburing-dev must be present before the addon is built so
-// that io_uring is compiled in.
+// builds the native addon and compiles the TypeScript. liburing-dev and libipsec-mb-dev must be present before the
+// addon is built so that io_uring and IPsec-MB's GCM are compiled in.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';

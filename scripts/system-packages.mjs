@@ -15,6 +15,10 @@ const pyImports = (module) => spawnSync(DEBIAN_PYTHON, ['-c', `import ${module}`
 /** @type {SystemPackage[]} */
 export const SYSTEM_PACKAGES = [
   { apt: 'liburing-dev', why: 'io_uring file I/O in the native core', present: () => existsSync('/usr/include/liburing.h') },
+  // Intel's IPsec-MB (x86-64 only): its VAES AVX-512 AES-GCM seals peer frames ~2.5x faster than OpenSSL 3.0.
+  ...(process.arch === 'x64'
+    ? [{ apt: 'libipsec-mb-dev', why: 'AES-GCM of authenticated peer frames at vector speed (x86-64)', present: () => existsSync('/usr/include/intel-ipsec-mb.h') }]
+    : []),
   { apt: 'redis-server', why: 'cluster registry tests and bench resp', present: () => onPath('redis-server') },
   { apt: 'redis-tools', why: 'redis-cli and redis-benchmark against the RESP door', present: () => onPath('redis-cli') && onPath('redis-benchmark') },
   { apt: 'chromium', why: 'the simulator report rendered headless', present: () => onPath('chromium') },

@@ -11,7 +11,7 @@
       "sources": [
         "cpp/addon.cc", "cpp/bind_arena.cc", "cpp/bind_engine.cc", "cpp/bind_file.cc", "cpp/bind_util.cc",
         "cpp/crc32c.cc", "cpp/cuda.cc", "cpp/engine.cc", "cpp/io_queue.cc", "cpp/memory.cc",
-        "cpp/bind_peer.cc", "cpp/peer_client.cc", "cpp/peer_protocol.cc", "cpp/peer_server.cc",
+        "cpp/bind_peer.cc", "cpp/frame_aead.cc", "cpp/peer_client.cc", "cpp/peer_protocol.cc", "cpp/peer_server.cc",
         "cpp/bind_lock.cc",
         "cpp/bind_checksum.cc", "cpp/bind_hmac.cc",
         "cpp/bind_resp.cc", "cpp/resp_door.cc", "cpp/resp_mirror.cc", "cpp/resp_parse.cc"

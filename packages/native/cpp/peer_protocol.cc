@@ -11,12 +11,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "crc32c.h"
 
@@ -159,143 +156,6 @@ void DeriveFrameKey(const std::string& secret, const char* direction, const uint
   if (!HMAC(EVP_sha256(), prk, sizeof prk, reinterpret_cast<const unsigned char*>(info.data()), info.size(), out, &len))
     throw NativeError(Code::Auth, "HKDF-SHA256 (expand) failed");
   OPENSSL_cleanse(prk, sizeof prk);
-}
-
-namespace {
-
-// The EVP calls frames use, from whichever OpenSSL in the process is newer: Node's own (exported to addons; these
-// defaults) or the system's libcrypto.so.3, bound to itself (RTLD_DEEPBIND) so that it never mixes with Node's copy.
-// Newer releases carry faster GCM: OpenSSL 3.5 (Node 24's) authenticates at 19 GB/s per core on an AVX-512 CPU
-// where 3.0 (Debian 12's, Node 20's) reaches 7-8.6, and it encrypts several times faster too. At equal versions
-// the system's copy is kept (some Node builds' copy lacked the AES-NI GCM path: 0.1 GiB/s encrypting, 1.5 GiB/s
-// GMAC where the system's did 3 GiB/s). A context only ever meets the functions of the table that made it.
-struct Evp {
-  EVP_CIPHER_CTX* (*ctxNew)() = EVP_CIPHER_CTX_new;
-  void (*ctxFree)(EVP_CIPHER_CTX*) = EVP_CIPHER_CTX_free;
-  const EVP_CIPHER* (*aes256gcm)() = EVP_aes_256_gcm;
-  int (*encryptInit)(EVP_CIPHER_CTX*, const EVP_CIPHER*, ENGINE*, const unsigned char*, const unsigned char*) = EVP_EncryptInit_ex;
-  int (*decryptInit)(EVP_CIPHER_CTX*, const EVP_CIPHER*, ENGINE*, const unsigned char*, const unsigned char*) = EVP_DecryptInit_ex;
-  int (*encryptUpdate)(EVP_CIPHER_CTX*, unsigned char*, int*, const unsigned char*, int) = EVP_EncryptUpdate;
-  int (*decryptUpdate)(EVP_CIPHER_CTX*, unsigned char*, int*, const unsigned char*, int) = EVP_DecryptUpdate;
-  int (*encryptFinal)(EVP_CIPHER_CTX*, unsigned char*, int*) = EVP_EncryptFinal_ex;
-  int (*decryptFinal)(EVP_CIPHER_CTX*, unsigned char*, int*) = EVP_DecryptFinal_ex;
-  int (*ctrl)(EVP_CIPHER_CTX*, int, int, void*) = EVP_CIPHER_CTX_ctrl;
-  const char* (*version)(int) = OpenSSL_version;
-  const char* source = "node";
-};
-
-template <typename F>
-bool Bind(void* lib, const char* name, F* out) {
-  void* p = dlsym(lib, name);
-  if (!p) return false;
-  *out = reinterpret_cast<F>(p);
-  return true;
-}
-
-const Evp& Crypto() {
-  static Evp evp;
-  static std::once_flag once;
-  std::call_once(once, [] {
-#if !defined(__SANITIZE_ADDRESS__) && defined(RTLD_DEEPBIND)
-    if (getenv("TIERSYNC_PEER_NODE_OPENSSL")) return;
-    void* lib = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (!lib) return;
-    unsigned long (*systemVersion)() = nullptr;
-    // Left loaded either way: unloading a libcrypto is not safe (its exit handlers).
-    if (!Bind(lib, "OpenSSL_version_num", &systemVersion) || systemVersion() < OpenSSL_version_num()) return;
-    Evp sys;
-    if (Bind(lib, "EVP_CIPHER_CTX_new", &sys.ctxNew) && Bind(lib, "EVP_CIPHER_CTX_free", &sys.ctxFree) &&
-        Bind(lib, "EVP_aes_256_gcm", &sys.aes256gcm) && Bind(lib, "EVP_EncryptInit_ex", &sys.encryptInit) &&
-        Bind(lib, "EVP_DecryptInit_ex", &sys.decryptInit) && Bind(lib, "EVP_EncryptUpdate", &sys.encryptUpdate) &&
-        Bind(lib, "EVP_DecryptUpdate", &sys.decryptUpdate) && Bind(lib, "EVP_EncryptFinal_ex", &sys.encryptFinal) &&
-        Bind(lib, "EVP_DecryptFinal_ex", &sys.decryptFinal) && Bind(lib, "EVP_CIPHER_CTX_ctrl", &sys.ctrl) &&
-        Bind(lib, "OpenSSL_version", &sys.version)) {
-      sys.source = "system";
-      evp = sys;
-    }
-#endif
-  });
-  return evp;
-}
-
-}  // namespace
-
-const char* FrameCryptoSource() { return Crypto().source; }
-const char* FrameCryptoVersion() { return Crypto().version(OPENSSL_VERSION); }
-
-FrameAead::~FrameAead() {
-  if (ctx_) Crypto().ctxFree(static_cast<EVP_CIPHER_CTX*>(ctx_));
-}
-
-void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
-  const Evp& e = Crypto();
-  auto* ctx = e.ctxNew();
-  if (!ctx) throw NativeError(Code::NoMemory, "EVP_CIPHER_CTX_new failed");
-  int ok = sending ? e.encryptInit(ctx, e.aes256gcm(), nullptr, key, nullptr)
-                   : e.decryptInit(ctx, e.aes256gcm(), nullptr, key, nullptr);
-  if (ok != 1) {
-    e.ctxFree(ctx);
-    throw NativeError(Code::Auth, "AES-256-GCM is not available in this OpenSSL");
-  }
-  if (ctx_) e.ctxFree(static_cast<EVP_CIPHER_CTX*>(ctx_));
-  ctx_ = ctx;
-  encrypt_ = encrypt;
-  sending_ = sending;
-  counter_ = 0;
-}
-
-void FrameAead::Begin(const uint8_t header[kHeaderBytes]) {
-  const Evp& e = Crypto();
-  if (!ctx_) return;
-  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
-  uint8_t iv[12] = {};
-  Put64(iv + 4, counter_++);
-  int len = 0;
-  int ok = sending_ ? e.encryptInit(ctx, nullptr, nullptr, nullptr, iv) : e.decryptInit(ctx, nullptr, nullptr, nullptr, iv);
-  if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM: setting the frame nonce failed");
-  ok = sending_ ? e.encryptUpdate(ctx, nullptr, &len, header, kHeaderBytes) : e.decryptUpdate(ctx, nullptr, &len, header, kHeaderBytes);
-  if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM: authenticating the header failed");
-}
-
-void FrameAead::Body(const uint8_t* in, uint8_t* out, size_t n) {
-  const Evp& e = Crypto();
-  if (!ctx_ || n == 0) return;
-  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
-  // EVP takes int lengths: feed at most 1 GiB at a time.
-  while (n > 0) {
-    int k = static_cast<int>(std::min<size_t>(n, 1u << 30));
-    int len = 0;
-    int ok;
-    if (encrypt_) {
-      ok = sending_ ? e.encryptUpdate(ctx, out, &len, in, k) : e.decryptUpdate(ctx, out, &len, in, k);
-      out += k;
-    } else {
-      ok = sending_ ? e.encryptUpdate(ctx, nullptr, &len, in, k) : e.decryptUpdate(ctx, nullptr, &len, in, k);
-    }
-    if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM update failed");
-    in += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-void FrameAead::SealTag(uint8_t tag[kTag]) {
-  const Evp& e = Crypto();
-  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
-  int len = 0;
-  uint8_t none[16];
-  if (e.encryptFinal(ctx, none, &len) != 1 || e.ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTag, tag) != 1)
-    throw NativeError(Code::Auth, "AES-256-GCM: computing the frame tag failed");
-}
-
-bool FrameAead::CheckTag(const uint8_t tag[kTag]) {
-  const Evp& e = Crypto();
-  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
-  int len = 0;
-  uint8_t none[16];
-  uint8_t copy[kTag];
-  std::memcpy(copy, tag, kTag);
-  if (e.ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTag, copy) != 1) return false;
-  return e.decryptFinal(ctx, none, &len) == 1;
 }
 
 bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) { return CRYPTO_memcmp(a, b, n) == 0; }

@@ -128,8 +128,9 @@ void HandshakeMac(const std::string& secret, const char* role, const uint8_t ser
 void DeriveFrameKey(const std::string& secret, const char* direction, const uint8_t serverNonce[kNonce],
                     const uint8_t clientNonce[kNonce], uint32_t flags, uint8_t out[kKey]);
 
-// Which OpenSSL serves the frames: "system" (libcrypto.so.3) or "node" (Node's own), whichever is newer (the
-// system's at equal versions), and its version text ("OpenSSL 3.5.9 30 Sep 2025").
+// Which library seals the frames (frame_aead.cc): "ipsec-mb" (Intel's IPsec-MB, where its VAES AVX-512 GCM runs),
+// else "system" (libcrypto.so.3) or "node" (Node's own OpenSSL), whichever is newer (the system's at equal
+// versions); and its version text ("Intel IPsec-MB 1.3.0 (VAES AVX-512)", "OpenSSL 3.5.9 30 Sep 2025").
 const char* FrameCryptoSource();
 const char* FrameCryptoVersion();
 
@@ -142,7 +143,7 @@ class FrameAead {
   FrameAead(const FrameAead&) = delete;
   FrameAead& operator=(const FrameAead&) = delete;
   void Init(const uint8_t key[kKey], bool encrypt, bool sending);
-  bool active() const { return ctx_ != nullptr; }
+  bool active() const { return state_ != nullptr; }
   bool encrypts() const { return encrypt_; }
   // Starts the next frame: its nonce is the next counter; the header is authenticated data.
   void Begin(const uint8_t header[kHeaderBytes]);
@@ -152,8 +153,11 @@ class FrameAead {
   void SealTag(uint8_t tag[kTag]);
   bool CheckTag(const uint8_t tag[kTag]);
 
+  struct State;  // the library's key schedule and running frame (frame_aead.cc)
+
  private:
-  void* ctx_ = nullptr;  // EVP_CIPHER_CTX
+  void Reset();
+  State* state_ = nullptr;
   bool encrypt_ = false, sending_ = false;
   uint64_t counter_ = 0;
 };

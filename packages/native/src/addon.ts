@@ -34,9 +34,9 @@ export interface NativeAddon {
   crc32cRanges(arena: NativeEndpoint, offsets: Float64Array, lengths: Uint32Array, threads?: number): Promise<Uint32Array>;
   hmacSha256Hex(key: Uint8Array, messages: string[]): string[];
 }
-/** Which OpenSSL seals peer frames (documented at peerFrameCrypto). */
+/** Which library seals peer frames (documented at peerFrameCrypto). */
 export interface PeerFrameCrypto {
-  source: 'system' | 'node';
+  source: 'ipsec-mb' | 'system' | 'node';
   version: string;
 }
 /** What a peer server counted (documented at PeerServer.stats). */

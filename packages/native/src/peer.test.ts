@@ -1,6 +1,9 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, peerFrameCrypto, peerFrames, type PeerServerRequest, type Slot } from './index.js';
+import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, peerFrameCrypto, peerFrames, type PeerFrameCrypto, type PeerServerRequest, type Slot } from './index.js';
 import { pattern } from './test-helpers.js';
 
 const PAGE = 64 * 1024;
@@ -174,15 +177,46 @@ describe('peer data plane', () => {
 });
 
 describe('peer frame crypto', () => {
-  it("names the OpenSSL that seals frames, the same on every call: Node's own unless the system's is as new", () => {
+  const newer = (a: number[], b: number[]) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!;
+  const number = (text: string) => /(\d+)\.(\d+)\.(\d+)/.exec(text)!.slice(1).map(Number);
+  /** peerFrameCrypto() in a fresh process with TIERSYNC_PEER_FRAME_CRYPTO set to `wanted` (or unset). */
+  const inProcess = (wanted?: string): PeerFrameCrypto => {
+    const env = { ...process.env };
+    delete env.TIERSYNC_PEER_FRAME_CRYPTO;
+    if (wanted) env.TIERSYNC_PEER_FRAME_CRYPTO = wanted;
+    // The addon itself, as addon.ts finds it (the sanitizer script's build through TIERSYNC_NATIVE_ADDON).
+    const addon = process.env.TIERSYNC_NATIVE_ADDON ?? fileURLToPath(new URL('../build/Release/tiersync_native.node', import.meta.url));
+    const script = `console.log(JSON.stringify(require(${JSON.stringify(addon)}).peerFrameCrypto()))`;
+    return JSON.parse(execFileSync(process.execPath, ['-e', script], { env, encoding: 'utf8' })) as PeerFrameCrypto;
+  };
+  // IPsec-MB's VAES AVX-512 GCM runs where its library is installed and the CPU has those instructions.
+  const cpu = readFileSync('/proc/cpuinfo', 'utf8');
+  const vectorGcm = process.arch === 'x64' && ['avx512f', 'vaes', 'vpclmulqdq'].every((f) => new RegExp(`\\b${f}\\b`).test(cpu));
+  const ipsecMb = ['/usr/lib/x86_64-linux-gnu/libIPSec_MB.so.1', '/usr/lib/libIPSec_MB.so.1'].some((p) => existsSync(p));
+
+  it('names the library that seals frames, the same on every call: IPsec-MB where its vector GCM runs, else the newer OpenSSL', () => {
     const c = peerFrameCrypto();
     expect(peerFrameCrypto()).toEqual(c);
-    const number = (text: string) => /(\d+)\.(\d+)\.(\d+)/.exec(text)!.slice(1).map(Number);
-    const newer = (a: number[], b: number[]) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!;
-    const node = number(process.versions.openssl);
-    expect(c.version).toMatch(/^OpenSSL \d+\.\d+\.\d+/);
-    if (c.source === 'node') expect(newer(number(c.version), node)).toBe(0);
-    else expect(newer(number(c.version), node)).toBeGreaterThanOrEqual(0);
+    const found = inProcess();
+    if (vectorGcm && ipsecMb && found.source === 'ipsec-mb') expect(found.version).toMatch(/^Intel IPsec-MB \d+\.\d+\.\d+ \(VAES AVX-512\)$/);
+    else {
+      // Without the library or the instructions (or an addon built without its header): Node's OpenSSL unless the
+      // system's is at least as new.
+      expect(found.source).not.toBe('ipsec-mb');
+      expect(found.version).toMatch(/^OpenSSL \d+\.\d+\.\d+/);
+      const node = number(process.versions.openssl);
+      if (found.source === 'node') expect(newer(number(found.version), node)).toBe(0);
+      else expect(newer(number(found.version), node)).toBeGreaterThanOrEqual(0);
+    }
+  });
+
+  it('uses the library TIERSYNC_PEER_FRAME_CRYPTO names where it loads', () => {
+    const node = inProcess('node');
+    expect(node.source).toBe('node');
+    expect(newer(number(node.version), number(process.versions.openssl))).toBe(0);
+    expect(['system', 'node']).toContain(inProcess('system').source);
+    const mb = inProcess('ipsec-mb');
+    expect(mb.source).toBe(vectorGcm && ipsecMb ? 'ipsec-mb' : 'node');
   });
 });
 

@@ -292,11 +292,14 @@ export class PeerClient {
 }
 
 /**
- * Which OpenSSL authenticates (and encrypts) peer frames in this process, and its version text: `system` (the
- * system's libcrypto.so.3) or `node` (Node's own copy), whichever is newer, since newer releases carry faster GCM
- * (OpenSSL 3.5, in Node 22 and 24, authenticates ~2.5x faster than 3.0 on AVX-512 CPUs). At equal versions the
- * system's is used; Node's always without a system library, in an ASan build, or with TIERSYNC_PEER_NODE_OPENSSL
- * set. Benchmarks report it.
+ * Which library authenticates (and encrypts) peer frames in this process, and its version text. All compute the
+ * same AES-256-GCM, so peers using different ones interoperate; they differ in speed:
+ * - `ipsec-mb`: Intel's IPsec Multi-Buffer library (apt: libipsec-mb-dev, x86-64), wherever the CPU runs its VAES
+ *   + VPCLMULQDQ (AVX-512) GCM: ~20 GB/s GMAC per core, 2.6x OpenSSL 3.0's;
+ * - otherwise `system` (the system's libcrypto.so.3) or `node` (Node's own OpenSSL), whichever is newer, since newer
+ *   releases carry faster GCM (OpenSSL 3.5, in Node 22 and 24, authenticates ~2.5x faster than 3.0 on AVX-512 CPUs).
+ *   At equal versions the system's is used; Node's always without a system library and in an ASan build.
+ * TIERSYNC_PEER_FRAME_CRYPTO (`ipsec-mb`, `system` or `node`) picks one where it loads. Benchmarks report it.
  */
 export function peerFrameCrypto(): PeerFrameCrypto {
   return native.peerFrameCrypto();

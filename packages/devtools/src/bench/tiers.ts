@@ -52,7 +52,7 @@ export interface DriverFigure {
   encrypted?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
   /** peer only: the same transfers to a server without a secret (frames neither authenticated nor encrypted). */
   unauthenticated?: { writeGiBps: number; readGiBps: number; writeRatio: number; readRatio: number };
-  /** peer only: which OpenSSL sealed the frames (peerFrameCrypto: the system's or Node's, whichever is newer). */
+  /** peer only: which library sealed the frames (peerFrameCrypto: IPsec-MB, or the newer of the system's and Node's OpenSSL). */
   frameCrypto?: PeerFrameCrypto;
   /** peer only: authenticated PUT and GET latency, one page at a time, serving thread idle and busy (peer-ack-latency.ts). */
   ackLatency?: AckLatency;
@@ -202,7 +202,8 @@ function describeFigure(f: DriverFigure): string {
   const cpu = f.cpuSecondsPerGiB
     ? `; CPU s/GiB raw TCP ${f.cpuSecondsPerGiB.rawTcp}, write ${f.cpuSecondsPerGiB.write} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedWrite}), read ${f.cpuSecondsPerGiB.read} (unauthenticated ${f.cpuSecondsPerGiB.unauthenticatedRead})`
     : '';
-  const crypto = f.frameCrypto ? `; frames sealed by ${f.frameCrypto.source === 'node' ? "Node's" : "the system's"} ${f.frameCrypto.version}` : '';
+  const owner = { 'ipsec-mb': '', node: "Node's ", system: "the system's " } as const;
+  const crypto = f.frameCrypto ? `; frames sealed by ${owner[f.frameCrypto.source]}${f.frameCrypto.version}` : '';
   const a = f.ackLatency;
   const acks = a
     ? `; PUT ack mean/p99 us: idle ${a.idle.meanUs}/${a.idle.p99Us}, serving thread busy ${a.busyServer.meanUs}/${a.busyServer.p99Us}; GET: idle ${a.getIdle.meanUs}/${a.getIdle.p99Us}, busy ${a.getBusyServer.meanUs}/${a.getBusyServer.p99Us}`

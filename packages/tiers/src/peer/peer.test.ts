@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostArena, PeerClient, PeerStatus, TierSyncError, TransferEngine, crc32c, type PeerServer } from '@tiersync/native';
+import { HostArena, PeerClient, PeerStatus, TierSyncError, TransferEngine, crc32c, peerFrameCrypto, type PeerServer } from '@tiersync/native';
 import { testKey, tierConformance } from '../testing.js';
 import { HostTier } from '../host/index.js';
 import { PeerTier, parsePeerUrl } from './index.js';
@@ -168,17 +168,17 @@ describe('peer URLs', () => {
 });
 
 /** Starts `node peer-host.mjs` (optionally inside a network namespace) serving a host tier; resolves its port. */
-function startHost(args: { secret: string; listen: string; netns?: string; shm?: string }): Promise<{ child: ChildProcess; port: number }> {
+function startHost(args: { secret: string; listen: string; netns?: string; shm?: string; env?: NodeJS.ProcessEnv }): Promise<{ child: ChildProcess; port: number; sealedBy: string }> {
   const script = path.join(here, 'peer-host.fixture.mjs');
   const cmd = args.netns ? 'ip' : process.execPath;
   const argv = [...(args.netns ? ['netns', 'exec', args.netns, process.execPath] : []), script, args.listen, args.secret, String(PAGE), ...(args.shm ? [args.shm] : [])];
-  const child = spawn(cmd, argv, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(cmd, argv, { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ...args.env } });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      const m = /listening (\d+)/.exec(out);
-      if (m) resolve({ child, port: Number(m[1]) });
+      const m = /listening (\d+) sealed-by (\S+)\n/.exec(out);
+      if (m) resolve({ child, port: Number(m[1]), sealedBy: m[2]! });
     });
     child.on('exit', (code) => reject(new Error(`peer host exited with ${code}`)));
   });
@@ -206,6 +206,34 @@ describe('peer across processes', () => {
     await t.close();
     await engine.close();
     child.kill();
+  });
+
+  // Frames sealed by one GCM library are opened by another: this process uses the one it picked (IPsec-MB where its
+  // vector GCM runs, as on this project's CI machine), the host Node's OpenSSL or, where that is this process's, the
+  // system's.
+  it.each([false, true])('exchanges frames with a host sealing them with another library (encrypted: %s)', async (encrypt) => {
+    const local = peerFrameCrypto().source;
+    const { child, port, sealedBy } = await startHost({ secret: 'libraries', listen: '127.0.0.1', env: { TIERSYNC_PEER_FRAME_CRYPTO: local === 'node' ? 'system' : 'node' } });
+    expect(sealedBy).not.toBe(local);
+    const engine = new TransferEngine({ threads: 2 });
+    const arena = HostArena.create({ capacity: 8 * PAGE });
+    const t = new PeerTier(`peer://127.0.0.1:${port}?secret=libraries&encrypt=${encrypt}`, { engine, pageBytes: PAGE, fingerprint: '' });
+    try {
+      const view = arena.view(0, 4 * PAGE);
+      for (let i = 0; i < view.length; i++) view[i] = (i * 29 + 3) & 0xff;
+      await t.open();
+      // Pages of several lengths, so frames end in partial GCM blocks.
+      const lengths = [PAGE, PAGE - 1, 4097, 17];
+      const keys = lengths.map((_, i) => testKey(i, encrypt ? 12 : 11));
+      await t.write(keys.map((key, i) => ({ key, source: { arena, offset: i * PAGE, length: lengths[i]! } })));
+      const r = await t.read(keys.map((key, i) => ({ key, into: { arena, offset: (4 + i) * PAGE, length: lengths[i]! } })));
+      expect(r.map((o) => o.status)).toEqual(['hit', 'hit', 'hit', 'hit']);
+      lengths.forEach((n, i) => expect(Buffer.compare(arena.view((4 + i) * PAGE, n), arena.view(i * PAGE, n))).toBe(0));
+    } finally {
+      await t.close();
+      await engine.close();
+      child.kill();
+    }
   });
 
   it('serves and keeps a PUT a persistent tier acknowledged, through a SIGKILL of its server before JavaScript recorded it', async () => {
