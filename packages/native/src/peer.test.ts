@@ -215,8 +215,9 @@ describe('peer frame crypto', () => {
     expect(node.source).toBe('node');
     expect(newer(number(node.version), number(process.versions.openssl))).toBe(0);
     expect(['system', 'node']).toContain(inProcess('system').source);
-    const mb = inProcess('ipsec-mb');
-    expect(mb.source).toBe(vectorGcm && ipsecMb ? 'ipsec-mb' : 'node');
+    // Where IPsec-MB cannot run, asking for it changes nothing.
+    if (vectorGcm && ipsecMb) expect(inProcess('ipsec-mb').source).toBe('ipsec-mb');
+    else expect(inProcess('ipsec-mb')).toEqual(inProcess());
   });
 });
 
