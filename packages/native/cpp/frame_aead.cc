@@ -98,7 +98,7 @@ struct IpsecMb {
 };
 
 // The library when it loads, was built for this header's structures (same major.minor), and runs its VAES +
-// VPCLMULQDQ GCM here; nullptr otherwise (its SSE/AVX2 GCM is no faster than OpenSSL's, so OpenSSL keeps those).
+// VPCLMULQDQ GCM here; nullptr otherwise (its SSE/AVX2 code paths were not measured here: OpenSSL keeps those CPUs).
 const IpsecMb* LoadIpsecMb() {
   static IpsecMb lib;
   static std::once_flag once;
