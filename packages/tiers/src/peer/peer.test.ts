@@ -693,6 +693,13 @@ describe('peer ranged reads', () => {
       const slot = host.locate([key])[0]!.offset;
       expect((await tier.read([{ key, into: { arena, offset: 2 * BIG, length: CHUNK }, range: { offset: CHUNK, length: CHUNK } }]))[0]!.status).toBe('hit');
       expect(server.stats().rangesAnnounced).toBe(1);
+      // The GET's pin on the slot is dropped by the server's connection thread after the reply went out, which can be
+      // after the client has it; a pinned slot is freed only later (a write would take the pool's slot back instead).
+      const { slot: slotIndex } = host.locate([key])[0]!;
+      for (const deadline = Date.now() + 5000; Atomics.load(host.slotPins!, slotIndex) !== 0; ) {
+        if (Date.now() > deadline) throw new Error('the GET never released its pin on the slot');
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
       // Deleted, and the next page (another key) written where it was: the only free slot.
       await host.delete([key]);
       const other = testKey(2);
