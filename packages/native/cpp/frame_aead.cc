@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "peer_protocol.h"
 
@@ -170,30 +171,38 @@ void FrameAead::Reset() {
   state_ = nullptr;
 }
 
-void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
-  auto* state = new State();
+namespace {
+
+// Expands `key` for IPsec-MB into `s` when that library seals frames here; false otherwise.
+bool InitIpsecMb(FrameAead::State& s, const uint8_t key[kKey]) {
 #ifdef TIERSYNC_IPSEC_MB
   if (const IpsecMb* mb = LoadIpsecMb()) {
-    state->mb = mb;
-    IMB_AES256_GCM_PRE(mb->mgr, key, &state->key);
-  }
-  if (!state->mb) {
-#endif
-    const Evp& e = OpenSsl();
-    state->evp = e.ctxNew();
-    int ok = state->evp ? (sending ? e.encryptInit(state->evp, e.aes256gcm(), nullptr, key, nullptr)
-                                   : e.decryptInit(state->evp, e.aes256gcm(), nullptr, key, nullptr))
-                        : 0;
-    if (ok != 1) {
-      if (state->evp) e.ctxFree(state->evp);
-      delete state;
-      throw NativeError(Code::Auth, "AES-256-GCM is not available in this OpenSSL");
-    }
-#ifdef TIERSYNC_IPSEC_MB
+    s.mb = mb;
+    IMB_AES256_GCM_PRE(mb->mgr, key, &s.key);
+    return true;
   }
 #endif
+  return false;
+}
+
+// Gives `s` an OpenSSL context keyed with `key`.
+void InitEvp(FrameAead::State& s, const uint8_t key[kKey], bool sending) {
+  const Evp& e = OpenSsl();
+  s.evp = e.ctxNew();
+  if (!s.evp) throw NativeError(Code::NoMemory, "EVP_CIPHER_CTX_new failed");
+  int ok = sending ? e.encryptInit(s.evp, e.aes256gcm(), nullptr, key, nullptr)
+                   : e.decryptInit(s.evp, e.aes256gcm(), nullptr, key, nullptr);
+  if (ok != 1) throw NativeError(Code::Auth, "AES-256-GCM is not available in this OpenSSL");
+}
+
+}  // namespace
+
+void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
+  FrameAead fresh;  // owns the new state until it replaces this one (freed and cleansed if a step throws)
+  fresh.state_ = new State();
+  if (!InitIpsecMb(*fresh.state_, key)) InitEvp(*fresh.state_, key, sending);
   Reset();
-  state_ = state;
+  std::swap(state_, fresh.state_);
   encrypt_ = encrypt;
   sending_ = sending;
   counter_ = 0;
@@ -288,7 +297,7 @@ bool FrameAead::CheckTag(const uint8_t tag[kTag]) {
   if (state_->mb) {
     uint8_t want[kTag];
     FinishIpsecMb(*state_, encrypt_, false, want);
-    const bool ok = CRYPTO_memcmp(want, tag, kTag) == 0;
+    const bool ok = ConstantTimeEqual(want, tag, kTag);
     OPENSSL_cleanse(want, sizeof want);
     return ok;
   }
