@@ -1,6 +1,6 @@
 // Peer transfers against raw TCP with frames sealed by one library: this process's pick (peerFrameCrypto()), or the
 // one TIERSYNC_PEER_FRAME_CRYPTO names (ipsec-mb, system, node); NOSECRET=1: unauthenticated. One host tier served
-// over loopback (4 streams), 256 MiB of PAGE-byte pages (default 256 KiB) written 4 times (deleted between) then
+// over loopback (STREAMS streams, default 4), 256 MiB of PAGE-byte pages (default 256 KiB) written 4 times (deleted between) then
 // read 4 times, between two raw TCP loops of the same bytes (tcpBaseline, the bench's baseline). Prints one JSON
 // line: ratios to the mean raw rate and this process's CPU s/GiB (both ends run here). Run alternately per library:
 //   for v in ipsec-mb system; do TIERSYNC_PEER_FRAME_CRYPTO=$v node packages/devtools/scripts/peer-frame-crypto.mjs; done
@@ -15,11 +15,12 @@ const { HostTier, servePeer, createTier } = await load('tiers/dist/index.js');
 
 const pageBytes = Number(process.env.PAGE ?? 256 * 1024), bytes = 256 << 20, pages = bytes / pageBytes, rounds = 4;
 const secret = process.env.NOSECRET ? undefined : 'frame-crypto';
+const streams = Number(process.env.STREAMS ?? 4);
 const engine = new TransferEngine({ threads: 2 });
 const host = new HostTier(`host://?capacity=${bytes + (64 << 20)}`, { engine, pageBytes, fingerprint: 'frame-crypto' });
 await host.open();
 const server = servePeer(host, secret ? { secret } : {});
-const peer = createTier(`peer://127.0.0.1:${server.port}?streams=4${secret ? `&secret=${secret}` : ''}`, { engine, pageBytes, fingerprint: 'frame-crypto' });
+const peer = createTier(`peer://127.0.0.1:${server.port}?streams=${streams}${secret ? `&secret=${secret}` : ''}`, { engine, pageBytes, fingerprint: 'frame-crypto' });
 await peer.open();
 const src = HostArena.create({ capacity: bytes, prefault: true });
 const dst = HostArena.create({ capacity: bytes, prefault: true });
@@ -62,6 +63,7 @@ const round = (x) => Number(x.toFixed(3));
 console.log(JSON.stringify({
   sealedBy: secret ? peerFrameCrypto().source : 'none',
   pageBytes,
+  streams,
   rawGiBps: round(gib / rawSeconds),
   writeRatio: round(rawSeconds / write.seconds),
   readRatio: round(rawSeconds / read.seconds),

@@ -310,22 +310,44 @@ TARGET_FOLD inline __m128i Fold128(__m128i a, __m128i k) {
   return _mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11));
 }
 
+// The first fold register with the raw register c entering as its first 32 bits.
+TARGET_FOLD inline __m256i FoldEnter(__m256i x0, uint32_t c) {
+  return _mm256_xor_si256(x0, _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(c))));
+}
+
+TARGET_FOLD inline __m256i Fold1024Keys() {
+  return _mm256_set_epi64x(static_cast<long long>(kFold1024Lo), static_cast<long long>(kFold1024Hi),
+                           static_cast<long long>(kFold1024Lo), static_cast<long long>(kFold1024Hi));
+}
+
+// The eight remainders, in message order, folded into one; then its 16 bytes through crc32 (H * x^96 + L * x^32):
+// the raw register after the folded bytes.
+TARGET_FOLD inline uint32_t FoldFinish(__m256i x0, __m256i x1, __m256i x2, __m256i x3) {
+  const __m128i lanes[8] = {_mm256_castsi256_si128(x0), _mm256_extracti128_si256(x0, 1), _mm256_castsi256_si128(x1),
+                            _mm256_extracti128_si256(x1, 1), _mm256_castsi256_si128(x2), _mm256_extracti128_si256(x2, 1),
+                            _mm256_castsi256_si128(x3), _mm256_extracti128_si256(x3, 1)};
+  const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kFold128Lo), static_cast<long long>(kFold128Hi));
+  __m128i a = lanes[0];
+  for (int i = 1; i < 8; i++) a = _mm_xor_si128(Fold128(a, k1), lanes[i]);
+  const uint32_t h = static_cast<uint32_t>(_mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(a))));
+  return static_cast<uint32_t>(_mm_crc32_u64(h, static_cast<uint64_t>(_mm_extract_epi64(a, 1))));
+}
+
 // The raw register c continued over n bytes at p (n a multiple of 128, at least 128), copied to `to` (32-byte aligned
 // when kStream).
 template <bool kStream>
 TARGET_FOLD uint32_t FoldCopy(uint32_t c, const uint8_t* p, uint8_t* to, size_t n) {
-  const auto* in = reinterpret_cast<const __m256i*>(p);
-  __m256i x0 = _mm256_loadu_si256(in), x1 = _mm256_loadu_si256(in + 1), x2 = _mm256_loadu_si256(in + 2),
-          x3 = _mm256_loadu_si256(in + 3);
+  const auto* first = reinterpret_cast<const __m256i*>(p);
+  __m256i x0 = _mm256_loadu_si256(first), x1 = _mm256_loadu_si256(first + 1), x2 = _mm256_loadu_si256(first + 2),
+          x3 = _mm256_loadu_si256(first + 3);
   Store32<kStream>(to, x0);
   Store32<kStream>(to + 32, x1);
   Store32<kStream>(to + 64, x2);
   Store32<kStream>(to + 96, x3);
-  x0 = _mm256_xor_si256(x0, _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(c))));  // the register enters as the first 32 bits
-  const __m256i k = _mm256_set_epi64x(static_cast<long long>(kFold1024Lo), static_cast<long long>(kFold1024Hi),
-                                      static_cast<long long>(kFold1024Lo), static_cast<long long>(kFold1024Hi));
+  x0 = FoldEnter(x0, c);
+  const __m256i k = Fold1024Keys();
   for (size_t at = 128; at < n; at += 128) {
-    in = reinterpret_cast<const __m256i*>(p + at);
+    const auto* in = reinterpret_cast<const __m256i*>(p + at);
     const __m256i d0 = _mm256_loadu_si256(in), d1 = _mm256_loadu_si256(in + 1), d2 = _mm256_loadu_si256(in + 2),
                   d3 = _mm256_loadu_si256(in + 3);
     Store32<kStream>(to + at, d0);
@@ -337,15 +359,7 @@ TARGET_FOLD uint32_t FoldCopy(uint32_t c, const uint8_t* p, uint8_t* to, size_t 
     x2 = _mm256_xor_si256(Fold256(x2, k), d2);
     x3 = _mm256_xor_si256(Fold256(x3, k), d3);
   }
-  // The eight remainders, in message order, folded into one; then its 16 bytes through crc32 (H * x^96 + L * x^32).
-  const __m128i lanes[8] = {_mm256_castsi256_si128(x0), _mm256_extracti128_si256(x0, 1), _mm256_castsi256_si128(x1),
-                            _mm256_extracti128_si256(x1, 1), _mm256_castsi256_si128(x2), _mm256_extracti128_si256(x2, 1),
-                            _mm256_castsi256_si128(x3), _mm256_extracti128_si256(x3, 1)};
-  const __m128i k1 = _mm_set_epi64x(static_cast<long long>(kFold128Lo), static_cast<long long>(kFold128Hi));
-  __m128i a = lanes[0];
-  for (int i = 1; i < 8; i++) a = _mm_xor_si128(Fold128(a, k1), lanes[i]);
-  const uint32_t h = static_cast<uint32_t>(_mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(a))));
-  return static_cast<uint32_t>(_mm_crc32_u64(h, static_cast<uint64_t>(_mm_extract_epi64(a, 1))));
+  return FoldFinish(x0, x1, x2, x3);
 }
 
 // Copy + CRC32C for x86-64 with folding: the head up to a 32-byte aligned destination (streamed stores need it) and
@@ -363,8 +377,55 @@ uint32_t CopyFold(uint32_t c, const uint8_t* p, uint8_t* to, size_t n) {
   return Hardware<JoinClmul, true, true>(c, p + done, to + done, n - done);
 }
 
+// ---- x86-64 checksums without a copy: folding and the crc32 instruction side by side. ----
+//
+// Folding (carry-less multiplies) and the crc32 instruction run on different execution units, and each alone
+// checksums about 27 GiB/s in cache here. A round runs both in one loop over different bytes: 8 KiB folded, then
+// three 4 KiB blocks through three crc32 streams, each loop step taking 128 bytes of the first and 64 of each block
+// (the split measured fastest here, 2026-12-07: 34-36 GiB/s against 27 for either alone). The four registers are
+// joined in message order with the blocks' shift constants (JoinClmulImpl). Running the two side by side on one core
+// is the idea of P. Cawley's fast-crc32 (github.com/corsix/fast-crc32); the layout and the code are ours.
+constexpr size_t kRoundBlock = 4096, kRoundFold = 2 * kRoundBlock, kRoundBytes = kRoundFold + 3 * kRoundBlock;
+static_assert(kRoundBlock <= kMaxBlock && kRoundBlock % 64 == 0 && kRoundFold / 128 == kRoundBlock / 64);
+
+// The raw register c continued over the kRoundBytes bytes at p.
+TARGET_FOLD uint32_t MixedRound(uint32_t c, const uint8_t* p) {
+  const uint8_t* b0 = p + kRoundFold;
+  const uint8_t* b1 = b0 + kRoundBlock;
+  const uint8_t* b2 = b1 + kRoundBlock;
+  const auto* first = reinterpret_cast<const __m256i*>(p);
+  __m256i x0 = FoldEnter(_mm256_loadu_si256(first), c), x1 = _mm256_loadu_si256(first + 1), x2 = _mm256_loadu_si256(first + 2),
+          x3 = _mm256_loadu_si256(first + 3);
+  const __m256i k = Fold1024Keys();
+  uint32_t c0 = 0, c1 = 0, c2 = 0;
+  for (size_t step = 0; step < kRoundBlock / 64; step++) {
+    if (step) {
+      const auto* in = reinterpret_cast<const __m256i*>(p + step * 128);
+      x0 = _mm256_xor_si256(Fold256(x0, k), _mm256_loadu_si256(in));
+      x1 = _mm256_xor_si256(Fold256(x1, k), _mm256_loadu_si256(in + 1));
+      x2 = _mm256_xor_si256(Fold256(x2, k), _mm256_loadu_si256(in + 2));
+      x3 = _mm256_xor_si256(Fold256(x3, k), _mm256_loadu_si256(in + 3));
+    }
+    for (size_t i = step * 64; i < step * 64 + 64; i += 8) {
+      c0 = Step::U64(c0, Load(b0 + i));
+      c1 = Step::U64(c1, Load(b1 + i));
+      c2 = Step::U64(c2, Load(b2 + i));
+    }
+  }
+  // After the folded bytes, then block 0 (shift by one block, add c0), then blocks 1 and 2.
+  const uint32_t folded = FoldFinish(x0, x1, x2, x3);
+  return JoinClmulImpl(JoinClmulImpl(0, folded, c0, kRoundBlock), c1, c2, kRoundBlock);
+}
+
+uint32_t Mixed(uint32_t c, const uint8_t* p, size_t n) {
+  if (kFold) {
+    for (; n >= kRoundBytes; p += kRoundBytes, n -= kRoundBytes) c = MixedRound(c, p);
+  }
+  return Hardware<JoinClmul, true, false>(c, p, nullptr, n);
+}
+
 uint32_t Hw3ClmulAny(uint32_t c, const uint8_t* p, uint8_t* to, size_t n) {
-  return to ? CopyFold<false>(c, p, to, n) : Hardware<JoinClmul, true, false>(c, p, nullptr, n);
+  return to ? CopyFold<false>(c, p, to, n) : Mixed(c, p, n);
 }
 #endif
 

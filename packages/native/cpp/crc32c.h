@@ -11,7 +11,8 @@ enum class Crc32cImpl {
   Table,      // slicing-by-8 tables: any CPU
   Hw1,        // one stream of the CPU's CRC32C instruction (x86-64 SSE4.2, or ARMv8 CRC32)
   Hw3,        // three interleaved instruction streams joined by a portable GF(2) multiply (ARMv8 CRC32 without PMULL)
-  Hw3Clmul,   // three interleaved streams joined by carry-less multiplication (x86-64 PCLMULQDQ, ARMv8 PMULL)
+  Hw3Clmul,   // three interleaved streams joined by carry-less multiplication (x86-64 PCLMULQDQ, ARMv8 PMULL); on
+              // x86-64 with AVX2 + VPCLMULQDQ, copies fold and checksums mix folding with the three streams
 };
 // Every implementation, in the order above (fastest last).
 constexpr Crc32cImpl kCrc32cImpls[] = {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32cImpl::Hw3, Crc32cImpl::Hw3Clmul};

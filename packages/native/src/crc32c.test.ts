@@ -90,7 +90,10 @@ describe('crc32c', () => {
     });
 
     it.each(available)('%s equals the table path at random lengths, alignments and seeds, copying or not', (impl) => {
+      // Edges of the three-stream rounds (24 KiB) and of x86-64's mixed fold + crc32 rounds (20 KiB), and 64 KiB (a
+      // peer chunk).
       const sizes = [0, 1, 7, 8, 9, 23, 24, 25, 95, 96, 97, 191, 192, 193, 767, 768, 769, 4096, 24_575, 24_576, 24_577, 49_152 + 24 * 5 + 3];
+      sizes.push(20_479, 20_480, 20_481, 2 * 20_480 + 1_000, 65_536);
       for (let k = 0; k < 60; k++) sizes.push(next() % 300_000);
       for (const n of sizes) {
         const offset = next() % 64;
