@@ -382,7 +382,7 @@ uint32_t CopyFold(uint32_t c, const uint8_t* p, uint8_t* to, size_t n) {
 // Folding (carry-less multiplies) and the crc32 instruction run on different execution units, and each alone
 // checksums about 27 GiB/s in cache here. A round runs both in one loop over different bytes: 8 KiB folded, then
 // three 4 KiB blocks through three crc32 streams, each loop step taking 128 bytes of the first and 64 of each block
-// (the split measured fastest here, 2026-12-07: 34-36 GiB/s against 27 for either alone). The four registers are
+// (the split measured fastest here, 2026-12-07: 33-34 GiB/s against 27 for either alone). The four registers are
 // joined in message order with the blocks' shift constants (JoinClmulImpl). Running the two side by side on one core
 // is the idea of P. Cawley's fast-crc32 (github.com/corsix/fast-crc32); the layout and the code are ours.
 constexpr size_t kRoundBlock = 4096, kRoundFold = 2 * kRoundBlock, kRoundBytes = kRoundFold + 3 * kRoundBlock;
