@@ -244,6 +244,12 @@ class RespDoorWrap : public Napi::ObjectWrap<RespDoorWrap> {
     resp::Door& door = Live(env);
     // Mirror changes go in before any reply of the batch is written (the replies that acknowledge them).
     if (info.Length() > 4 && !info[4].IsUndefined()) ApplyMirror(info, 4);
+    // The door thread is woken once, after the whole batch is queued (also when a bad part throws midway).
+    struct HeldWakes {
+      resp::Door& door;
+      explicit HeldWakes(resp::Door& d) : door(d) { door.HoldWakes(); }
+      ~HeldWakes() { door.ReleaseWakes(); }
+    } held(door);
     auto out = Napi::Float64Array::New(env, n);
     std::vector<std::pair<const uint8_t*, size_t>> parts;
     uint32_t at = 0;

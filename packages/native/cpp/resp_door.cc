@@ -196,7 +196,19 @@ void Door::Wake(uint64_t conn) {
     std::lock_guard<std::mutex> lock(wakeMutex_);
     woken_.push_back(conn);
   }
+  if (wakesHeld_ > 0) {
+    wakeDeferred_ = true;
+    return;
+  }
   // The door thread clears the flag before it takes the list, so a conn pushed after that is seen by a new write.
+  if (wakePending_.exchange(true)) return;
+  uint64_t one = 1;
+  (void)!write(wakeFd_, &one, sizeof one);
+}
+
+void Door::ReleaseWakes() {
+  if (--wakesHeld_ > 0 || !wakeDeferred_) return;
+  wakeDeferred_ = false;
   if (wakePending_.exchange(true)) return;
   uint64_t one = 1;
   (void)!write(wakeFd_, &one, sizeof one);

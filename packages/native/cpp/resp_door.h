@@ -113,6 +113,11 @@ class Door {
   std::vector<uint64_t> TakeServed();
   // Forwards everything this client sends from now on (JavaScript keeps per-client state the native path lacks).
   void Passthrough(uint64_t conn);
+  // Between these, wakes of the door thread (replies queued, commands answered) are collected and sent as one at
+  // the end: a batch of replies wakes it once instead of once per client, each of which could preempt this thread
+  // on a busy core and make the two contend for the clients' locks.
+  void HoldWakes() { wakesHeld_++; }
+  void ReleaseWakes();
   uint64_t LastActiveMs(uint64_t conn);
   peer::SlotPool& pool() { return pool_; }
   uint64_t fastSets() const { return fastSets_.load(); }
@@ -201,6 +206,8 @@ class Door {
   std::mutex wakeMutex_;
   std::vector<uint64_t> woken_;
   std::atomic<bool> wakePending_{false};  // an eventfd write the door thread has not consumed: later wakes skip theirs
+  int wakesHeld_ = 0;          // JavaScript thread (every caller of Wake): HoldWakes() depth
+  bool wakeDeferred_ = false;  // JavaScript thread: a wake held back until ReleaseWakes()
   std::atomic<uint64_t> nativeExists_{0}, nativeMgets_{0}, refusedClients_{0};
   std::atomic<uint64_t> fastSets_{0}, nativeGets_{0}, getMismatches_{0}, hotGets_{0}, unrecordedGets_{0};
   // Door thread: GET replies kept for reuse, by the mirror entry they were made from (resp_door_state.h).
