@@ -200,15 +200,17 @@ void Door::Wake(uint64_t conn) {
     wakeDeferred_ = true;
     return;
   }
-  // The door thread clears the flag before it takes the list, so a conn pushed after that is seen by a new write.
-  if (wakePending_.exchange(true)) return;
-  uint64_t one = 1;
-  (void)!write(wakeFd_, &one, sizeof one);
+  SignalWake();
 }
 
 void Door::ReleaseWakes() {
   if (--wakesHeld_ > 0 || !wakeDeferred_) return;
   wakeDeferred_ = false;
+  SignalWake();
+}
+
+void Door::SignalWake() {
+  // The door thread clears the flag before it takes the list, so a conn pushed after that is seen by a new write.
   if (wakePending_.exchange(true)) return;
   uint64_t one = 1;
   (void)!write(wakeFd_, &one, sizeof one);

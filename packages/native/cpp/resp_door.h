@@ -184,6 +184,7 @@ class Door {
   void Arm(Conn& c);
   void Emit(Event e);
   void Wake(uint64_t conn);
+  void SignalWake();  // the eventfd write that wakes the door thread, unless one is pending
   void ProtocolError(const std::shared_ptr<Conn>& c, const std::string& message);
   void Sweep();
   std::shared_ptr<Conn> Find(uint64_t conn);
