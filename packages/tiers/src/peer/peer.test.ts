@@ -690,12 +690,11 @@ describe('peer ranged reads', () => {
       const key = testKey(1);
       await tier.write([{ key, source: { arena, offset: 0, length: BIG } }]);
       server.drain(); // the tier records the pooled PUT now (and lends the pool its last free slot)
-      const slot = host.locate([key])[0]!.offset;
+      const { offset: slot, slot: slotIndex } = host.locate([key])[0]!;
       expect((await tier.read([{ key, into: { arena, offset: 2 * BIG, length: CHUNK }, range: { offset: CHUNK, length: CHUNK } }]))[0]!.status).toBe('hit');
       expect(server.stats().rangesAnnounced).toBe(1);
       // The GET's pin on the slot is dropped by the server's connection thread after the reply went out, which can be
       // after the client has it; a pinned slot is freed only later (a write would take the pool's slot back instead).
-      const { slot: slotIndex } = host.locate([key])[0]!;
       for (const deadline = Date.now() + 5000; Atomics.load(host.slotPins!, slotIndex) !== 0; ) {
         if (Date.now() > deadline) throw new Error('the GET never released its pin on the slot');
         await new Promise((resolve) => setTimeout(resolve, 1));
