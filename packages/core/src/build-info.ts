@@ -3,7 +3,7 @@
  * CLI (`version`), the daemon's metrics (`tiersync_build_info`) and the RESP door (INFO, HELLO).
  */
 import { readFileSync } from 'node:fs';
-import { probeMachine } from '@tiersync/native';
+import { formatCrc32c, probeMachine } from '@tiersync/native';
 
 let version: string | undefined;
 
@@ -16,5 +16,5 @@ export function packageVersion(): string {
 /** One-line description of how the native core was built and what it found here. */
 export function nativeBuild(): string {
   const m = probeMachine();
-  return `io ${m.ioUring.available ? 'io_uring' : 'thread pool'}, cuda ${m.cuda.available ? `${m.cuda.devices} device(s)` : 'unavailable'}, crc32c ${m.crc32c}`;
+  return `io ${m.ioUring.available ? 'io_uring' : 'thread pool'}, cuda ${m.cuda.available ? `${m.cuda.devices} device(s)` : 'unavailable'}, crc32c ${formatCrc32c(m.crc32c)}`;
 }

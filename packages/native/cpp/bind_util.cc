@@ -69,6 +69,7 @@ Napi::Value Crc32cJs(const Napi::CallbackInfo& info) {
 Napi::Value Crc32cImpls(Napi::Env env) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("selected", Crc32cImplName(Crc32cSelected()));
+  o.Set("folding", Crc32cFolding());
   Napi::Array list = Napi::Array::New(env);
   uint32_t n = 0;
   for (Crc32cImpl impl : kCrc32cImpls)
@@ -291,7 +292,6 @@ Napi::Value BenchTcp(const Napi::CallbackInfo& info) {
 void InitUtil(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass, "setErrorClass"));
   exports.Set("crc32c", Napi::Function::New(env, Crc32cJs, "crc32c"));
-  exports.Set("crc32cHardware", Napi::Boolean::New(env, Crc32cHardware()));
   exports.Set("crc32cImpls", Crc32cImpls(env));
   exports.Set("cudaStatus", Napi::Function::New(env, CudaStatusJs, "cudaStatus"));
   exports.Set("ioUringStatus", Napi::Function::New(env, IoUringStatusJs, "ioUringStatus"));

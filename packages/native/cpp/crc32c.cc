@@ -476,8 +476,14 @@ const Fn kFn = FnOf(kSelected);
 
 }  // namespace
 
-bool Crc32cHardware() { return kSelected != Crc32cImpl::Table; }
 Crc32cImpl Crc32cSelected() { return kSelected; }
+bool Crc32cFolding() {
+#if defined(TIERSYNC_CRC_X86)
+  return kSelected == Crc32cImpl::Hw3Clmul && kFold;
+#else
+  return false;
+#endif
+}
 bool Crc32cAvailable(Crc32cImpl impl) { return Available(impl); }
 
 const char* Crc32cImplName(Crc32cImpl impl) {

@@ -19,7 +19,6 @@ constexpr Crc32cImpl kCrc32cImpls[] = {Crc32cImpl::Table, Crc32cImpl::Hw1, Crc32
 
 // Continues a CRC: pass 0 to start, then the previous result to extend it over more bytes.
 uint32_t Crc32c(uint32_t crc, const void* data, size_t length);
-bool Crc32cHardware();
 // Copies `length` bytes from src to dst (not overlapping) and continues `crc` over them, in one pass over memory.
 uint32_t CopyCrc32c(uint32_t crc, void* dst, const void* src, size_t length);
 // CopyCrc32c with non-temporal stores where the CPU has them (x86-64 AVX2 + VPCLMULQDQ): for copies whose
@@ -32,6 +31,8 @@ uint32_t Crc32cTable(uint32_t crc, const void* data, size_t length);
 uint32_t Crc32cCombine(uint32_t crcA, uint32_t crcB, size_t lengthB);
 // The implementation Crc32c and CopyCrc32c use on this CPU.
 Crc32cImpl Crc32cSelected();
+// Whether that implementation folds with VPCLMULQDQ (x86-64 AVX2): copies, and checksums of 20 KiB and more.
+bool Crc32cFolding();
 // Whether this build and CPU can run `impl`.
 bool Crc32cAvailable(Crc32cImpl impl);
 // "table", "hw1", "hw3", "hw3-clmul".

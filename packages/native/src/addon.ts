@@ -17,8 +17,7 @@ export interface NativeAddon {
   setErrorClass(cls: unknown): void;
   /** impl: true = the table path, or an implementation's name (crc32cImpls); copyTo: copy the data there while checksumming. */
   crc32c(data: ArrayBufferView, seed?: number, impl?: boolean | string, copyTo?: ArrayBufferView): number;
-  crc32cHardware: boolean;
-  crc32cImpls: { selected: string; available: string[] };
+  crc32cImpls: { selected: string; available: string[]; folding: boolean };
   cudaStatus(): { available: boolean; devices: number; runtimeVersion: number; library: string; reason?: string };
   ioUringStatus(): { available: boolean; reason?: string };
   probeDirect(dir: string): { supported: boolean; reason?: string };

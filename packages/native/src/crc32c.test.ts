@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { crc32c, crc32cCombine, crc32cImplementations, crc32cWith, TierSyncError, type Crc32cImplementation } from './index.js';
+import { crc32c, crc32cCombine, crc32cImplementations, crc32cWith, formatCrc32c, probeMachine, TierSyncError, type Crc32cImplementation } from './index.js';
 
 describe('crc32c', () => {
   it('matches the standard check value for "123456789"', () => {
@@ -68,6 +69,15 @@ describe('crc32c', () => {
       expect(available).toContain(selected);
       if (process.arch === 'x64' && available.includes('hw3-clmul')) expect(selected).toBe('hw3-clmul');
       if (available.length === 1) expect(selected).toBe('table');
+    });
+
+    it('says whether it folds with VPCLMULQDQ, as the CPU flags allow, and the machine report names it', () => {
+      const { folding } = crc32cImplementations();
+      const flags = new Set(/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim().split(/\s+/) ?? []);
+      expect(folding).toBe(process.arch === 'x64' && selected === 'hw3-clmul' && flags.has('avx2') && flags.has('vpclmulqdq'));
+      const report = probeMachine().crc32c;
+      expect(report).toEqual({ implementation: selected, folding });
+      expect(formatCrc32c(report)).toBe(folding ? `${selected} + VPCLMULQDQ folding` : selected);
     });
 
     it.each(available)('%s matches the check value and the RFC 3720 B.4 vectors', (impl) => {

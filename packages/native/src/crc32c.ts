@@ -68,11 +68,12 @@ export type Crc32cImplementation = 'table' | 'hw1' | 'hw3' | 'hw3-clmul';
  * The CRC32C implementations this CPU and build can run, and the one {@link crc32c} (and every checksum the
  * engine and tiers compute) uses: `hw3-clmul` (x86-64 with SSE4.2 and PCLMULQDQ), `hw3` (three streams joined by
  * a portable multiply: aarch64 with the CRC32 extension, x86-64 without PCLMULQDQ), `hw1` (one instruction
- * stream), `table`.
+ * stream), `table`. `folding`: the selected one also folds with VPCLMULQDQ (x86-64 with AVX2), for copies and for
+ * checksums of 20 KiB and more.
  */
-export function crc32cImplementations(): { selected: Crc32cImplementation; available: Crc32cImplementation[] } {
-  const { selected, available } = native.crc32cImpls;
-  return { selected: selected as Crc32cImplementation, available: [...available] as Crc32cImplementation[] };
+export function crc32cImplementations(): { selected: Crc32cImplementation; available: Crc32cImplementation[]; folding: boolean } {
+  const { selected, available, folding } = native.crc32cImpls;
+  return { selected: selected as Crc32cImplementation, available: [...available] as Crc32cImplementation[], folding };
 }
 
 /**

@@ -1,11 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { native } from './addon.js';
+import { crc32cImplementations, type Crc32cImplementation } from './crc32c.js';
 
 export interface MachineReport {
   cores: number;
   memoryBytes: number;
-  crc32c: 'sse4.2' | 'table';
+  /** The CRC32C implementation every checksum uses here (see crc32cImplementations). */
+  crc32c: { implementation: Crc32cImplementation; folding: boolean };
   ioUring: { available: boolean; reason?: string };
   direct: { path: string; supported: boolean; reason?: string };
   cuda: ReturnType<typeof native.cudaStatus>;
@@ -22,19 +24,25 @@ function readOr(path: string, fallback: string): string {
   }
 }
 
+/** The CRC32C implementation as `doctor` and `version` print it, e.g. `hw3-clmul + VPCLMULQDQ folding`. */
+export function formatCrc32c(c: MachineReport['crc32c']): string {
+  return c.folding ? `${c.implementation} + VPCLMULQDQ folding` : c.implementation;
+}
+
 /** What this machine offers the transfer core. `directPath`: a folder to test O_DIRECT on. */
 export function probeMachine(directPath: string = os.tmpdir()): MachineReport {
   const thp = readOr('/sys/kernel/mm/transparent_hugepage/enabled', 'unknown').trim();
   const thpMode = /\[(\w+)\]/.exec(thp)?.[1] ?? thp;
   const reserved = Number(/HugePages_Total:\s+(\d+)/.exec(readOr('/proc/meminfo', ''))?.[1] ?? 0);
   const memlock = /Max locked memory\s+(\S+)/.exec(readOr('/proc/self/limits', ''))?.[1] ?? 'unknown';
+  const crc = crc32cImplementations();
   const direct = existsSync(directPath)
     ? native.probeDirect(directPath)
     : { supported: false, reason: `${directPath} does not exist` };
   return {
     cores: os.availableParallelism(),
     memoryBytes: os.totalmem(),
-    crc32c: native.crc32cHardware ? 'sse4.2' : 'table',
+    crc32c: { implementation: crc.selected, folding: crc.folding },
     ioUring: native.ioUringStatus(),
     direct: { path: directPath, ...direct },
     cuda: native.cudaStatus(),
