@@ -678,10 +678,12 @@ void InitPeer(Napi::Env env, Napi::Object exports) {
   exports.Set("peerFrameCrypto", Napi::Function::New(
                                      env,
                                      [](const Napi::CallbackInfo& info) {
-                                       Napi::Object o = Napi::Object::New(info.Env());
-                                       o.Set("source", peer::FrameCryptoSource());
-                                       o.Set("version", peer::FrameCryptoVersion());
-                                       return o;
+                                       return Guard(info.Env(), [&]() -> Napi::Value {
+                                         Napi::Object o = Napi::Object::New(info.Env());
+                                         o.Set("source", peer::FrameCryptoSource());
+                                         o.Set("version", peer::FrameCryptoVersion());
+                                         return o;
+                                       });
                                      },
                                      "peerFrameCrypto"));
 }

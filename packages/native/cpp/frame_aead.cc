@@ -56,10 +56,14 @@ bool Bind(void* lib, const char* name, F* out) {
   return true;
 }
 
-// The provider asked for by TIERSYNC_PEER_FRAME_CRYPTO, or "" for the default rule.
+// The provider asked for by TIERSYNC_PEER_FRAME_CRYPTO, or "" for the default rule. Any other value is refused: a
+// misspelt name would otherwise leave frames to a slower library without a word.
 std::string Wanted() {
   const char* v = getenv("TIERSYNC_PEER_FRAME_CRYPTO");
-  return v ? v : "";
+  std::string wanted = v ? v : "";
+  if (!wanted.empty() && wanted != "ipsec-mb" && wanted != "system" && wanted != "node")
+    throw NativeError(Code::InvalidArgument, "TIERSYNC_PEER_FRAME_CRYPTO must be ipsec-mb, system or node, got '" + wanted + "'");
+  return wanted;
 }
 
 const Evp& OpenSsl() {
@@ -148,6 +152,7 @@ struct FrameAead::State {
 };
 
 const char* FrameCryptoSource() {
+  Wanted();  // refuses a bad name before the choice below is made (once per process)
 #ifdef TIERSYNC_IPSEC_MB
   if (LoadIpsecMb()) return "ipsec-mb";
 #endif
@@ -155,6 +160,7 @@ const char* FrameCryptoSource() {
 }
 
 const char* FrameCryptoVersion() {
+  Wanted();
 #ifdef TIERSYNC_IPSEC_MB
   if (const IpsecMb* mb = LoadIpsecMb()) return mb->version.c_str();
 #endif
@@ -198,6 +204,7 @@ void InitEvp(FrameAead::State& s, const uint8_t key[kKey], bool sending) {
 }  // namespace
 
 void FrameAead::Init(const uint8_t key[kKey], bool encrypt, bool sending) {
+  Wanted();
   FrameAead fresh;  // owns the new state until it replaces this one (freed and cleansed if a step throws)
   fresh.state_ = new State();
   if (!InitIpsecMb(*fresh.state_, key)) InitEvp(*fresh.state_, key, sending);

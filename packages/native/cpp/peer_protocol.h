@@ -130,7 +130,8 @@ void DeriveFrameKey(const std::string& secret, const char* direction, const uint
 
 // Which library seals the frames (frame_aead.cc): "ipsec-mb" (Intel's IPsec-MB, where its VAES AVX-512 GCM runs),
 // else "system" (libcrypto.so.3) or "node" (Node's own OpenSSL), whichever is newer (the system's at equal
-// versions); and its version text ("Intel IPsec-MB 1.3.0 (VAES AVX-512)", "OpenSSL 3.5.9 30 Sep 2025").
+// versions); and its version text ("Intel IPsec-MB 1.3.0 (VAES AVX-512)", "OpenSSL 3.5.9 30 Sep 2025"). Both, and
+// FrameAead::Init, throw NativeError(InvalidArgument) when TIERSYNC_PEER_FRAME_CRYPTO names no library.
 const char* FrameCryptoSource();
 const char* FrameCryptoVersion();
 

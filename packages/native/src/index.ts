@@ -19,7 +19,7 @@ export { PageAllocator, type Slot } from './page-allocator.js';
 export { crc32c, crc32cCombine, crc32cImplementations, crc32cWith, type Crc32cImplementation } from './crc32c.js';
 export { crc32cRanges } from './checksum-ranges.js';
 export { hmacSha256Hex } from './hmac.js';
-export { formatCrc32c, probeMachine, type MachineReport } from './probe.js';
+export { formatCrc32c, formatPeerFrames, probeMachine, type MachineReport } from './probe.js';
 export { PeerServer, PeerClient, PeerStatus, peerFrames, peerFrameCrypto, type PeerServerRequest, type PeerPlan, type PeerCommitBatch, type PeerCommitAnswer, type PeerSlotTable, type PeerPageLocations, type PeerServerOptions, type PeerClientOptions, type PeerReply, type PeerStatusCode } from './peer.js';
 export type { PeerFrameCrypto, PeerServerStats } from './addon.js';
 export { FileLock } from './file-lock.js';

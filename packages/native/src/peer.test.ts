@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, peerFrameCrypto, peerFrames, type PeerFrameCrypto, type PeerServerRequest, type Slot } from './index.js';
+import { HostArena, PageAllocator, PeerClient, PeerServer, PeerStatus, TierSyncError, crc32c, formatPeerFrames, peerFrameCrypto, peerFrames, probeMachine, type PeerFrameCrypto, type PeerServerRequest, type Slot } from './index.js';
 import { pattern } from './test-helpers.js';
 
 const PAGE = 64 * 1024;
@@ -197,6 +197,8 @@ describe('peer frame crypto', () => {
   it('names the library that seals frames, the same on every call: IPsec-MB where its vector GCM runs, else the newer OpenSSL', () => {
     const c = peerFrameCrypto();
     expect(peerFrameCrypto()).toEqual(c);
+    expect(probeMachine().peerFrames).toEqual(c); // what doctor and version print
+    expect(formatPeerFrames(c)).toBe(`${c.source} (${c.version})`);
     const found = inProcess();
     if (vectorGcm && ipsecMb && found.source === 'ipsec-mb') expect(found.version).toMatch(/^Intel IPsec-MB \d+\.\d+\.\d+ \(VAES AVX-512\)$/);
     else {
@@ -218,6 +220,23 @@ describe('peer frame crypto', () => {
     // Where IPsec-MB cannot run, asking for it changes nothing.
     if (vectorGcm && ipsecMb) expect(inProcess('ipsec-mb').source).toBe('ipsec-mb');
     else expect(inProcess('ipsec-mb')).toEqual(inProcess());
+  });
+
+  it('refuses a name that is no library, from peerFrameCrypto() and before a server or client with a secret starts', () => {
+    const env = { ...process.env, TIERSYNC_PEER_FRAME_CRYPTO: 'ipsecmb' };
+    const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    const script = `
+      const n = await import(${JSON.stringify(index)});
+      const outcome = (f) => { try { f(); return 'ok'; } catch (e) { return e instanceof n.TierSyncError ? e.code + ': ' + e.message : 'untyped ' + e; } };
+      const arena = n.HostArena.create({ capacity: 1 << 20 });
+      const plain = new n.PeerServer(arena, () => {}, {});
+      const out = { crypto: outcome(() => n.peerFrameCrypto()), server: outcome(() => new n.PeerServer(arena, () => {}, { secret: 's' })), plain: 'ok', doctor: n.formatPeerFrames(n.probeMachine().peerFrames) };
+      out.client = await n.PeerClient.connect({ host: '127.0.0.1', port: plain.port, secret: 's' }).then(() => 'ok', (e) => e.code + ': ' + e.message);
+      plain.close();
+      console.log(JSON.stringify(out));`;
+    const out = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { env, encoding: 'utf8' })) as Record<string, string>;
+    const refusal = "ERR_INVALID_ARGUMENT: TIERSYNC_PEER_FRAME_CRYPTO must be ipsec-mb, system or node, got 'ipsecmb'";
+    expect(out).toEqual({ crypto: refusal, server: refusal, plain: 'ok', client: refusal, doctor: `none (${refusal.replace('ERR_INVALID_ARGUMENT: ', '')})` });
   });
 });
 

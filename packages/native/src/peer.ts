@@ -126,6 +126,7 @@ export class PeerServer {
 
   constructor(arena: HostArena, plan: (request: PeerServerRequest) => PeerPlan | void, options: PeerServerOptions = {}, slots?: PeerSlotTable) {
     if (options.port !== undefined) checkInteger(options.port, 'port');
+    if (options.secret !== undefined) native.peerFrameCrypto(); // a bad TIERSYNC_PEER_FRAME_CRYPTO fails here, not per handshake
     this.#slots = slots;
     this.#native = new native.PeerServer(options, arena.native, plan as (request: never) => unknown, slots ? ((batch: PeerCommitBatch) => slots.commit(batch)) as (batch: never) => unknown : undefined);
   }
@@ -253,6 +254,7 @@ export class PeerClient {
   /** Connects every stream and runs the handshake off the JS thread. Rejects with ERR_IO, ERR_TIMEOUT or ERR_AUTH. */
   static async connect(options: PeerClientOptions): Promise<PeerClient> {
     checkInteger(options.port, 'port', 1);
+    if (options.secret !== undefined) native.peerFrameCrypto(); // a bad TIERSYNC_PEER_FRAME_CRYPTO fails here, not in the handshake
     return new PeerClient(await native.connectPeer(options));
   }
 
@@ -300,6 +302,8 @@ export class PeerClient {
  *   releases carry faster GCM (OpenSSL 3.5, in Node 22 and 24, authenticates ~2.5x faster than 3.0 on AVX-512 CPUs).
  *   At equal versions the system's is used; Node's always without a system library and in an ASan build.
  * TIERSYNC_PEER_FRAME_CRYPTO (`ipsec-mb`, `system` or `node`) picks one where it loads. Benchmarks report it.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT when TIERSYNC_PEER_FRAME_CRYPTO is set to another value (so do
+ *   PeerServer and PeerClient.connect with a secret)
  */
 export function peerFrameCrypto(): PeerFrameCrypto {
   return native.peerFrameCrypto();

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
-import { native } from './addon.js';
+import { native, type PeerFrameCrypto } from './addon.js';
 import { crc32cImplementations, type Crc32cImplementation } from './crc32c.js';
 
 export interface MachineReport {
@@ -8,6 +8,8 @@ export interface MachineReport {
   memoryBytes: number;
   /** The CRC32C implementation every checksum uses here (see crc32cImplementations). */
   crc32c: { implementation: Crc32cImplementation; folding: boolean };
+  /** The library that seals authenticated peer frames (peerFrameCrypto), or why none can be chosen. */
+  peerFrames: PeerFrameCrypto | { error: string };
   ioUring: { available: boolean; reason?: string };
   direct: { path: string; supported: boolean; reason?: string };
   cuda: ReturnType<typeof native.cudaStatus>;
@@ -29,6 +31,11 @@ export function formatCrc32c(c: MachineReport['crc32c']): string {
   return c.folding ? `${c.implementation} + VPCLMULQDQ folding` : c.implementation;
 }
 
+/** The peer frames' library as `doctor` prints it, e.g. `ipsec-mb (Intel IPsec-MB 1.3.0 (VAES AVX-512))`. */
+export function formatPeerFrames(p: MachineReport['peerFrames']): string {
+  return 'error' in p ? `none (${p.error})` : `${p.source} (${p.version})`;
+}
+
 /** What this machine offers the transfer core. `directPath`: a folder to test O_DIRECT on. */
 export function probeMachine(directPath: string = os.tmpdir()): MachineReport {
   const thp = readOr('/sys/kernel/mm/transparent_hugepage/enabled', 'unknown').trim();
@@ -36,6 +43,12 @@ export function probeMachine(directPath: string = os.tmpdir()): MachineReport {
   const reserved = Number(/HugePages_Total:\s+(\d+)/.exec(readOr('/proc/meminfo', ''))?.[1] ?? 0);
   const memlock = /Max locked memory\s+(\S+)/.exec(readOr('/proc/self/limits', ''))?.[1] ?? 'unknown';
   const crc = crc32cImplementations();
+  let peerFrames: MachineReport['peerFrames'];
+  try {
+    peerFrames = native.peerFrameCrypto();
+  } catch (e) {
+    peerFrames = { error: (e as Error).message };
+  }
   const direct = existsSync(directPath)
     ? native.probeDirect(directPath)
     : { supported: false, reason: `${directPath} does not exist` };
@@ -43,6 +56,7 @@ export function probeMachine(directPath: string = os.tmpdir()): MachineReport {
     cores: os.availableParallelism(),
     memoryBytes: os.totalmem(),
     crc32c: { implementation: crc.selected, folding: crc.folding },
+    peerFrames,
     ioUring: native.ioUringStatus(),
     direct: { path: directPath, ...direct },
     cuda: native.cudaStatus(),

@@ -3,7 +3,7 @@ import { accessSync, constants, existsSync, statfsSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { formatCrc32c, probeMachine, type MachineReport } from '@tiersync/native';
+import { formatCrc32c, formatPeerFrames, probeMachine, type MachineReport } from '@tiersync/native';
 import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl, shmHugePages } from '@tiersync/tiers';
 import { loadServerConfig, type ResolvedServerConfig } from '../server/index.js';
 import { formatSize } from '../sim/index.js';
@@ -32,6 +32,7 @@ export function formatReport(m: MachineReport): string {
     `cores          ${m.cores}`,
     `memory         ${formatSize(m.memoryBytes)}`,
     `crc32c         ${formatCrc32c(m.crc32c)}`,
+    `peer frames    ${formatPeerFrames(m.peerFrames)}`,
     `io_uring       ${yes(m.ioUring.available, m.ioUring.reason)}`,
     `O_DIRECT       ${yes(m.direct.supported, m.direct.reason)} on ${m.direct.path}`,
     `cuda           ${m.cuda.available ? `yes: ${m.cuda.devices} device(s), runtime ${m.cuda.runtimeVersion}` : `no (${m.cuda.reason})`}`,
