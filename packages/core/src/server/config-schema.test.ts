@@ -77,4 +77,24 @@ describe('TIERSYNC_* environment overrides', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("the RESP door's engine switches take their documented values and refuse others, naming the variable", () => {
+    const names = ['TIERSYNC_RESP_ENGINE', 'TIERSYNC_RESP_NATIVE_GETS'] as const;
+    const resp = (env: Partial<Record<(typeof names)[number], string>>) => {
+      const before = names.map((k) => process.env[k]);
+      for (const k of names) delete process.env[k];
+      Object.assign(process.env, env);
+      try {
+        const r = parseServerConfig({ model: 'm@1', layout: 'llama-3-8b', tiers: [{ url: 'host://?capacity=1GiB' }], resp: { port: 0 } }).resp!;
+        return { engine: r.engine, nativeGets: r.nativeGets };
+      } finally {
+        names.forEach((k, i) => (before[i] === undefined ? delete process.env[k] : (process.env[k] = before[i])));
+      }
+    };
+    expect(resp({})).toEqual({ engine: 'native', nativeGets: true });
+    expect(resp({ TIERSYNC_RESP_ENGINE: 'node', TIERSYNC_RESP_NATIVE_GETS: '0' })).toEqual({ engine: 'node', nativeGets: false });
+    expect(resp({ TIERSYNC_RESP_ENGINE: 'native', TIERSYNC_RESP_NATIVE_GETS: '1' })).toEqual({ engine: 'native', nativeGets: true });
+    expect(() => resp({ TIERSYNC_RESP_ENGINE: 'nodejs' })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: "environment variable TIERSYNC_RESP_ENGINE must be native or node, got 'nodejs'" }));
+    expect(() => resp({ TIERSYNC_RESP_NATIVE_GETS: 'off' })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: expect.stringContaining('TIERSYNC_RESP_NATIVE_GETS must be 0 or 1') }));
+  });
 });

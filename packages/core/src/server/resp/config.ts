@@ -2,9 +2,18 @@
  * The `resp` section of the daemon config: the RESP (Redis protocol) front door. Off unless a port is given
  * (here or with `tiersync serve --resp PORT`).
  */
+import { TierSyncError } from '@tiersync/native/errors';
 import { z } from 'zod';
 
 const MiB = 1024 * 1024;
+
+/** An engine switch the environment may set (A/B runs of a suite or bench): its value, `fallback` when unset. */
+function envSwitch<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+  const v = process.env[name];
+  if (v === undefined || v === '') return fallback;
+  if ((allowed as readonly string[]).includes(v)) return v as T;
+  throw new TierSyncError(`environment variable ${name} must be ${allowed.join(' or ')}, got '${v}'`, 'ERR_CONFIG');
+}
 const tenantName = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant (user) name is 1..64 characters of [A-Za-z0-9_.-]');
 
 export const respConfigSchema = z
@@ -65,7 +74,7 @@ export const respConfigSchema = z
      * sockets and the JavaScript parser for everything. Default `native`, or the environment's
      * TIERSYNC_RESP_ENGINE (`native`|`node`) when set.
      */
-    engine: z.enum(['native', 'node']).default(() => (process.env.TIERSYNC_RESP_ENGINE === 'node' ? 'node' : 'native')),
+    engine: z.enum(['native', 'node']).default(() => envSwitch('TIERSYNC_RESP_ENGINE', ['native', 'node'], 'native')),
     /**
      * With engine `native`: answer `GET key` on the door's thread for values without a TTL whose pages are all in
      * the first (host) tier's slots when they are set (by any SET or MSET, with either catalog), each page checked
@@ -73,7 +82,7 @@ export const respConfigSchema = z
      * JavaScript as before. Default true, or false
      * when the environment's TIERSYNC_RESP_NATIVE_GETS is `0` (for A/B benchmarks).
      */
-    nativeGets: z.boolean().default(() => process.env.TIERSYNC_RESP_NATIVE_GETS !== '0'),
+    nativeGets: z.boolean().default(() => envSwitch('TIERSYNC_RESP_NATIVE_GETS', ['0', '1'], '1') === '1'),
     /** Close a client idle this long, ms; 0: never. Default 0. */
     idleTimeoutMs: z.number().int().min(0).max(86_400_000).default(0),
   })
