@@ -342,6 +342,10 @@ describe('graceful shutdown', () => {
       expect(await exited).toBe(0);
       const lines = stderr.trim().split('\n').map((l) => JSON.parse(l) as { msg: string; level: number });
       expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['tiersync serve listening', 'signal received', 'shutting down', 'shut down cleanly']));
+      // The start line says what runs: tiersync's version and how its native core was built and found this machine.
+      const started = lines.find((l) => l.msg === 'tiersync serve listening') as unknown as { version: string; native: string };
+      expect(started.version).toMatch(/^\d+\.\d+\.\d+/);
+      expect(started.native).toMatch(/^io (io_uring|thread pool), cuda .*, crc32c \S+.*, peer frames (ipsec-mb|system|node)$/);
       expect(existsSync(path.join(dir, 'index.sqlite'))).toBe(true);
       // Nothing held the event loop open after close(): no forced exit.
       expect(lines.map((l) => l.msg)).not.toContain('a handle kept the process alive after shutdown; exiting');

@@ -19,6 +19,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { TierSyncError, type PeerServer } from '@tiersync/native';
 import { HostTier, servePeer } from '@tiersync/tiers';
 import { pino, type Logger } from 'pino';
+import { nativeBuild, packageVersion } from '../build-info.js';
 import { TierSync } from '../hierarchy/index.js';
 import type { ResolvedServerConfig } from './config.js';
 import { DASHBOARD_HTML } from './dashboard.js';
@@ -343,7 +344,7 @@ export class TierSyncServer {
         await registry.start(initial);
       }
       log.info(
-        { http: `${config.http.host}:${httpPort}`, peer: peer ? `${config.peer.host}:${peer.port}` : null, peerTier: peerTier ?? null, node: nodeId, model: config.hierarchy.model, tiers: ts.stats().tiers.map((t) => t.name), cluster: config.cluster ? config.cluster.name : null, httpPort, peerPort: peer?.port ?? null },
+        { http: `${config.http.host}:${httpPort}`, peer: peer ? `${config.peer.host}:${peer.port}` : null, peerTier: peerTier ?? null, node: nodeId, model: config.hierarchy.model, tiers: ts.stats().tiers.map((t) => t.name), cluster: config.cluster ? config.cluster.name : null, httpPort, peerPort: peer?.port ?? null, version: packageVersion(), native: nativeBuild() },
         'tiersync serve listening',
       );
       return self;
