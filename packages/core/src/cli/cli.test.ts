@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Command } from './command.js';
 import { commandTable, main } from './main.js';
+import { demoConfigPath } from './replay-config.js';
 
 /** Runs the CLI in this process (with `extra` commands added); returns its exit code and what it printed. */
 async function cliWith(extra: Record<string, Command>, ...argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -69,6 +70,14 @@ describe('tiersync CLI conventions', () => {
     const fine = path.join(dir, 'fine.json');
     writeFileSync(fine, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: `fs://${fsDir}?capacity=64MiB` }], index: { path: ':memory:' } }));
     expect((await cli('doctor', '--config', fine)).code).toBe(0);
+  });
+
+  it("doctor --config checks the shipped demo config, its {tmp} tiers in the OS temp folder as the demo makes them", async () => {
+    const r = await cli('doctor', '--config', demoConfigPath(), '--json');
+    const report = JSON.parse(r.out) as { checks: Array<{ check: string; ok: boolean }>; ok: boolean };
+    const fsCheck = report.checks.find((c) => c.check.includes('(fs)'));
+    expect(fsCheck?.check).toContain(`folder ${path.join(os.tmpdir(), 'tiersync-demo', 'fs')}`);
+    expect(r.code).toBe(report.ok ? 0 : 1);
   });
 
   it('version --json is machine-readable', async () => {

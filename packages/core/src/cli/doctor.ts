@@ -8,15 +8,18 @@ import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl, shmHugePages } fro
 import { loadServerConfig, type ResolvedServerConfig } from '../server/index.js';
 import { formatSize } from '../sim/index.js';
 import type { Command } from './command.js';
+import { fillScratch } from './replay-config.js';
 
 const usage = `Usage: tiersync doctor [--path DIR] [--config FILE] [--json]
 
-Prints what this machine offers tiersync: cores, memory, io_uring, O_DIRECT on DIR (default: the OS temp
-folder), the CUDA backend (or why not), huge pages and the mlock limit.
+Prints what this machine offers tiersync: cores, memory, the CRC32C implementation, the library that seals
+authenticated peer frames, io_uring, O_DIRECT on DIR (default: the OS temp folder), the CUDA backend (or why
+not), huge pages and the mlock limit.
 
   --config FILE  also check what a daemon/hierarchy config asks for: each tier's folder or /dev/shm file has room
                  and is writable, a cuda HBM tier has a device, peers and the cluster's Redis answer on TCP.
-                 Exit code 1 when something it asks for is missing.
+                 \`{tmp}\` (demo and sim configs) is checked as the folder the demo would make under the OS temp
+                 folder. Exit code 1 when something it asks for is missing.
   --json         one JSON object: { machine, checks: [{ check, ok, detail }], ok }`;
 
 /** One thing a config asks of this machine, and whether the machine has it. */
@@ -109,12 +112,16 @@ export async function checkConfig(config: ResolvedServerConfig, machine: Machine
 }
 
 export const doctorCommand: Command = {
-  summary: 'print what this machine offers (cores, memory, io_uring, O_DIRECT, CUDA, huge pages); check a config',
+  summary: 'print what this machine offers (cores, memory, CRC32C, peer frame crypto, io_uring, O_DIRECT, CUDA, huge pages); check a config',
   usage,
   async run(args) {
     const { values } = parseArgs({ args, options: { path: { type: 'string' }, config: { type: 'string' }, json: { type: 'boolean' } } });
     const machine = probeMachine(values.path ?? os.tmpdir());
-    const checks = values.config ? await checkConfig(loadServerConfig(values.config), machine) : [];
+    let checks: DoctorCheck[] = [];
+    if (values.config) {
+      const config = loadServerConfig(values.config);
+      checks = await checkConfig({ ...config, hierarchy: fillScratch(config.hierarchy, path.join(os.tmpdir(), 'tiersync-demo')) }, machine);
+    }
     const ok = checks.every((c) => c.ok);
     if (values.json) console.log(JSON.stringify({ machine, checks, ok }));
     else {

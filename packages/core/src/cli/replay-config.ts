@@ -15,13 +15,17 @@ export function demoConfigPath(): string {
   return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../configs/demo.yaml');
 }
 
+/** `config` with `{tmp}` in its tier URLs and index path replaced by `scratch`. */
+export function fillScratch(config: ResolvedConfig, scratch: string): ResolvedConfig {
+  const fill = (s: string): string => s.replaceAll('{tmp}', scratch);
+  return { ...config, tiers: config.tiers.map((t) => ({ ...t, url: fill(t.url) })), index: { ...config.index, path: fill(config.index.path) } };
+}
+
 /**
  * Reads and validates a hierarchy config file, replacing `{tmp}` with `scratch`.
  * @throws TierSyncError ERR_CONFIG naming the file or the field that is wrong
  */
 export function loadReplayConfig(file: string, scratch: string): ResolvedConfig {
   if (!existsSync(file)) throw new TierSyncError(`config file ${file} does not exist`, 'ERR_CONFIG');
-  const config = loadServerConfig(file).hierarchy;
-  const fill = (s: string): string => s.replaceAll('{tmp}', scratch);
-  return { ...config, tiers: config.tiers.map((t) => ({ ...t, url: fill(t.url) })), index: { ...config.index, path: fill(config.index.path) } };
+  return fillScratch(loadServerConfig(file).hierarchy, scratch);
 }
