@@ -5,7 +5,7 @@
  * `/client`, `/weights`).
  */
 export * from '@tiersync/native';
-export { main as runCli, type Command as CliCommand } from './cli/index.js';
+export { main as runCli, UsageError as CliUsageError, type Command as CliCommand } from './cli/index.js';
 export { TierSync, parseConfig, type ResolvedConfig, type TierSyncConfig, type TierSyncEvents, type LookupResult, type KeyLookupResult, type DeleteResult, type LoadOptions, type LayerRange, type LayerEvent, type StoreResult, type LoadResult } from './hierarchy/index.js';
 export * from './keys/index.js';
 export { BlockIndex, SCHEMA_VERSION } from './index/index.js';

@@ -27,6 +27,11 @@ describe('the development CLI (pnpm tiersync)', () => {
     const unknown = await cli('bench', 'no-such-suite');
     expect(unknown.code).toBe(2);
     expect(unknown.err).toContain("unknown suite 'no-such-suite'");
+    expect(unknown.err).toContain('Usage: tiersync bench <suite>');
+    // Under --json the same refusal is one error object on stdout, with the same exit code.
+    const json = await cli('bench', 'no-such-suite', '--json');
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.out)).toEqual({ error: { code: 'ERR_INVALID_ARGUMENT', message: "unknown suite 'no-such-suite'" } });
     const bad = await cli('bench', 'index', '--pages', 'lots', '--json');
     expect(bad.code).toBe(1);
     expect(JSON.parse(bad.out).error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('--pages') });

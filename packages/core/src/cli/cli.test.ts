@@ -40,8 +40,18 @@ describe('tiersync CLI conventions', () => {
     expect(bad.code).toBe(2);
     expect(JSON.parse(bad.out).error.code).toBe('ERR_INVALID_ARGUMENT');
     const unknown = await cli('frobnicate', '--json');
-    expect(unknown.code).not.toBe(0);
+    expect(unknown.code).toBe(2);
     expect(JSON.parse(unknown.out).error.message).toContain("unknown command 'frobnicate'");
+    // A subcommand nothing knows is a usage error too: exit code 2, the usage without --json, one object with it.
+    for (const [argv, says] of [[['weights', 'frobnicate'], "unknown subcommand 'frobnicate'"], [['schema', 'frobnicate'], "got 'frobnicate'"]] as const) {
+      const text = await cli(...argv);
+      expect(text.code).toBe(2);
+      expect(text.err).toContain(says);
+      expect(text.err).toContain(`Usage: tiersync ${argv[0]}`);
+      const json = await cli(...argv, '--json');
+      expect(json.code).toBe(2);
+      expect(JSON.parse(json.out).error).toEqual({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining(says) });
+    }
   });
 
   it('a config with several mistakes reports all of them at once', async () => {

@@ -3,7 +3,7 @@
  * exported for tests and for the repository's development CLI (packages/devtools adds `bench`).
  */
 export { main, commandTable } from './main.js';
-export type { Command } from './command.js';
+export { UsageError, type Command } from './command.js';
 export { demoCommand } from './demo.js';
 export { doctorCommand } from './doctor.js';
 export { schemaCommand } from './schema.js';

@@ -9,7 +9,7 @@ import { doctorCommand } from './doctor.js';
 import { serveCommand } from './serve.js';
 import { schemaCommand } from './schema.js';
 import { simCommand } from './sim.js';
-import type { Command } from './command.js';
+import { UsageError, type Command } from './command.js';
 import { versionCommand } from './version.js';
 import { weightsCommand } from './weights.js';
 
@@ -45,6 +45,7 @@ function help(table: Record<string, Command>): string {
 
 /** One error as the CLI reports it: a code from the TierSyncError table (or ERR_INTERNAL) and a message. */
 function describe(e: unknown, command: Command | undefined): { code: string; message: string; exit: number; usage?: string } {
+  if (e instanceof UsageError) return { code: e.code, message: e.message, exit: 2, ...(command ? { usage: command.usage } : {}) };
   if (e instanceof TierSyncError) return { code: e.code, message: e.message, exit: 1 };
   const code = (e as NodeJS.ErrnoException | undefined)?.code;
   if (e instanceof TypeError && typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
@@ -87,7 +88,7 @@ export async function main(argv: string[], extraCommands: Readonly<Record<string
       console.error(`tiersync ${name}: ${elsewhere}`);
       return 2;
     }
-    if (json) return fail(new TierSyncError(`unknown command '${name}' (commands: ${Object.keys(table).join(', ')})`, 'ERR_INVALID_ARGUMENT'), undefined);
+    if (json) return fail(new UsageError(`unknown command '${name}' (commands: ${Object.keys(table).join(', ')})`), undefined);
     console.error(`tiersync: unknown command '${name}'\n\n${help(table)}`);
     return 2;
   }

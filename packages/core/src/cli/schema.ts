@@ -1,7 +1,6 @@
 import { parseArgs } from 'node:util';
-import { TierSyncError } from '@tiersync/native';
 import { configJsonSchema, openApiDocument } from '../server/index.js';
-import type { Command } from './command.js';
+import { UsageError, type Command } from './command.js';
 
 /** The machine-readable descriptions tiersync publishes, each generated from the zod schemas it validates with. */
 const documents: Record<string, () => unknown> = {
@@ -19,7 +18,7 @@ export const schemaCommand: Command = {
   async run(args) {
     const { positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean' } } });
     const make = documents[positionals[0] ?? ''];
-    if (!make) throw new TierSyncError(`schema: name one of ${Object.keys(documents).join(', ')}, got '${positionals[0] ?? ''}'`, 'ERR_INVALID_ARGUMENT');
+    if (!make) throw new UsageError(`name one of ${Object.keys(documents).join(', ')}, got '${positionals[0] ?? ''}'`);
     console.log(JSON.stringify(make(), null, 2));
     return 0;
   },

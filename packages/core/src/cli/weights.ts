@@ -5,7 +5,7 @@ import { TierSyncError, TransferEngine } from '@tiersync/native';
 import { createTier, type TierDriver } from '@tiersync/tiers';
 import { parseBytes } from '../sim/index.js';
 import { changeTensors, DEFAULT_CHUNK_BYTES, generateTensors, loadSafetensors, TierSource, WeightPublisher, WeightReceiver, type ChunkSource, type LoadedTensors, type PeerAddress } from '../weights/index.js';
-import type { Command } from './command.js';
+import { UsageError, type Command } from './command.js';
 
 const usage = `Usage: tiersync weights <publish|pull|status> [options]
 
@@ -289,8 +289,7 @@ export const weightsCommand: Command = {
       case 'status':
         return status(v);
       default:
-        console.error(usage);
-        return 2;
+        throw new UsageError(positionals[0] ? `unknown subcommand '${positionals[0]}' (publish, pull or status)` : 'name a subcommand: publish, pull or status');
     }
   },
 };

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { TierSyncError } from '@tiersync/native';
-import type { CliCommand } from '@tiersync/core';
+import { CliUsageError, type CliCommand } from '@tiersync/core';
 import { parseBytes } from '@tiersync/core/sim';
 import { agentBenchCommand } from './agent.js';
 import { runIndexBench } from './index-bench.js';
@@ -182,10 +182,7 @@ export const benchCommand: CliCommand = {
       console.log(values.json ? JSON.stringify(report) : '');
       return 0;
     }
-    if (suite !== 'transfer') {
-      console.error(`tiersync bench: unknown suite '${suite ?? ''}'\n\n${usage}`);
-      return 2;
-    }
+    if (suite !== 'transfer') throw new CliUsageError(suite ? `unknown suite '${suite}'` : 'no suite named');
     const report = await runTransferBench({
       ...(values.bytes ? { bytesPerPath: parseBytes(values.bytes, '--bytes') } : {}),
       ...(values.dir ? { dir: values.dir } : {}),
