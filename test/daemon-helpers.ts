@@ -1,4 +1,4 @@
-// Helpers of the daemon tests: `tiersync serve` in child processes, redis-server on loopback.
+// Helpers of the daemon and example tests: `tiersync serve` and examples in child processes, redis-server on loopback.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -74,4 +74,24 @@ export function kill(child: ChildProcess): Promise<void> {
     child.once('exit', () => resolve());
     child.kill('SIGKILL');
   });
+}
+
+/**
+ * Runs `examples/<script>` with `args` from the TypeScript sources (as the daemon tests run serve) and resolves with
+ * its exit code and output; killed (exit code null) if it runs past `deadlineMs`.
+ */
+export async function runExample(script: string, args: readonly string[], deadlineMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', path.join(here, 'daemon-source-hooks.mjs'), path.join(here, '../examples', script), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => {
+    const deadline = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
+    child.on('exit', (c) => {
+      clearTimeout(deadline);
+      resolve(c);
+    });
+  });
+  return { code, stdout, stderr };
 }

@@ -1,31 +1,20 @@
 // examples/eviction-tuning and examples/capacity-planning run end to end from the sources, and what they report holds:
 // Belady's OPT never misses more than an online policy, and the capacity-planning README's table of TTFT falls is
 // the one the model computes (the table is that example's claim, so it must move when the model does).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runExample } from './daemon-helpers.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const out = mkdtempSync(path.join(os.tmpdir(), 'tiersync-examples-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-/** Runs an example's run.mjs from the sources with `dir` as its OUT_DIR; resolves with its stdout. */
-async function runExample(name: string, dir: string): Promise<string> {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', path.join(here, 'daemon-source-hooks.mjs'), path.join(here, '../examples', name, 'run.mjs'), dir], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const code = await new Promise<number | null>((resolve) => {
-    const deadline = setTimeout(() => child.kill('SIGKILL'), 170_000);
-    child.on('exit', (c) => {
-      clearTimeout(deadline);
-      resolve(c);
-    });
-  });
+/** Runs an example's run.mjs with `dir` as its OUT_DIR; resolves with its stdout once it exited 0. */
+async function runIn(name: string, dir: string): Promise<string> {
+  const { code, stdout, stderr } = await runExample(`${name}/run.mjs`, [dir], 170_000);
   expect(code, stderr).toBe(0);
   return stdout;
 }
@@ -40,7 +29,7 @@ interface ExactResult {
 describe('examples/eviction-tuning', () => {
   it('sweeps every online policy with the OPT bound beside them, on both bundled traces', async () => {
     const dir = path.join(out, 'eviction');
-    const stdout = await runExample('eviction-tuning', dir);
+    const stdout = await runIn('eviction-tuning', dir);
     for (const trace of ['mooncake-conversation', 'azure-code']) {
       expect(readdirSync(dir)).toEqual(expect.arrayContaining([`${trace}.json`, `${trace}.csv`, `${trace}.html`]));
       expect(stdout).toContain(`${trace}: miss ratio`);
@@ -63,7 +52,7 @@ describe('examples/eviction-tuning', () => {
 describe('examples/capacity-planning', () => {
   it("computes the README's table of TTFT falls, and writes its reports", async () => {
     const dir = path.join(out, 'capacity');
-    await runExample('capacity-planning', dir);
+    await runIn('capacity-planning', dir);
     expect(readdirSync(dir)).toEqual(expect.arrayContaining(['claim.json', 'claim.csv', 'sizing.json', 'sizing.csv', 'sizing.html']));
     const { results } = JSON.parse(readFileSync(path.join(dir, 'claim.json'), 'utf8')) as { results: Array<{ label: string; model: string; ttftReductionP50: number }> };
     // Part 1's table: one row per scenario, the p50 fall of each model in its columns, in the run's order.
