@@ -11,7 +11,7 @@ import { TierSyncError } from '@tiersync/native/errors';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { configIssuesError, parseConfig, tierSyncConfigSchema, type ResolvedConfig } from '../hierarchy/index.js';
-import { respConfigSchema, type ResolvedRespConfig } from './resp/config.js';
+import { respConfigSchema, withRespEnvSwitches, type ResolvedRespConfig } from './resp/config.js';
 import { kvEventsConfigSchema, type ResolvedKvEventsConfig } from './kv-events/config.js';
 
 const port = z.number().int().min(0).max(65535);
@@ -193,7 +193,7 @@ export function checkRespConfig(resp: ResolvedRespConfig): void {
  * @throws TierSyncError ERR_CONFIG naming the field and why
  */
 export function parseServerConfig(config: unknown): ResolvedServerConfig {
-  const r = serverConfigSchema.safeParse(config);
+  const r = serverConfigSchema.safeParse(withRespEnvSwitches(config));
   if (!r.success) throw configIssuesError(r.error.issues);
   const { http, peer, cluster, log, tenants, client, resp, kvEvents, ...rest } = r.data;
   const hierarchy = parseConfig(rest);

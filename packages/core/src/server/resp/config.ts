@@ -7,12 +7,30 @@ import { z } from 'zod';
 
 const MiB = 1024 * 1024;
 
-/** An engine switch the environment may set (A/B runs of a suite or bench): its value, `fallback` when unset. */
-function envSwitch<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+/** An engine switch the environment may set (A/B runs of a suite or bench): its value, undefined when unset. */
+function envSwitch<T extends string>(name: string, allowed: readonly T[]): T | undefined {
   const v = process.env[name];
-  if (v === undefined || v === '') return fallback;
+  if (v === undefined || v === '') return undefined;
   if ((allowed as readonly string[]).includes(v)) return v as T;
   throw new TierSyncError(`environment variable ${name} must be ${allowed.join(' or ')}, got '${v}'`, 'ERR_CONFIG');
+}
+
+/**
+ * A raw daemon config with the environment's RESP engine switches applied where its `resp` section leaves them unset:
+ * TIERSYNC_RESP_ENGINE (`native`|`node`) and TIERSYNC_RESP_NATIVE_GETS (`0`|`1`), for running a suite or a bench on
+ * the other engine. Applied when a config is read, not as schema defaults, so the config's JSON Schema does not
+ * depend on the environment.
+ * @throws TierSyncError ERR_CONFIG naming a variable set to another value
+ */
+export function withRespEnvSwitches(config: unknown): unknown {
+  const engine = envSwitch('TIERSYNC_RESP_ENGINE', ['native', 'node']);
+  const gets = envSwitch('TIERSYNC_RESP_NATIVE_GETS', ['0', '1']);
+  if ((engine === undefined && gets === undefined) || config === null || typeof config !== 'object' || Array.isArray(config)) return config;
+  const c = config as Record<string, unknown>;
+  const resp = c.resp ?? {};
+  if (resp === null || typeof resp !== 'object' || Array.isArray(resp)) return config; // the schema names what is wrong
+  const r = resp as Record<string, unknown>;
+  return { ...c, resp: { ...r, ...(engine !== undefined && r.engine === undefined ? { engine } : {}), ...(gets !== undefined && r.nativeGets === undefined ? { nativeGets: gets === '1' } : {}) } };
 }
 const tenantName = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant (user) name is 1..64 characters of [A-Za-z0-9_.-]');
 
@@ -74,7 +92,7 @@ export const respConfigSchema = z
      * sockets and the JavaScript parser for everything. Default `native`, or the environment's
      * TIERSYNC_RESP_ENGINE (`native`|`node`) when set.
      */
-    engine: z.enum(['native', 'node']).default(() => envSwitch('TIERSYNC_RESP_ENGINE', ['native', 'node'], 'native')),
+    engine: z.enum(['native', 'node']).default('native'),
     /**
      * With engine `native`: answer `GET key` on the door's thread for values without a TTL whose pages are all in
      * the first (host) tier's slots when they are set (by any SET or MSET, with either catalog), each page checked
@@ -82,7 +100,7 @@ export const respConfigSchema = z
      * JavaScript as before. Default true, or false
      * when the environment's TIERSYNC_RESP_NATIVE_GETS is `0` (for A/B benchmarks).
      */
-    nativeGets: z.boolean().default(() => envSwitch('TIERSYNC_RESP_NATIVE_GETS', ['0', '1'], '1') === '1'),
+    nativeGets: z.boolean().default(true),
     /** Close a client idle this long, ms; 0: never. Default 0. */
     idleTimeoutMs: z.number().int().min(0).max(86_400_000).default(0),
   })
