@@ -32,6 +32,7 @@ export function withRespEnvSwitches(config: unknown): unknown {
   const r = resp as Record<string, unknown>;
   return { ...c, resp: { ...r, ...(engine !== undefined && r.engine === undefined ? { engine } : {}), ...(gets !== undefined && r.nativeGets === undefined ? { nativeGets: gets === '1' } : {}) } };
 }
+
 const tenantName = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant (user) name is 1..64 characters of [A-Za-z0-9_.-]');
 
 export const respConfigSchema = z
@@ -90,7 +91,7 @@ export const respConfigSchema = z
      * `SET key value` straight into first-tier slots (CRC32C as it lands) and hands everything else to the same
      * JavaScript command handlers as `node` (needs a host tier first; otherwise `node` serves). `node`: Node's
      * sockets and the JavaScript parser for everything. Default `native`, or the environment's
-     * TIERSYNC_RESP_ENGINE (`native`|`node`) when set.
+     * TIERSYNC_RESP_ENGINE (`native`|`node`) when set (withRespEnvSwitches).
      */
     engine: z.enum(['native', 'node']).default('native'),
     /**
