@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { bundledTrace, encodeOracleGeneral, parseOracleGeneral, runExact } from '../sim/index.js';
 import { planSim, simCommand } from './index.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-mrc-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 async function run(args: string[]): Promise<string> {
   const out: string[] = [];

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { TierSyncError } from '@tiersync/native/errors';
 import { planSim, simCommand } from '../cli/index.js';
 import { parseConfig } from '../hierarchy/index.js';
@@ -129,6 +129,7 @@ describe('counting the planner', () => {
 
 describe('tiersync sim --config', () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-config-'));
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
   const file = path.join(tmp, 'h.yaml');
   fs.writeFileSync(
     file,

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { TierSyncError } from '@tiersync/native/errors';
 import { planSim, simCommand } from '../cli/index.js';
 import type { SweepJob } from './jobs.js';
@@ -10,6 +10,7 @@ import { encodeOracleGeneral } from './trace/oracle-general.js';
 
 const conversation = path.resolve(__dirname, '../../traces/conversation_trace.jsonl.gz');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sweep-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 function capture(): { out: string[]; restore: () => void } {
   const out: string[] = [];

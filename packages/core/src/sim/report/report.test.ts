@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runExact } from '../exact.js';
 import { STORAGE } from '../model/presets.js';
 import { runTiered } from '../tiered.js';
@@ -17,6 +17,10 @@ import { traceChunks } from '../mrc/sources.js';
 import { runSweep } from '../sweep.js';
 import type { TieredResult } from '../tiered.js';
 import { sweptTier } from './html.js';
+
+// Every page and Chromium profile of these tests goes under one folder, removed at the end (a profile is ~5 MB).
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-report-'));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 const CHROMIUM = '/usr/bin/chromium';
 const qa = generateMultiRoundQa({ users: 6, rounds: 4, historyTokens: 4096 });
@@ -60,7 +64,7 @@ for (const svg of document.querySelectorAll('svg.chart')) {
 }
 document.getElementById('probe').textContent = JSON.stringify(out);
 </script>`;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-report-'));
+  const dir = fs.mkdtempSync(path.join(scratch, 'page-'));
   const file = path.join(dir, 'probe.html');
   fs.writeFileSync(file, page.replace('</body>', `${probe}</body>`));
   const dom = execFileSync(CHROMIUM, [...CHROME_FLAGS, `--user-data-dir=${path.join(dir, 'profile')}`, '--virtual-time-budget=5000', '--dump-dom', `file://${file}`], {
@@ -96,7 +100,7 @@ describe('reports', () => {
 
   it('headless Chromium renders the charts', () => {
     requireTools(['chromium']);
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-report-'));
+    const dir = fs.mkdtempSync(path.join(scratch, 'page-'));
     const file = path.join(dir, 'report.html');
     fs.writeFileSync(file, html);
     const dom = execFileSync(

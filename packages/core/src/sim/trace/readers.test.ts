@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { TierSyncError } from '@tiersync/native/errors';
 import { parseAzure, parseAzureTime } from './azure.js';
 import { loadTrace, guessFormat, streamObjects } from './index.js';
@@ -11,6 +11,7 @@ import { generateMultiRoundQa } from './multi-round-qa.js';
 import { encodeOracleGeneral, parseOracleCsv, parseOracleGeneral, readOracleCsv, readOracleGeneral } from './oracle-general.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 function expectTraceError(fn: () => unknown, pattern: RegExp): void {
   try {
