@@ -20,5 +20,6 @@ export TIERSYNC_SANITIZED=1
 cd "$root"
 npx vitest run --project native --pool forks
 # The native RESP door (cpp/resp_door.cc, resp_mirror.cc, resp_parse.cc) is driven through core's server: its own
-# tests and the door suite, which run on the native engine by default.
-exec npx vitest run --pool forks packages/core/src/server/resp/native-engine.test.ts packages/core/src/server/resp/door.test.ts
+# tests and the door suite, which run on the native engine by default. (Not exec'd: the EXIT trap removes the
+# ~130 MB scratch build.)
+npx vitest run --pool forks packages/core/src/server/resp/native-engine.test.ts packages/core/src/server/resp/door.test.ts
