@@ -13,8 +13,11 @@ export function packageVersion(): string {
   return version;
 }
 
-/** One-line description of how the native core was built and what it found here. */
+let build: string | undefined;
+
+/** One-line description of how the native core was built and what it found here (probed once per process). */
 export function nativeBuild(): string {
+  if (build !== undefined) return build;
   const m = probeMachine();
-  return `io ${m.ioUring.available ? 'io_uring' : 'thread pool'}, cuda ${m.cuda.available ? `${m.cuda.devices} device(s)` : 'unavailable'}, crc32c ${formatCrc32c(m.crc32c)}, peer frames ${'error' in m.peerFrames ? 'none' : m.peerFrames.source}`;
+  return (build = `io ${m.ioUring.available ? 'io_uring' : 'thread pool'}, cuda ${m.cuda.available ? `${m.cuda.devices} device(s)` : 'unavailable'}, crc32c ${formatCrc32c(m.crc32c)}, peer frames ${'error' in m.peerFrames ? 'none' : m.peerFrames.source}`);
 }
