@@ -111,11 +111,20 @@ describe('reconcileTiers: the index is rebuilt from the tiers', () => {
     ]);
     expect(report.tiers.map((t) => t.tier)).toEqual(['fs']);
     expect(report.adopted).toBe(41);
-    // A copy the index records on fs that the tier does not hold is counted (a load that misses drops it).
-    const ghost = chainKeys('00aa0000', 1)[0]!;
+    // Copies the index records on fs that the tier does not hold are dropped from the index; a copy of the same
+    // page on another tier stays recorded.
+    const [ghost, shared] = chainKeys('00aa0000', 2) as [string, string];
     index.beginStore(NS_A, 'fs', [{ key: ghost, parent: null, position: 0, length: PAGE, location: ghost }]);
     index.commitCopies([{ key: ghost, tier: 'fs', durable: true }]);
-    expect((await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: policy() }])).tiers[0]).toMatchObject({ known: 41, adopted: 0, indexedNotHeld: 1 });
+    index.beginStore(NS_A, 'host', [{ key: shared, parent: ghost, position: 1, length: PAGE, location: shared }]);
+    index.commitCopies([{ key: shared, tier: 'host' }]);
+    index.beginCopies('fs', [{ key: shared, location: shared }]);
+    index.commitCopies([{ key: shared, tier: 'fs', durable: true }]);
+    expect(index.readyKeys('fs').sort()).toEqual([...chain, keyed, ghost, shared].sort());
+    expect((await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: policy() }])).tiers[0]).toMatchObject({ known: 41, adopted: 0, indexedNotHeld: 2 });
+    expect(index.copiesOf([ghost, shared]).map((cs) => cs.map((c) => `${c.tier}:${c.state}`))).toEqual([[], ['host:ready']]);
+    expect(index.readyKeys('fs')).not.toContain(ghost);
+    expect((await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: policy() }])).tiers[0]).toMatchObject({ known: 41, indexedNotHeld: 0 });
     expect(index.copiesOf([chain[0]!])[0]!.map((c) => `${c.tier}:${c.state}`).sort()).toEqual(['fs:ready', 'host:ready']);
     index.close();
   });

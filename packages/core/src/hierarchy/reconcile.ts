@@ -42,8 +42,9 @@ export interface TierAdoption {
   /** Pages without meta whose namespace cannot be known (see ReconcileOptions.namespace): left alone. */
   unattributed: number;
   /**
-   * Ready copies the index records on this tier that the tier does not hold (its pages were removed behind the
-   * index's back). Not enumerable here: each is dropped by the first load that misses it.
+   * Ready copies the index recorded on this tier that the tier does not hold (its pages were removed behind the
+   * index's back, or its memory was lost: a host tier's /dev/shm after a reboot): dropped from the index, so
+   * lookups stop naming the tier and loads go to the copies that exist.
    */
   indexedNotHeld: number;
 }
@@ -64,8 +65,8 @@ const ADOPT_BATCH = 4096;
  * alone, and lets each tier's policy know what the tier holds. Never deletes a page. Returns what it adopted per
  * tier, for the caller to log or emit.
  *
- * Index copies that a tier no longer holds are counted (`indexedNotHeld`) but not enumerated (the index has no
- * per-tier listing): the first load that misses on that tier drops each.
+ * Index copies on a persistent tier that the tier no longer holds are dropped from the index (`indexedNotHeld`);
+ * only bookkeeping goes, never bytes: a copy on another tier stays recorded and serves.
  */
 export async function reconcileTiers(index: BlockIndex, tiers: readonly ReconcileTier[], options: ReconcileOptions = {}): Promise<ReconcileReport> {
   const registered = new Set(index.namespaces().map((n) => n.id));
@@ -115,13 +116,12 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
       }
     }
     for (const key of tracked) if (!t.policy.has(key) && t.policy.canAdmit(key, 1)) t.policy.insert(key, 1);
+    const holds = new Set(held.map((p) => p.key));
+    const gone = index.readyKeys(t.name).filter((k) => !holds.has(k));
+    for (let at = 0; at < gone.length; at += ADOPT_BATCH) index.removeCopies(t.name, gone.slice(at, at + ADOPT_BATCH), { force: true });
+    r.indexedNotHeld = gone.length;
     report.tiers.push(r);
     report.adopted += r.adopted;
-  }
-  if (report.tiers.length) {
-    // One pass over the index's copies (stats scan them): what it records beyond what the tiers hold.
-    const ready = index.stats().tiers;
-    for (const r of report.tiers) r.indexedNotHeld = Math.max(0, (ready[r.tier]?.ready ?? 0) - r.known - r.adopted);
   }
   return report;
 }

@@ -20,6 +20,7 @@ import fs from 'node:fs';
 import type Database from 'better-sqlite3';
 import { TierSyncError, describeValue } from '@tiersync/native/errors';
 import { Connection, wrapSqlite } from './connection.js';
+import { STATE, STATE_MASK } from './copy-state.js';
 import type { IndexContext } from './context.js';
 import { type KeyBatch, decodeKeys, invalid } from './key-batch.js';
 import { locate } from './locate.js';
@@ -271,6 +272,28 @@ export class BlockIndex {
   copiesOf(keys: readonly PageKey[]): CopyRecord[][] {
     this.open();
     return lookups.copiesOf(this.ctx, keys);
+  }
+
+  /**
+   * Keys of every page with a ready copy on `tier` (a scan of that tier's copies rows: for reconciling the index
+   * with what a tier holds at open, not for hot paths).
+   */
+  readyKeys(tier: string): PageKey[] {
+    this.open();
+    const rank = this.tierTable.check(tier, 'tier');
+    const ids = this.conn.stmt('SELECT id FROM copies WHERE id % ? = ?').pluck().all(TIER_CODES, this.tierTable.code(rank)) as number[];
+    const segments = ids.map((id) => Math.floor(id / TIER_CODES));
+    const store = this.ctx.store;
+    const keys: PageKey[] = [];
+    // In slices, as deleteNamespace: the segment cache stays bounded on a tier of millions of pages.
+    for (let at = 0; at < segments.length; at += 256) {
+      for (const seg of store.load(segments.slice(at, at + 256)).values()) {
+        const states = seg.copies[rank]?.states;
+        if (states) for (let s = 0; s < seg.count; s++) if ((states[s]! & STATE_MASK) === STATE.ready) keys.push(store.keyHex(seg, s));
+      }
+      store.trim();
+    }
+    return keys;
   }
 
   private checkPinOptions(options: { ttlMs: number; owner?: string }): { ttl: number; owner: string } {

@@ -703,8 +703,9 @@ export class ClientApi {
         ts.pinKeys(restKeys, { ttlMs, owner: `client:${lease.id}`, durable: false });
         lease.indexPinned = restKeys;
         const hit = ts.lookupKeys(restKeys);
-        const below = hit.pages.filter((p) => !p.tiers.includes(this.#o.hostTierName));
-        if (below.length) await this.#bringUp(below);
+        // Every page found, even one the index still places on the host tier: the tier does not hold it (its memory
+        // was lost with a reboot, say), so the load misses there, forgets that copy and reads the next one.
+        if (hit.pages.length) await this.#bringUp(hit.pages);
         const absent = restKeys.filter((_, j) => !hit.present[j]);
         if (absent.length && this.#o.registry) await this.#pull(tenant, absent).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'pull from the cluster failed; answering from local tiers'));
         take(hostTier.pinRemote(restKeys), rest);
