@@ -253,6 +253,22 @@ describe('client protocol at the daemon', () => {
     }
   });
 
+  it('holds no key a pin found nowhere: a page stored under it while the lease lasts deletes at once', async () => {
+    const hello = (await send({ url: server.url }, 'hello')).json;
+    const mapped = HostArena.create({ shmPath: hello.shm.path, capacity: hello.shm.capacity, pageSize: hello.shm.pageSize, fingerprint: hello.shm.fingerprint, create: false });
+    try {
+      const pin = (await send({ url: server.url }, 'pin', { keys: [key(310)], ttlMs: 60_000 })).json;
+      expect(pin.offsets).toEqual([-1]);
+      const r = (await send({ url: server.url }, 'reserve', { keys: [key(310)], lengths: [PAGE] })).json;
+      randomFillSync(mapped.view(r.offsets[0], PAGE));
+      expect((await send({ url: server.url }, 'commit', { lease: r.lease })).json).toMatchObject({ stored: 1 });
+      expect((await send({ url: server.url }, 'delete', { keys: [key(310)] })).json).toEqual({ deleted: 1, pinned: 0, missing: 0 });
+      expect((await send({ url: server.url }, 'release', { lease: pin.lease })).status).toBe(200);
+    } finally {
+      mapped.close();
+    }
+  });
+
   it('serves framed sessions on the Unix socket: same ops, statuses and typed errors as over HTTP', async () => {
     const socketPath = path.join(dir, 'client.sock');
     const session = (token: string | undefined) => {

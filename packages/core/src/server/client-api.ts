@@ -709,6 +709,13 @@ export class ClientApi {
         const absent = restKeys.filter((_, j) => !hit.present[j]);
         if (absent.length && this.#o.registry) await this.#pull(tenant, absent).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'pull from the cluster failed; answering from local tiers'));
         take(hostTier.pinRemote(restKeys), rest);
+        // Keys found nowhere are not held for the lease: a page stored under one later must stay deletable.
+        const notFound = rest.filter((i) => lease.offsets[i]! < 0).map((i) => keys[i]!);
+        if (notFound.length) {
+          ts.unpinKeys(notFound, `client:${lease.id}`, { durable: false });
+          const gone = new Set(notFound);
+          lease.indexPinned = restKeys.filter((k) => !gone.has(k));
+        }
       }
       const damaged = body.verify === true ? await this.#verifyPinned(lease) : undefined;
       let found = 0;
