@@ -192,6 +192,30 @@ def test_typed_errors_carry_the_daemon_code(daemon_url, client, fresh_keys):
     assert all(isinstance(x, TierSyncError) for x in (AuthError("a"), NotFoundError("b")))
 
 
+def test_memory_whose_bytes_are_not_its_values_is_refused_before_anything_is_copied(client, fresh_keys):
+    keys = fresh_keys(1)
+    objects = np.array([object(), "a"], dtype=object)
+    with pytest.raises(InvalidArgumentError, match="holds Python objects") as e:
+        client.store(keys, [objects])
+    assert e.value.field == "arrays[0]"
+    assert client.store(keys, [np.full(8, 0x41, np.uint8)]).stored == 1
+    # A load into an object array would write raw bytes over its pointers.
+    with pytest.raises(InvalidArgumentError, match="holds Python objects"):
+        client.load(keys, [np.empty(1, dtype=object)])
+    with pytest.raises(InvalidArgumentError, match=r"lazy conjugate view; \.resolve_conj\(\)"):
+        client.store(fresh_keys(1), [torch.tensor([1 + 2j, 3 + 4j]).conj()])
+    with pytest.raises(InvalidArgumentError, match=r"lazy negative view; \.resolve_neg\(\)"):
+        client.store(fresh_keys(1), [torch.tensor([1.0, 2.0])._neg_view()])
+    with pytest.raises(InvalidArgumentError, match="sparse_coo"):
+        client.store(fresh_keys(1), [torch.eye(4).to_sparse()])
+    # Resolved, the same values round-trip.
+    key = fresh_keys(1)
+    z = torch.tensor([1 + 2j, 3 + 4j]).conj().resolve_conj()
+    assert client.store(key, [z]).stored == 1
+    out = torch.zeros_like(z)
+    assert client.load(key, [out]) == [] and torch.equal(out, torch.tensor([1 - 2j, 3 - 4j]))
+
+
 def test_every_wait_has_a_deadline():
     # A server that accepts and never answers: connect gives up at its deadline.
     srv = socket.socket()

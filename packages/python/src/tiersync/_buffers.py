@@ -78,6 +78,9 @@ def region_of(obj: Any, what: str, *, write: bool) -> Region:
     """
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            # Its bytes are pointers to Python objects: storing them saves addresses, loading writes them (a crash).
+            raise InvalidArgumentError(f"{what} holds Python objects (dtype {obj.dtype}); only arrays of plain values can be stored or loaded", field=what)
         if not obj.flags.c_contiguous:
             raise InvalidArgumentError(f"{what} must be C-contiguous (numpy.ascontiguousarray makes one, with a copy)", field=what)
         if write and not obj.flags.writeable:
@@ -98,6 +101,13 @@ def region_of(obj: Any, what: str, *, write: bool) -> Region:
 
 
 def _tensor_region(torch: Any, t: Any, what: str, write: bool) -> Region:
+    if t.layout != torch.strided:
+        raise InvalidArgumentError(f"{what} is a {t.layout} tensor; only dense (strided) tensors can be stored or loaded (.to_dense() makes one)", field=what)
+    # A conjugate or negative view's memory holds the values before the lazy conj() / neg(): read as bytes, it would
+    # store (or a load would fill) the wrong values.
+    if t.is_conj() or t.is_neg():
+        fix = ".resolve_conj()" if t.is_conj() else ".resolve_neg()"
+        raise InvalidArgumentError(f"{what} is a lazy {'conjugate' if t.is_conj() else 'negative'} view; {fix} makes a tensor of its values, with a copy", field=what)
     if not t.is_contiguous():
         raise InvalidArgumentError(f"{what} must be a contiguous tensor (.contiguous() makes one, with a copy)", field=what)
     nbytes = t.numel() * t.element_size()
