@@ -1,6 +1,7 @@
 """tiersync.Client against a real daemon: bytes exact through shared memory, numpy / torch / bytes-like arrays in
 place, batching, lookups, missing keys, pins with TTL, tenants, typed errors and deadlines."""
 
+import os
 import socket
 import threading
 import time
@@ -245,6 +246,28 @@ def test_a_kept_alive_connection_the_daemon_closed_is_reopened(daemon_url, fresh
         c.lookup(fresh_keys(1))
         c._control._conn.sock.shutdown(socket.SHUT_RDWR)  # as if the server had timed the idle connection out
         assert c.lookup(fresh_keys(1)).prefix == 0
+
+
+def test_a_client_whose_daemon_died_raises_typed_errors_naming_the_way_back(fresh_keys):
+    from conftest import daemon_config
+    from daemon_process import start_daemon
+
+    shm = f"/dev/shm/tiersync-pytest-died-{os.getpid()}"
+    daemon = start_daemon(lambda d: daemon_config(d, shm), cleanup=lambda: os.path.exists(shm) and os.unlink(shm))
+    try:
+        c = tiersync.Client.connect(daemon.url, token="token-alice")
+        assert c.endpoint.startswith("unix:")
+        c.lookup(fresh_keys(1))
+        daemon.child.kill()
+        daemon.child.wait(10)
+        # The first call finds the session closed, the next ones cannot open another: each a TierSyncIOError.
+        for _ in range(3):
+            with pytest.raises(TierSyncIOError) as e:
+                c.load(fresh_keys(1), [bytearray(PAGE)])
+        assert "connect a new Client" in str(e.value)
+        c.close()
+    finally:
+        daemon.stop()
 
 
 def test_a_closed_client_refuses_calls(daemon_url, fresh_keys):

@@ -42,6 +42,13 @@ class FramedSession:
         try:
             s.connect(path)
             s.sendall(MAGIC + _frame({"token": token} if token else {}))
+        except (socket.timeout, TimeoutError) as e:
+            s.close()
+            raise TierSyncTimeoutError(f"opening a session on unix:{path} passed its {timeout_s:g} s deadline") from e
+        except OSError as e:
+            s.close()
+            # The socket's name is the daemon's own: one that stopped or restarted is not found again here.
+            raise TierSyncIOError(f"cannot reach the daemon at unix:{path}: {e} (after a daemon restart, connect a new Client)") from e
         except BaseException:
             s.close()
             raise
