@@ -74,7 +74,10 @@ export const helloResponseSchema = z.object({
   /** The daemon's page size: a page is 1..pageBytes bytes. */
   pageBytes: z.number().int().min(1),
   tokensPerPage: z.number().int().min(1),
-  /** Most keys one request may name on this daemon. */
+  /**
+   * Most keys a client should name in one request: client.maxBatchPages, and for reserve and pin (which take
+   * host-tier slots) at most a quarter of the host tier's slots. Clients split larger calls into chunks of this.
+   */
   maxBatchPages: z.number().int().min(1),
   /** Lease deadline: a reservation or pin not closed within this many ms is undone. */
   leaseMs: z.number().int().min(1),

@@ -49,7 +49,8 @@ describe('client protocol at the daemon', () => {
 
   beforeAll(async () => {
     daemon = await startTestDaemon('client-api', {
-      hostPages: 64,
+      // A quarter of it is client.maxBatchPages (32): the configured bound is the one in force.
+      hostPages: 128,
       fsPages: 256,
       config: (at) => ({ peer: { port: 0 }, tenants: [{ name: 'proto', token: TOKEN }], client: { maxBatchPages: 32, socket: path.join(at, 'client.sock') } }),
     });
@@ -384,6 +385,33 @@ describe('a load lease under eviction pressure', () => {
       }
     } finally {
       arena.close();
+      await client.close();
+      await daemon.close();
+    }
+  });
+
+  it('splits calls larger than the host tier into chunks it can take: a store and a load of 6x its slots, bytes exact', async () => {
+    const daemon = await startTestDaemon('client-bigger', { hostPages: 16, fsPages: 256, config: () => ({ peer: { port: 0 }, client: { socket: false } }) });
+    const { server } = daemon;
+    const client = await TierSyncClient.connect({ url: server.url, transport: 'shm' });
+    const n = 96;
+    const src = HostArena.create({ capacity: n * PAGE });
+    const dst = HostArena.create({ capacity: n * PAGE });
+    try {
+      // A quarter of the host tier's slots, below client.maxBatchPages (4096): the chunks a client has in flight
+      // (one being committed, one being copied, the next reserved) still find room.
+      expect(client.hello.maxBatchPages).toBe(4);
+      const keys = Array.from({ length: n }, (_, i) => key(900 + i));
+      const refused = await send({ url: server.url }, 'reserve', { keys: keys.slice(0, 5), lengths: keys.slice(0, 5).map(() => PAGE) }, { token: null });
+      expect(refused).toMatchObject({ status: 413, json: { error: { code: 'ERR_OUT_OF_RANGE', field: 'keys' } } });
+      expect(refused.json.error.message).toMatch(/at most 4 keys per request \(a quarter of the host tier's slots\), got 5/);
+      randomFillSync(src.view(0, n * PAGE));
+      expect(await client.store(keys, Array.from({ length: n }, (_, i) => ({ arena: src, offset: i * PAGE, length: PAGE })))).toMatchObject({ stored: n });
+      expect(await client.load(keys, Array.from({ length: n }, (_, i) => ({ arena: dst, offset: i * PAGE, length: PAGE })))).toMatchObject({ loaded: n, missing: [] });
+      expect(Buffer.compare(Buffer.from(dst.view(0, n * PAGE)), Buffer.from(src.view(0, n * PAGE)))).toBe(0);
+    } finally {
+      src.close();
+      dst.close();
       await client.close();
       await daemon.close();
     }

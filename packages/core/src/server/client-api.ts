@@ -107,6 +107,13 @@ const CHECK_SPLIT_BYTES = 64 << 20;
  */
 const RECORD_HOLD_MS = 50;
 
+/** Slots a reservation took (offset -1: the key was held already). */
+function slotsIn(offsets: Float64Array): number {
+  let n = 0;
+  for (const o of offsets) if (o >= 0) n++;
+  return n;
+}
+
 export class ClientApi {
   readonly #o: ClientApiOptions;
   readonly #leases = new Map<number, Lease>();
@@ -138,13 +145,26 @@ export class ClientApi {
    */
   readonly #damagedPinned = new Set<PageKey>();
   #nextLease = 1;
+  /** Most keys of a reserve or pin (which take host-tier slots): what the hello advertises as maxBatchPages. */
+  readonly #slotBatchPages: number;
   /** Open reservations (reserve leases). */
   #reservations = 0;
+  /**
+   * Host-tier slots taken by open reservations and bring-ups, not yet pages the hierarchy counts: each new
+   * reservation asks the hierarchy for room for these too, or two in flight (a client's pipelined chunks) would
+   * each find the room the other took.
+   */
+  #slotsInFlight = 0;
   /** Wakes the recorder held back by open reservations (#recordTurn), once the last one closes. */
   #wakeRecorder: (() => void) | undefined;
 
   constructor(options: ClientApiOptions) {
     this.#o = options;
+    // A reservation or pin the host tier could never take is refused by size up front, and the hello's bound tells
+    // clients to split their calls so: at most a quarter of the tier's slots, so that the chunks a client pipelines
+    // (one committing, one being copied, the next reserved) fit together.
+    const hostPages = Math.floor(options.hostTier.stats().capacityBytes / options.ts.pageBytes);
+    this.#slotBatchPages = Math.min(options.maxBatchPages, Math.max(1, Math.floor(hostPages / 4)));
     this.#unrecorded = new PageRecorder({
       ts: options.ts,
       tierName: options.hostTierName,
@@ -252,6 +272,19 @@ export class ClientApi {
     return a;
   }
 
+  /** Slots of the host tier the hierarchy cannot see: kept for open load leases after an eviction, or in flight. */
+  #hiddenSlots(): number {
+    return this.#evictedWhilePinned.size + this.#slotsInFlight;
+  }
+
+  /** ERR_TIER_FULL for a request (of `own` pages, claimed already) the host tier found no slots for, with what holds them. */
+  #noRoom(what: string, own: number): ProtocolError {
+    const tier = this.#o.hostTier.stats();
+    const others = Math.max(0, this.stats().leasedPages - own);
+    const slots = Math.floor(tier.capacityBytes / this.#o.ts.pageBytes);
+    return new ProtocolError(`the host tier has no room to ${what} now: of its ${slots} slots, ${tier.pinned} hold pinned pages and other open client leases name ${others} pages; retry once leases end`, 'ERR_TIER_FULL', 507);
+  }
+
   /** Open leases, the pages they hold, and committed pages the block index has yet to record. */
   stats(): { leases: number; leasedPages: number; unrecordedPages: number } {
     let pages = 0;
@@ -285,8 +318,10 @@ export class ClientApi {
     if (op === 'hello' || !spec.request) return { status: 200, body: this.#hello(tenant) };
     const body = parseRequest(spec.request, await readBody(), op);
     this.#o.settlePeerPuts?.();
-    if ('keys' in body && body.keys.length > this.#o.maxBatchPages) {
-      throw new ProtocolError(`${op}: at most ${this.#o.maxBatchPages} keys per request (client.maxBatchPages), got ${body.keys.length}`, 'ERR_OUT_OF_RANGE', 413, 'keys');
+    if ('keys' in body) {
+      const n = body.keys.length;
+      if (n > this.#o.maxBatchPages) throw new ProtocolError(`${op}: at most ${this.#o.maxBatchPages} keys per request (client.maxBatchPages), got ${n}`, 'ERR_OUT_OF_RANGE', 413, 'keys');
+      if ((op === 'reserve' || op === 'pin') && n > this.#slotBatchPages) throw new ProtocolError(`${op}: at most ${this.#slotBatchPages} keys per request (a quarter of the host tier's slots), got ${n}`, 'ERR_OUT_OF_RANGE', 413, 'keys');
     }
     return { status: 200, body: await this.#serve(op, tenant, body) };
   }
@@ -322,7 +357,7 @@ export class ClientApi {
       model: this.#o.ts.config.model,
       pageBytes: this.#o.ts.pageBytes,
       tokensPerPage: this.#o.ts.tokensPerPage,
-      maxBatchPages: this.#o.maxBatchPages,
+      maxBatchPages: this.#slotBatchPages,
       leaseMs: this.#o.leaseMs,
       shm,
       // The Unix socket only helps a client that shares this host's filesystem, i.e. one offered shared memory.
@@ -391,7 +426,10 @@ export class ClientApi {
   #open(lease: Omit<Lease, 'id' | 'expires'>, ttlMs = this.#o.leaseMs): Lease {
     const l: Lease = { ...lease, id: this.#nextLease++, expires: Date.now() + ttlMs };
     this.#leases.set(l.id, l);
-    if (l.kind === 'reserve') this.#reservations++;
+    if (l.kind === 'reserve') {
+      this.#reservations++;
+      this.#slotsInFlight += slotsIn(l.offsets);
+    }
     return l;
   }
 
@@ -402,6 +440,7 @@ export class ClientApi {
     const tier = this.#o.hostTier;
     if (lease.kind === 'reserve') {
       if (--this.#reservations === 0) this.#wakeRecorder?.();
+      this.#slotsInFlight -= slotsIn(lease.offsets);
       tier.commitRemote(lease.keys, lease.offsets, lease.lengths, commit?.crcs ?? new Uint32Array(lease.keys.length), commit?.ok ?? (() => false));
     } else {
       const held = lease.keys.filter((_, i) => lease.offsets[i]! >= 0);
@@ -448,8 +487,8 @@ export class ClientApi {
     this.#claim(tenant, keys.length);
     try {
       // Slots that evicted pages keep for open load leases are invisible to the hierarchy: ask for room for them too.
-      const got = await this.#unrecorded.reserve(this.#o.hostTier, keys, () => this.#evictedWhilePinned.size);
-      if (!got) throw new ProtocolError(`the host tier has no room for ${keys.length} page(s) (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
+      const got = await this.#unrecorded.reserve(this.#o.hostTier, keys, () => this.#hiddenSlots());
+      if (!got) throw this.#noRoom(`store ${keys.length} page(s)`, keys.length);
       const lease = this.#open({ kind: 'reserve', tenant, keys, offsets: got.offsets, lengths: Uint32Array.from(body.lengths) });
       return { lease: lease.id, offsets: Array.from(got.offsets), deadlineMs: this.#o.leaseMs };
     } catch (e) {
@@ -757,16 +796,28 @@ export class ClientApi {
   /** Loads pages that only lower tiers hold into host-tier slots (checked on read by those tiers) and adopts them. */
   async #bringUp(pages: Array<{ key: PageKey; length: number; tier: string; tiers: readonly string[] }>): Promise<void> {
     const { ts, hostTier, hostTierName } = this.#o;
-    const got = await this.#unrecorded.reserve(hostTier, pages.map((p) => p.key), () => this.#evictedWhilePinned.size);
-    if (!got) throw new ProtocolError(`the host tier has no room to load ${pages.length} page(s) into (pinned pages fill it)`, 'ERR_TIER_FULL', 507);
+    const got = await this.#unrecorded.reserve(hostTier, pages.map((p) => p.key), () => this.#hiddenSlots());
+    if (!got) throw this.#noRoom(`load ${pages.length} page(s)`, pages.length);
+    const slots = slotsIn(got.offsets);
+    this.#slotsInFlight += slots;
+    try {
+      await this.#fill(pages, got.offsets);
+    } finally {
+      this.#slotsInFlight -= slots;
+    }
+  }
+
+  /** #bringUp's copy: reads `pages` into the host-tier slots at `offsets` (reserved), commits and adopts those that arrived. */
+  async #fill(pages: Array<{ key: PageKey; length: number; tier: string; tiers: readonly string[] }>, offsets: Float64Array): Promise<void> {
+    const { ts, hostTier, hostTierName } = this.#o;
     const arena = this.arena;
-    const want = pages.filter((_, i) => got.offsets[i]! >= 0);
-    const at = new Map(pages.map((p, i) => [p.key, got.offsets[i]!]));
+    const want = pages.filter((_, i) => offsets[i]! >= 0);
+    const at = new Map(pages.map((p, i) => [p.key, offsets[i]!]));
     let result;
     try {
       result = await ts.load({ keys: want.map((p) => p.key), pages: want, tokens: 0, estimatedLoadMs: 0 }, want.map((p) => ({ arena, offset: at.get(p.key)!, length: ts.pageBytes })));
     } catch (e) {
-      hostTier.commitRemote(pages.map((p) => p.key), got.offsets, new Uint32Array(pages.length), new Uint32Array(pages.length), () => false);
+      hostTier.commitRemote(pages.map((p) => p.key), offsets, new Uint32Array(pages.length), new Uint32Array(pages.length), () => false);
       throw e;
     }
     const missing = new Set(result.missing.map((i) => want[i]!.key));
@@ -784,7 +835,7 @@ export class ClientApi {
     const crcOf = new Map(landed.map((p) => [p.key, p.crc32c]));
     hostTier.commitRemote(
       pages.map((p) => p.key),
-      got.offsets,
+      offsets,
       Uint32Array.from(pages, (p) => p.length),
       Uint32Array.from(pages, (p) => crcOf.get(p.key) ?? 0),
       (i) => crcOf.has(pages[i]!.key),

@@ -106,7 +106,7 @@ export const clientConfigSchema = z
   .object({
     /** Secret mixed into every tenant's key derivation (literal or `env:NAME`); default none (keys derive from the tenant name). */
     keySalt: secret.optional(),
-    /** Most pages one client request may name. Default 4096. */
+    /** Most pages one client request may name (reserves and pins: also at most a quarter of the host tier's slots). Default 4096. */
     maxBatchPages: z.number().int().min(1).max(65536).default(4096),
     /** A reservation or pin not committed/released within this many ms is undone. Default 30000. */
     leaseMs: z.number().int().min(100).max(3_600_000).default(30_000),

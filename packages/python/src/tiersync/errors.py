@@ -134,7 +134,7 @@ class ChecksumError(TierSyncError):
 
 
 class TierFullError(TierSyncError):
-    """The host tier has no room (pinned pages fill it)."""
+    """The host tier has no room now (pinned pages and open client leases hold its slots)."""
 
     code = "ERR_TIER_FULL"
 
