@@ -92,6 +92,29 @@ describe('Planner', () => {
     expect(kinds(more).filter((k) => k.startsWith('copy:demote'))).toEqual([]);
   });
 
+  it('write-through: a victim whose queued copy has not run yet is demoted before it is freed, never lost', () => {
+    const p = new Planner(two({}, 'write-through'));
+    // Runs everything but the queued copies, which wait (a background queue behind the stores).
+    const waiting: M[] = [];
+    const exec = (list: readonly M[], log: M[] = []): M[] => {
+      for (const m of list) {
+        log.push(m);
+        if (m.kind === 'queue') waiting.push(m);
+        else if (m.kind !== 'refuse' && m.kind !== 'wait') exec(p.completed(m, { done: m.keys }), log);
+      }
+      return log;
+    };
+    exec(p.store(keys('a', 8)));
+    // Over the high watermark: the oldest pages are victims while their write-through copies still wait.
+    const log = exec(p.store(['b0']));
+    expect(kinds(log)).toEqual(['copy:demote:0>1:3', 'evict:0:3', 'place:0:1', 'queue:write-through:1:1']);
+    for (const k of keys('a', 3)) expect([p.holds(0, k), p.holds(1, k)]).toEqual([false, true]);
+    // The queued copies then run: the demoted pages are below already, the rest copy from tier 0.
+    const late = waiting.splice(0).flatMap((q) => exec(p.dequeue(q as Extract<M, { kind: 'queue' }>)));
+    expect(kinds(late)).toEqual(['copy:write-through:0>1:5', 'copy:write-through:0>1:1']);
+    for (const k of [...keys('a', 8), 'b0']) expect(p.holds(1, k)).toBe(true);
+  });
+
   it('a dropped background copy (full queue) is reported failed and leaves nothing on its way', () => {
     const p = new Planner(two({}, 'write-through'));
     const moves = p.store(['a0']);

@@ -55,6 +55,8 @@ interface TierRuntime<K extends PolicyKey> {
   reserved: number;
   /** Keys on their way here (a place, a copy, or a queued copy), with how many moves bring them. */
   readonly incoming: Map<K, number>;
+  /** Of `incoming`, those only queued (a background copy not yet dequeued: nothing holds its source yet). */
+  readonly queued: Map<K, number>;
   /** Victims taken out of the policy whose evict has not been reported: still readable here until then. */
   readonly leaving: Set<K>;
 }
@@ -92,7 +94,7 @@ export class Planner<K extends PolicyKey = string> {
   constructor(config: PlannerConfig) {
     this.config = resolvePlannerConfig(config);
     this.#admission = createAdmissionFilter<K>(this.config.admission);
-    this.#tiers = this.config.tiers.map((t, index) => ({ config: t, index, policy: this.#policyFor(t), reserved: 0, incoming: new Map(), leaving: new Set() }));
+    this.#tiers = this.config.tiers.map((t, index) => ({ config: t, index, policy: this.#policyFor(t), reserved: 0, incoming: new Map(), queued: new Map(), leaving: new Set() }));
     const rule = this.config.promotion;
     this.#countHits = this.config.tiers.some((t) => t.writeMode.kind === 'selective') || (rule.kind !== 'never' && (rule.minHits ?? 1) > 1);
   }
@@ -298,7 +300,7 @@ export class Planner<K extends PolicyKey = string> {
     if (!rec || rec.move.kind !== 'queue') throw new RangeError(`move ${describe(move.id)} is not a queued copy waiting to run`);
     this.#pending.delete(move.id);
     const to = this.#tiers[move.to]!;
-    this.#unreserveIncoming(to, move.keys, 0);
+    this.#unqueue(to, move.keys);
     const bySource = new Map<number, K[]>();
     for (const k of move.keys) {
       if (this.#on(to.index, k)) continue;
@@ -364,7 +366,7 @@ export class Planner<K extends PolicyKey = string> {
       }
       case 'queue': {
         // Dropped by the executor (a full queue): the keys are no longer on their way.
-        this.#unreserveIncoming(this.#tiers[m.to]!, m.keys, 0);
+        this.#unqueue(this.#tiers[m.to]!, m.keys);
         for (const k of m.keys) this.#forgetIfGone(k);
         return [];
       }
@@ -583,6 +585,19 @@ export class Planner<K extends PolicyKey = string> {
     return -1;
   }
 
+  /**
+   * Whether tier `from` or a lower one holds `key`, or a copy of it is being made now (a place, or a copy whose
+   * source is held): what lets a victim go without a demote. A copy still queued does not count: its source is not
+   * held, so the victim's evict would leave it nothing to read.
+   */
+  #safeBelow(from: number, key: K): boolean {
+    for (let i = from; i < this.#tiers.length; i++) {
+      const t = this.#tiers[i]!;
+      if (t.policy.has(key) || (t.incoming.get(key) ?? 0) > (t.queued.get(key) ?? 0)) return true;
+    }
+    return false;
+  }
+
   /** Whether tier `from` or a lower one holds (or will hold) a copy of `key` that is not leaving. */
   #copiedFrom(from: number, key: K): boolean {
     for (let i = from; i < this.#tiers.length; i++) {
@@ -611,7 +626,20 @@ export class Planner<K extends PolicyKey = string> {
   }
 
   #queue(to: number, keys: readonly K[], why: Exclude<CopyReason, 'demote'>): Move<K> {
+    const queued = this.#tiers[to]!.queued;
+    for (const k of keys) queued.set(k, (queued.get(k) ?? 0) + 1);
     return this.#reserve({ kind: 'queue', id: this.#id(), to, keys: [...keys], why }, to, keys);
+  }
+
+  /** A queued copy left the queue (dequeued to run, or dropped by the executor). */
+  #unqueue(t: TierRuntime<K>, keys: readonly K[]): void {
+    for (const k of keys) {
+      const n = t.queued.get(k);
+      if (n === undefined) continue;
+      if (n > 1) t.queued.set(k, n - 1);
+      else t.queued.delete(k);
+    }
+    this.#unreserveIncoming(t, keys, 0);
   }
 
   #evictMove(tier: number, keys: readonly K[], why: EvictReason): Move<K> {
@@ -693,7 +721,7 @@ export class Planner<K extends PolicyKey = string> {
     const next = this.#tiers[tier + 1];
     const demote = next
       ? victims.filter(
-          (k) => !this.#copiedFrom(tier + 1, k) && decideWrite(next.config.writeMode, 'evicting', { hits: this.#hits.get(k) ?? 0, copiedBelow: false }) === 'copy-down',
+          (k) => !this.#safeBelow(tier + 1, k) && decideWrite(next.config.writeMode, 'evicting', { hits: this.#hits.get(k) ?? 0, copiedBelow: false }) === 'copy-down',
         )
       : [];
     if (!next || !demote.length) return [this.#evictMove(tier, victims, why)];
