@@ -29,7 +29,7 @@ export function deleteKeys(s: HierarchyState, keys: readonly PageKey[]): Promise
       if (gone.length) {
         index.removeCopies(t.name, gone, { force: true });
         planner.forget(t.index, gone);
-        s.emit('block:evicted', { keys: gone, tier: t.name });
+        s.emit('block:evicted', { keys: gone, tier: t.name, why: 'deleted' });
       }
     }
     return {
@@ -49,7 +49,7 @@ export function deleteNamespace(s: HierarchyState): Promise<number> {
       const keys = copies.filter((c) => c.tier === t.name).map((c) => c.key);
       if (keys.length) await t.driver.delete(keys);
       planner.forget(t.index, keys);
-      if (keys.length) s.emit('block:evicted', { keys, tier: t.name });
+      if (keys.length) s.emit('block:evicted', { keys, tier: t.name, why: 'deleted' });
     }
     registerNamespace(s);
     return pages;

@@ -56,7 +56,7 @@ export function forgetPages(s: HierarchyState, tier: string, keys: readonly Page
   if (!keys.length) return;
   index.removeCopies(t.name, keys, { force: true });
   planner.forget(t.index, keys);
-  s.emit('block:evicted', { keys: [...keys], tier: t.name });
+  s.emit('block:evicted', { keys: [...keys], tier: t.name, why: 'deleted' });
 }
 
 /**

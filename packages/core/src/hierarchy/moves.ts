@@ -80,7 +80,7 @@ async function evict(s: HierarchyState, m: Extract<Move, { kind: 'evict' }>): Pr
     if (candidates.length) {
       index.removeCopies(tier.name, candidates, { force: true });
       // Refused pages count too: a copy or an adoption that landed (and was announced) is gone again.
-      s.emit('block:evicted', { keys: [...candidates], tier: tier.name });
+      s.emit('block:evicted', { keys: [...candidates], tier: tier.name, why: 'evicted' });
     }
     done = candidates;
   }

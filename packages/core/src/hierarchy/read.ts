@@ -55,7 +55,7 @@ export function forgetBroken(s: HierarchyState, tier: TierState, broken: readonl
   const { index, planner } = ready(s);
   index.removeCopies(tier.name, broken, { force: true });
   planner.forget(tier.index, broken);
-  s.emit('block:evicted', { keys: [...broken], tier: tier.name });
+  s.emit('block:evicted', { keys: [...broken], tier: tier.name, why: 'lost' });
 }
 
 /**

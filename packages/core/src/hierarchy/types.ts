@@ -7,7 +7,11 @@ import type { PageKey } from '@tiersync/tiers';
 
 export interface TierSyncEvents {
   'block:stored': (e: { keys: PageKey[]; tier: string }) => void;
-  'block:evicted': (e: { keys: PageKey[]; tier: string }) => void;
+  /**
+   * Copies left a tier: `evicted` by the planner (room, pressure, a refused admission), `deleted` by a caller or a
+   * peer, or `lost` (found missing or damaged on read).
+   */
+  'block:evicted': (e: { keys: PageKey[]; tier: string; why: 'evicted' | 'deleted' | 'lost' }) => void;
   'block:demoted': (e: { keys: PageKey[]; from: string; to: string }) => void;
   'block:promoted': (e: { keys: PageKey[]; from: string; to: string }) => void;
   /** Pages copied down in the background to a write-through or selective tier (the source keeps its copy). */

@@ -89,7 +89,7 @@ function countMoves(ts: TierSync, tiers: TierCounters[]): void {
   });
   // Write-through and selective copies.
   ts.on('block:copied', (e) => (tier(e.to).inserts += e.keys.length));
-  ts.on('block:evicted', (e) => (tier(e.tier).evictions += e.keys.length));
+  ts.on('block:evicted', (e) => e.why === 'evicted' && (tier(e.tier).evictions += e.keys.length));
 }
 
 /**

@@ -126,7 +126,8 @@ export class ServerMetrics {
     const transferSeconds = new Histogram({ name: 'tiersync_transfer_duration_seconds', help: 'Duration of completed transfer batches, seconds.', labelNames: ['op', 'tier'], buckets: LATENCY_BUCKETS, registers: [r] });
     const transferFailures = new Counter({ name: 'tiersync_transfer_failures_total', help: 'Transfer batches that failed.', labelNames: ['op', 'tier'], registers: [r] });
     const integrity = new Counter({ name: 'tiersync_integrity_failures_total', help: 'Pages that failed their CRC32C check when read, by tier.', labelNames: ['tier'], registers: [r] });
-    const evicted = new Counter({ name: 'tiersync_evicted_pages_total', help: 'Pages evicted from a tier.', labelNames: ['tier'], registers: [r] });
+    const evicted = new Counter({ name: 'tiersync_evicted_pages_total', help: 'Pages the placement evicted from a tier (room, pressure, refused admissions); deletes are not evictions.', labelNames: ['tier'], registers: [r] });
+    const removed = new Counter({ name: 'tiersync_removed_pages_total', help: 'Copies that left a tier otherwise than by eviction: deleted (by a client or a peer) or lost (found missing or damaged on read).', labelNames: ['tier', 'why'], registers: [r] });
     const demoted = new Counter({ name: 'tiersync_demoted_pages_total', help: 'Pages copied down a tier before eviction.', labelNames: ['from', 'to'], registers: [r] });
     const promoted = new Counter({ name: 'tiersync_promoted_pages_total', help: 'Pages copied up into a faster tier.', labelNames: ['from', 'to'], registers: [r] });
     // Known label sets start at zero, so every series shows from the first scrape.
@@ -139,7 +140,10 @@ export class ServerMetrics {
     };
     const onFailed = (e: { op: string; tier: string }) => transferFailures.inc({ op: e.op, tier: e.tier });
     const onIntegrity = (e: { tier: string }) => integrity.inc({ tier: e.tier });
-    const onEvicted = (e: { keys: string[]; tier: string }) => evicted.inc({ tier: e.tier }, e.keys.length);
+    const onEvicted = (e: { keys: string[]; tier: string; why: 'evicted' | 'deleted' | 'lost' }) => {
+      if (e.why === 'evicted') evicted.inc({ tier: e.tier }, e.keys.length);
+      else removed.inc({ tier: e.tier, why: e.why }, e.keys.length);
+    };
     const onDemoted = (e: { keys: string[]; from: string; to: string }) => demoted.inc({ from: e.from, to: e.to }, e.keys.length);
     const onPromoted = (e: { keys: string[]; from: string; to: string }) => promoted.inc({ from: e.from, to: e.to }, e.keys.length);
     src.ts.on('transfer:completed', onCompleted);

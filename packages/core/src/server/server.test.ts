@@ -185,6 +185,23 @@ describe('TierSyncServer', () => {
     expect(text).not.toMatch(/^tiersync_(process|nodejs)_/m);
   });
 
+  it('counts deletes apart from evictions', async () => {
+    const metric = async (re: RegExp) => Number(re.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1] ?? 0);
+    const evicted = /^tiersync_evicted_pages_total\{tier="host"\} (\d+)$/m;
+    const deleted = /^tiersync_removed_pages_total\{tier="host",why="deleted"\} (\d+)$/m;
+    const [e0, d0] = [await metric(evicted), await metric(deleted)];
+    const arena = HostArena.create({ capacity: 2 * PAGE });
+    try {
+      const keys = ['de1e7e00000000000000000000000001', 'de1e7e00000000000000000000000002'];
+      await server.ts.storeKeys(keys, keys.map((_, i) => ({ arena, offset: i * PAGE, length: PAGE })));
+      expect((await server.ts.deleteKeys(keys)).deleted).toEqual(keys);
+    } finally {
+      arena.close();
+    }
+    expect(await metric(evicted)).toBe(e0);
+    expect(await metric(deleted)).toBe(d0 + 2);
+  });
+
   // Prometheus naming rules (prometheus.io/docs/practices/naming, and the exposition format): a valid name; counters
   // end in _total; a unit suffix in base units (seconds, bytes), never ms/kb; _info gauges; one TYPE per family.
   it('names every metric by the Prometheus naming rules', async () => {
