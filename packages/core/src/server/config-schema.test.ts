@@ -65,6 +65,7 @@ describe('TIERSYNC_* environment overrides', () => {
       expect(c.log.level).toBe('warn');
       expect(c.hierarchy.index.path).toBe(env.TIERSYNC_INDEX_PATH);
       expect(() => applyEnvOverrides({}, { TIERSYNC_PEER_PORT: 'x' })).toThrow('TIERSYNC_PEER_PORT');
+      expect(() => applyEnvOverrides({}, { TIERSYNC_LOG_LEVEL: 'loud' })).toThrow("TIERSYNC_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'loud'");
       // loadServerConfig applies the process environment.
       process.env.TIERSYNC_HTTP_PORT = '7124';
       try {

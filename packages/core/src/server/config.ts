@@ -102,6 +102,9 @@ export const tenantConfigSchema = z
   })
   .strict();
 
+/** The daemon's log levels (pino's), in the config and TIERSYNC_LOG_LEVEL. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
 export const clientConfigSchema = z
   .object({
     /** Secret mixed into every tenant's key derivation (literal or `env:NAME`); default none (keys derive from the tenant name). */
@@ -135,7 +138,7 @@ export const serverConfigSchema = tierSyncConfigSchema.extend({
   log: z
     .object({
       /** pino level: fatal, error, warn, info, debug, trace, silent. Default info. */
-      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      level: z.enum(LOG_LEVELS).default('info'),
     })
     .strict()
     .default({ level: 'info' }),
@@ -267,12 +270,12 @@ export const ENV_OVERRIDES = {
   TIERSYNC_RESP_PORT: { field: 'resp.port', kind: 'port' },
   TIERSYNC_CLUSTER_REDIS: { field: 'cluster.redis', kind: 'string' },
   TIERSYNC_INDEX_PATH: { field: 'index.path', kind: 'string' },
-  TIERSYNC_LOG_LEVEL: { field: 'log.level', kind: 'string' },
-} as const satisfies Record<string, { field: string; kind: 'string' | 'port' }>;
+  TIERSYNC_LOG_LEVEL: { field: 'log.level', kind: 'level' },
+} as const satisfies Record<string, { field: string; kind: 'string' | 'port' | 'level' }>;
 
 /**
  * `config` (raw, before validation) with the TIERSYNC_* variables set in `env` applied.
- * @throws TierSyncError ERR_CONFIG naming the variable when a port is not a number
+ * @throws TierSyncError ERR_CONFIG naming the variable when a port is not a number or a log level not one
  */
 export function applyEnvOverrides(config: unknown, env: NodeJS.ProcessEnv = process.env): unknown {
   if (config === null || typeof config !== 'object' || Array.isArray(config)) return config;
@@ -284,6 +287,8 @@ export function applyEnvOverrides(config: unknown, env: NodeJS.ProcessEnv = proc
     if (kind === 'port') {
       value = Number(text);
       if (!/^\d+$/.test(text) || value > 65535) throw new TierSyncError(`${name} must be a port number 0..65535, got '${text}'`, 'ERR_CONFIG');
+    } else if (kind === 'level' && !(LOG_LEVELS as readonly string[]).includes(text)) {
+      throw new TierSyncError(`${name} must be one of ${LOG_LEVELS.join(', ')}, got '${text}'`, 'ERR_CONFIG');
     }
     const [section, key] = field.split('.') as [string, string];
     const current = out[section];
