@@ -149,13 +149,19 @@ def test_pin_holds_pages_for_its_ttl_and_views_them_without_a_copy(client, fresh
         assert client.delete(keys).pinned == 3
     with pytest.raises(ValueError):
         v[0]  # the view is released with the pin
+        with pytest.raises(OutOfRangeError, match=r"page index must be an int in \[0, 4\), got 4"):
+            pin.view(4)
     # A short TTL: the daemon lets go by itself (its lease sweep runs every 750 ms here).
-    client.pin(keys, ttl=0.2)
+    short = client.pin(keys, ttl=0.2)
     time.sleep(1.5)
+    with pytest.raises(TierSyncTimeoutError, match=r"passed its deadline \(0.2 s after it was made\)"):
+        short.view(0)
     r = client.delete(keys)
     assert (r.deleted, r.pinned) == (3, 0)
     with pytest.raises(OutOfRangeError):
         client.pin(keys, ttl=7200)
+    with pytest.raises(InvalidArgumentError, match="ttl must be > 0 seconds, got True"):
+        client.pin(keys, ttl=True)
 
 
 def test_tenants_do_not_see_each_other(daemon_url, client, fresh_keys):
@@ -180,6 +186,9 @@ def test_typed_errors_carry_the_daemon_code(daemon_url, client, fresh_keys):
         client._control.call("lookup", {"keys": ["XYZ"]})
     assert e.value.field == "keys[0]" and e.value.status == 400
     # Checked here before any request.
+    # A key holding a comma is not two keys.
+    with pytest.raises(InvalidArgumentError, match=r"keys\[0\] must be 16..128 lower-case hex"):
+        client.lookup(["0123456789abcdef,0123456789abcdee"])
     with pytest.raises(InvalidArgumentError, match="appears twice"):
         client.lookup(["ab" * 8, "ab" * 8])
     with pytest.raises(InvalidArgumentError, match="keys must be a non-empty list"):

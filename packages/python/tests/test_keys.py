@@ -68,6 +68,11 @@ def test_bad_inputs_are_refused_by_name():
         page_keys(NS, [])
     with pytest.raises(InvalidArgumentError, match=r"token ids in \[0, 2\^32\)"):
         page_keys(NS, [-1] * 16)
+    # Bytes are not token ids (array.array would read them as raw 32-bit words), nor are bools.
+    with pytest.raises(InvalidArgumentError, match="tokens must be token ids .*got bytes"):
+        page_keys(NS, bytes(64))
+    with pytest.raises(InvalidArgumentError, match="a bool among them"):
+        page_keys(NS, [True] + [1] * 15)
     with pytest.raises(InvalidArgumentError, match="position must be given"):
         page_keys(NS, list(range(16)), parent="ab" * 32)
     with pytest.raises(InvalidArgumentError, match="parent must be given"):

@@ -98,6 +98,8 @@ def test_mismatched_caches_are_refused(client):
         adapter.save([0, 99], tokens(40, 32))
     with pytest.raises(tiersync.InvalidArgumentError, match="distinct"):
         adapter.load([1, 1], tokens(40, 32))
+    with pytest.raises(tiersync.InvalidArgumentError, match=r"block_ids\[0\] must be an int, got 0.5"):
+        adapter.load([0.5, 1.7], tokens(40, 32))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: the pinned-memory staging path is untested")

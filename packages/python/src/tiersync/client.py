@@ -148,8 +148,10 @@ class Pin:
     Use as a context manager to unpin on exit.
     """
 
-    def __init__(self, client: "Client", keys: List[str], leases: List[int], offsets: List[int], lengths: List[int], crcs: List[int], deadline: float, damaged: Optional[List[str]] = None):
+    def __init__(self, client: "Client", keys: List[str], leases: List[int], offsets: List[int], lengths: List[int], crcs: List[int], deadline: float, damaged: Optional[List[str]] = None, held_s: float = 0.0):
         self._client = client
+        #: How long the daemon holds the pages (the pin's ttl, else the daemon's lease), seconds.
+        self.held_s = held_s
         self.keys = keys
         #: Keys whose bytes failed the daemon's CRC32C check at pin (dropped by the daemon; not viewable).
         self.damaged: List[str] = list(damaged or [])
@@ -173,7 +175,9 @@ class Pin:
         if self.closed:
             raise ClosedError("this pin is released")
         if time.monotonic() > self.deadline:
-            raise TierSyncTimeoutError(f"this pin passed its deadline ({self._client.hello.lease_ms} ms lease)")
+            raise TierSyncTimeoutError(f"this pin passed its deadline ({self.held_s:g} s after it was made)")
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.keys):
+            raise OutOfRangeError(f"page index must be an int in [0, {len(self.keys)}), got {i!r}", field="i")
         o, n = self.offsets[i], self.lengths[i]
         if self.keys[i] in self.damaged:
             raise ChecksumError(f"page {i} ({self.keys[i]}) failed its CRC32C check at pin; the daemon dropped it", keys=[self.keys[i]])
@@ -702,7 +706,7 @@ class Client:
         """
         keys = self._keys(keys)
         lease_s = self.hello.lease_ms / 1000
-        if ttl is not None and not (isinstance(ttl, (int, float)) and 0 < ttl):
+        if ttl is not None and (isinstance(ttl, bool) or not (isinstance(ttl, (int, float)) and 0 < ttl)):
             raise InvalidArgumentError(f"ttl must be > 0 seconds, got {ttl!r}", field="ttl")
         # A daemon with 'pin-ttl' takes the pin's own deadline (up to an hour); an older one holds it for its lease.
         top = MAX_PIN_TTL_S if self._pin_ttl else lease_s
@@ -735,7 +739,8 @@ class Client:
         for k, o, n in zip(keys, offsets, lengths):
             if o >= 0:
                 shm.check(o, n, f"pin of {k}")
-        return Pin(self, keys, leases, offsets, lengths, crcs, start + (ttl if ttl is not None else lease_s), [keys[i] for i in damaged])
+        held = ttl if ttl is not None else lease_s
+        return Pin(self, keys, leases, offsets, lengths, crcs, start + held, [keys[i] for i in damaged], held)
 
     def unpin(self, pin: Pin) -> int:
         """Releases a :class:`Pin` (same as ``pin.unpin()``)."""
@@ -806,7 +811,9 @@ class Client:
             raise InvalidArgumentError("keys must be a non-empty list of hex page keys", field="keys")
         out = list(keys)
         # One regex pass over all keys and one set: the common case of a valid batch costs no Python loop per key.
-        if all(type(k) is str for k in out) and _KEYS.fullmatch(",".join(out)) and len(set(out)) == len(out):
+        joined = ",".join(out) if all(type(k) is str for k in out) else None
+        # The comma count: a key that itself holds a comma would otherwise pass as two.
+        if joined is not None and joined.count(",") == len(out) - 1 and _KEYS.fullmatch(joined) and len(set(out)) == len(out):
             return out
         seen = set()
         for i, k in enumerate(out):

@@ -211,6 +211,11 @@ def _token_bytes(tokens: Any) -> memoryview:
         if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > 0xFFFFFFFF):
             raise InvalidArgumentError("tokens must be token ids in [0, 2^32)", field="tokens")
         return memoryview(np.ascontiguousarray(tokens, dtype="<u4")).cast("B")
+    if isinstance(tokens, (str, bytes, bytearray, memoryview)):
+        # array.array would read bytes as raw machine words, not as token ids.
+        raise InvalidArgumentError(f"tokens must be token ids (a list of ints or an integer array), got {type(tokens).__name__}", field="tokens")
+    if isinstance(tokens, (list, tuple)) and bool in set(map(type, tokens)):
+        raise InvalidArgumentError("tokens must be token ids, got a bool among them", field="tokens")
     try:
         arr = array.array("I", tokens)
     except (OverflowError, TypeError) as e:

@@ -103,7 +103,11 @@ class PagedKVAdapter:
         return page_keys(self.namespace, token_ids)
 
     def _blocks(self, block_ids: Any, n: int, distinct: bool) -> List[int]:
-        ids = [int(b) for b in (block_ids.tolist() if hasattr(block_ids, "tolist") else block_ids)][:n]
+        raw = (block_ids.tolist() if hasattr(block_ids, "tolist") else list(block_ids))[:n]
+        for i, b in enumerate(raw):
+            if isinstance(b, bool) or not isinstance(b, int):
+                raise InvalidArgumentError(f"block_ids[{i}] must be an int, got {b!r}", field=f"block_ids[{i}]")
+        ids = [int(b) for b in raw]
         for i, b in enumerate(ids):
             if not 0 <= b < self.num_blocks:
                 raise InvalidArgumentError(f"block_ids[{i}] = {b} is outside [0, {self.num_blocks})", field=f"block_ids[{i}]")
