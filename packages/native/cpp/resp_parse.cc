@@ -28,6 +28,8 @@ int ParseLine(const uint8_t* p, size_t avail, uint8_t type, uint64_t maxLine, in
     i++;
   }
   if (i >= end - 1) return -1;
+  // As Redis reads lengths (string2ll): no leading zero, no "-0".
+  if (p[i] == '0' && (i + 1 < end - 1 || negative)) return -1;
   int64_t v = 0;
   for (; i < end - 1; i++) {
     if (p[i] < '0' || p[i] > '9') return -1;

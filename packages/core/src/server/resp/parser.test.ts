@@ -151,6 +151,10 @@ describe('RespParser', () => {
       [':12\n', 'any', /bare LF/],
       ['SET "abc\r\n', 'request', /unbalanced quotes/],
       [':99999999999999999999\r\n', 'any', /invalid integer/],
+      // Lengths as Redis reads them: no leading zero, no -0.
+      ['*1\r\n$04\r\nPING\r\n', 'request', /invalid bulk length '04'/],
+      ['*01\r\n$4\r\nPING\r\n', 'request', /invalid multibulk length '01'/],
+      [':-0\r\n', 'any', /invalid integer '-0'/],
     ];
     for (const [input, mode, message] of cases) {
       const p = new RespParser({ mode });

@@ -443,7 +443,8 @@ export class RespParser {
       negative = true;
       i = 1;
     }
-    if (i >= line.length || line.length - i > 19) throw this.#fail(`invalid ${what} '${latin1(line, 24)}'`);
+    // As Redis reads numbers (string2ll): no leading zero, no "-0".
+    if (i >= line.length || line.length - i > 19 || (line[i] === 0x30 && (line.length - i > 1 || negative))) throw this.#fail(`invalid ${what} '${latin1(line, 24)}'`);
     let v = 0;
     for (; i < line.length; i++) {
       const d = line[i]! - 0x30;
