@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -78,8 +79,23 @@ describe('tiersync CLI conventions', () => {
     expect(r.code).toBe(cuda.ok ? 0 : 1);
     expect(report.ok).toBe(cuda.ok);
     const fine = path.join(dir, 'fine.json');
-    writeFileSync(fine, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: `fs://${fsDir}?capacity=64MiB` }], index: { path: ':memory:' } }));
+    // Ports 0 (picked at start): nothing listening here can make it fail.
+    const ports = { http: { port: 0 }, peer: { port: 0 } };
+    writeFileSync(fine, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: `fs://${fsDir}?capacity=64MiB` }], index: { path: ':memory:' }, ...ports }));
     expect((await cli('doctor', '--config', fine)).code).toBe(0);
+    // A port another process listens on (a daemon already running) is reported, by name.
+    const held = net.createServer();
+    await new Promise<void>((resolve) => held.listen({ host: '127.0.0.1', port: 0 }, resolve));
+    try {
+      const port = (held.address() as net.AddressInfo).port;
+      const busy = path.join(dir, 'busy.json');
+      writeFileSync(busy, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: `fs://${fsDir}?capacity=64MiB` }], index: { path: ':memory:' }, ...ports, resp: { port } }));
+      const r2 = await cli('doctor', '--config', busy, '--json');
+      expect(r2.code).toBe(1);
+      expect(JSON.parse(r2.out).checks).toContainEqual({ check: 'resp: listen', ok: false, detail: `127.0.0.1:${port} cannot be listened on: in use (another daemon?)` });
+    } finally {
+      await new Promise((resolve) => held.close(resolve));
+    }
   });
 
   it("doctor --config checks the shipped demo config, its {tmp} tiers in the OS temp folder as the demo makes them", async () => {

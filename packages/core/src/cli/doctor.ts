@@ -78,6 +78,15 @@ function tcpCheck(check: string, host: string, port: number, timeoutMs = 2000): 
   });
 }
 
+/** Whether this process could listen on host:port now (a daemon already running there holds it). */
+function listenCheck(check: string, host: string, port: number): Promise<DoctorCheck> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', (e: NodeJS.ErrnoException) => resolve({ check, ok: false, detail: `${host}:${port} cannot be listened on: ${e.code === 'EADDRINUSE' ? 'in use (another daemon?)' : e.message}` }));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve({ check, ok: true, detail: `${host}:${port} is free` })));
+  });
+}
+
 /** Checks what `config` asks of this machine. */
 export async function checkConfig(config: ResolvedServerConfig, machine: MachineReport): Promise<DoctorCheck[]> {
   const checks: Array<DoctorCheck | Promise<DoctorCheck>> = [];
@@ -103,6 +112,10 @@ export async function checkConfig(config: ResolvedServerConfig, machine: Machine
       checks.push(tcpCheck(`${name}: peer ${peer.host}:${peer.port}`, peer.host, peer.port));
     }
   }
+  // Port 0 picks a free port at start: nothing to check.
+  if (config.http.port) checks.push(listenCheck('http: listen', config.http.host, config.http.port));
+  if (config.peer.enabled && config.peer.port) checks.push(listenCheck('peer: listen', config.peer.host, config.peer.port));
+  if (config.resp?.port) checks.push(listenCheck('resp: listen', config.resp.host, config.resp.port));
   if (config.hierarchy.index.path !== ':memory:') checks.push(folderCheck(`index: folder of ${config.hierarchy.index.path}`, path.dirname(config.hierarchy.index.path), 0));
   if (config.cluster) {
     const u = new URL(config.cluster.redis);
