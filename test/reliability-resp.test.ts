@@ -174,3 +174,54 @@ describe('reliability: SIGKILL of the daemon during a stream of RESP SETs (durab
     }
   }, 300_000);
 });
+
+describe('reliability: RESP SETs under host-tier pressure with a write-through tier below', () => {
+  // Each key takes two pages (its value and its catalog manifest), so a round of pipelined SETs fills the host tier
+  // many times over: the first keys of a round are evicted from it while their write-through copies may still wait
+  // in the background queue (a FLUSHALL just before makes them the oldest pages). They used to be freed as if
+  // already copied, and the copy then had nothing to read: acknowledged keys were gone.
+  it('after FLUSHALL, every acknowledged pipelined SET of each round reads back exact', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-pressure-'));
+    const shm = `/dev/shm/tiersync-resp-pressure-${process.pid}`;
+    const port = await freePort();
+    const file = path.join(dir, 'serve.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        model: 'resp-pressure@1',
+        layout,
+        tiers: [
+          { url: `host://?capacity=${64 * PAGE}&shm=${shm}`, name: 'host' },
+          { url: `fs://${dir}/fs?capacity=${4096 * PAGE}`, name: 'fs', writeThrough: true },
+        ],
+        index: { path: path.join(dir, 'index.sqlite') },
+        http: { port: 0 },
+        peer: { enabled: false },
+        log: { level: 'info' },
+        resp: { port, catalog: 'durable' },
+      }),
+    );
+    const d = await startDaemonProcess(file);
+    try {
+      const c = await Client.connect(port);
+      const n = 100;
+      for (let round = 0; round < 6; round++) {
+        expect(await c.call('FLUSHALL')).toEqual({ kind: 'simple', value: 'OK' });
+        const acks = await Promise.all(Array.from({ length: n }, (_, i) => c.call('SET', `p:${i}`, valueOf(i, round))));
+        expect(acks.every((a) => a.kind === 'simple' && a.value === 'OK')).toBe(true);
+        const lost: number[] = [];
+        for (let i = 0; i < n; i++) {
+          const got = (await c.call('GET', `p:${i}`)).value as Uint8Array | null;
+          if (got === null || Buffer.compare(Buffer.from(got), valueOf(i, round)) !== 0) lost.push(i);
+        }
+        expect(lost, `round ${round}: acknowledged keys lost`).toEqual([]);
+      }
+      c.close();
+      expect(await d.stop()).toBe(0);
+    } finally {
+      if (d.child.exitCode === null) d.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(shm, { force: true });
+    }
+  }, 120_000);
+});
