@@ -279,6 +279,30 @@ def test_a_client_whose_daemon_died_raises_typed_errors_naming_the_way_back(fres
         daemon.stop()
 
 
+def test_a_daemon_that_stops_answering_times_out_each_call_named_for_what_waited(fresh_keys):
+    import signal
+
+    from conftest import daemon_config
+    from daemon_process import start_daemon
+
+    shm = f"/dev/shm/tiersync-pytest-stopped-{os.getpid()}"
+    daemon = start_daemon(lambda d: daemon_config(d, shm), cleanup=lambda: os.path.exists(shm) and os.unlink(shm))
+    try:
+        c = tiersync.Client.connect(daemon.url, token="token-alice", timeout=1)
+        daemon.child.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(TierSyncTimeoutError, match="lookup passed its 1 s deadline"):
+                c.lookup(fresh_keys(1))
+            # The session that timed out is reopened for the next call, which times out too, saying so.
+            with pytest.raises(TierSyncTimeoutError, match=r"did not answer within 1 s \(reopening the session"):
+                c.lookup(fresh_keys(1))
+        finally:
+            daemon.child.send_signal(signal.SIGCONT)
+        c.close()
+    finally:
+        daemon.stop()
+
+
 def test_a_closed_client_refuses_calls(daemon_url, fresh_keys):
     c = tiersync.Client.connect(daemon_url, token="token-alice", threads=1)
     c.close()

@@ -138,7 +138,12 @@ class ControlChannel:
         """The framed session; reopened once when a former error closed it (answers it held are lost with it)."""
         assert self._framed is not None
         if not self._framed.usable:
-            self._framed = FramedSession(self._framed.path, self._token, self.timeout_s, _refusal)
+            path = self._framed.path
+            try:
+                self._framed = FramedSession(path, self._token, self.timeout_s, _refusal)
+            except TierSyncTimeoutError as e:
+                # Named for what the caller was doing, not for the session's opening frame.
+                raise TierSyncTimeoutError(f"the daemon at unix:{path} did not answer within {self.timeout_s:g} s (reopening the session after an earlier failure)") from e
             self.requests += 1
         return self._framed
 
