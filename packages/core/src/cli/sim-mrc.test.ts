@@ -48,6 +48,9 @@ describe('tiersync sim on streamed traces and --mrc', () => {
     expect(() => planSim(['--trace', file, '--objects', '10', '--sample-rate', '0.1'])).toThrow(/--sample-rate goes with --mrc/);
     expect(() => planSim(['--trace', file, '--mrc', '--sample-rate', '2'])).toThrow(/--sample-rate must be in \(0, 1\]/);
     expect(() => planSim(['--trace', file, '--mrc', '--policy', 'opt'])).toThrow(/besides opt/);
+    // Sampling drops the page chains: a prefix- wrapper would draw its inner policy's curve under its own name.
+    expect(() => planSim(['--trace', file, '--mrc', '--policy', 'lru,prefix-aware:sieve'])).toThrow(/--mrc cannot run 'prefix-aware:sieve'/);
+    expect(() => planSim(['--trace', file, '--mrc', '--policy', 'prefix-hold:fifo'])).toThrow(/--mrc cannot run 'prefix-hold:fifo'/);
     expect(() => planSim(['--trace', file, '--mrc', '--policy', 'lru,opt'])).toThrow(/needs the capacities/);
     expect(() => planSim(['--trace', file, '--mrc', '--model', 'llama-3-8b'])).toThrow(/exact mode/);
     expect(planSim(['--trace', file, '--mrc', '--policy', 'lru,opt', '--objects', '10,20']).plan.jobs.map((j) => j.kind === 'exact' && j.job.policy)).toEqual(['opt', 'opt']);

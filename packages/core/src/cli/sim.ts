@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { TierSyncError } from '@tiersync/native/errors';
 import {
-  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, isOracle, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
+  accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, isOracle, isChainAware, refuseLiveOracle, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
   type ExactJob, type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
   chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult, isObjectSource, streamObjects,
@@ -39,7 +39,7 @@ Hierarchy config (--config):
   --policy LIST          with --config: run every tier with each of these policies instead of the config's
 
 Trace:
-  --trace FILE           trace file (.gz is read transparently)
+  --trace FILE           trace file (.gz, .zst and .zstd are decompressed as read)
   --format F             mooncake | azure | oracleGeneral | csv (default: from the file name)
   --workload multi-round-qa  generate the LMCache multi-round QA workload instead of reading a file
     --users N --rounds N --qps X --system-tokens N --history-tokens N --question-tokens N --answer-tokens N
@@ -84,7 +84,8 @@ Tiered mode (--model):
 
 Output:
   --json                 print {"results":[...]} on stdout (progress goes to stderr)
-  --out DIR              write results.json, results.csv and report.html there
+  --out DIR              write results.json, results.csv and report.html there (created before the run:
+                         a path that cannot be a folder fails at once, ERR_IO)
   --threads N            worker threads (default: one per core; 1 = no workers)
   --quiet                no progress bar`;
 
@@ -187,6 +188,8 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
     for (const policy of values['no-bound'] ? policies : withBound(policies, unit)) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
     return { plan: { source, jobs, mode: 'exact' }, values };
   }
+  // Refused before the trace loads (the planner would refuse it too, in a worker, after the load).
+  for (const policy of policies) refuseLiveOracle(policy);
   modelPreset(values.model);
   const acc = values.accelerator ?? 'tpu-v7x';
   acceleratorPreset(acc);
@@ -233,6 +236,10 @@ function planMrc(values: Record<string, string | boolean | undefined>, source: T
   const curves = policies.filter((p) => !isOracle(p));
   const bounds = policies.filter(isOracle);
   if (curves.length === 0) throw invalid('--mrc needs at least one policy besides opt/opt-size');
+  // SHARDS samples keys, so most pages of a chain are missing from the replay and their parents cannot be passed:
+  // a prefix- wrapper would draw its inner policy's curve under its own name.
+  const chained = curves.find(isChainAware);
+  if (chained !== undefined) throw invalid(`--mrc cannot run '${chained}': sampling drops the page chains a prefix- wrapper needs; run it in exact mode (without --mrc)`);
   if (bounds.length > 0 && capacities === undefined) throw invalid('--mrc with opt/opt-size needs the capacities (--objects or --capacity): the bound is simulated at each');
   const jobs: SweepJob[] = bounds.flatMap((policy) => capacities!.map((capacity) => ({ kind: 'exact' as const, job: { policy, unit, capacity, pageBytes } })));
   return {
@@ -276,6 +283,9 @@ function planConfigured(values: Record<string, string | boolean | undefined>, so
   }
   const hierarchy = simHierarchy(config);
   const policies = values.policy !== undefined ? checkPolicies(parseList(values.policy as string)) : [undefined];
+  // The planner runs every --policy here: an oracle is refused before the trace loads (the config loader refuses
+  // one in the file's own tiers).
+  for (const policy of policies) if (policy !== undefined) refuseLiveOracle(policy);
   if (values.model === undefined) {
     for (const policy of policies) jobs.push({ kind: 'planned', job: { config, ...(policy !== undefined ? { policy } : {}) } });
     return { source, jobs, mode: 'planned' };
@@ -359,7 +369,6 @@ async function runMrc(plan: SimPlan, mrc: MrcPlan, values: Record<string, string
   const progress = values.quiet || plan.jobs.length === 0 ? silentProgress : progressBar(plan.jobs.length);
   const bounds = plan.jobs.length > 0 ? ((await runJobs(plan, undefined, progress)) as ExactResult[]) : [];
   if (typeof values.out === 'string') {
-    fs.mkdirSync(values.out, { recursive: true });
     fs.writeFileSync(path.join(values.out, 'mrc.json'), `${JSON.stringify({ mrc: curves, bounds })}\n`);
     fs.writeFileSync(path.join(values.out, 'mrc.csv'), mrcCsv(curves));
     const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;
@@ -373,20 +382,33 @@ async function runMrc(plan: SimPlan, mrc: MrcPlan, values: Record<string, string
   return 0;
 }
 
+/**
+ * Creates the `--out` folder (and checks it is writable) before anything runs, so a bad path fails at once, not
+ * after a long sweep. @throws TierSyncError ERR_IO naming the path
+ */
+function prepareOut(dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.accessSync(dir, fs.constants.W_OK);
+  } catch (e) {
+    throw new TierSyncError(`--out ${dir}: cannot create or write the output folder (${(e as Error).message})`, 'ERR_IO', { cause: e });
+  }
+}
+
 export const simCommand: Command = {
   summary: 'simulate caches offline: policies x capacities on traces, hit ratios and TTFT',
   usage,
   async run(args) {
     const { plan, values } = planSim(args);
     const threads = int(values.threads as string | undefined, '--threads', 1);
+    if (typeof values.out === 'string') prepareOut(values.out);
     if (plan.mrc) return runMrc(plan, plan.mrc, values, args);
     const progress = values.quiet ? silentProgress : progressBar(plan.jobs.length);
     const results = await runJobs(plan, threads, progress);
     if (plan.mode === 'planned') {
       // Counters only: results.json when asked; the last line is the counters of the (first) run, as demo prints.
       if (typeof values.out === 'string') {
-        fs.mkdirSync(values.out, { recursive: true });
-        fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
+          fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
       }
       const planned = results as PlannedResult[];
       console.log(values.json ? JSON.stringify({ results }) : plannedTable(planned));
@@ -395,7 +417,6 @@ export const simCommand: Command = {
     }
     const shown = results as Array<ExactResult | TieredResult>;
     if (typeof values.out === 'string') {
-      fs.mkdirSync(values.out, { recursive: true });
       fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
       fs.writeFileSync(path.join(values.out, 'results.csv'), plan.mode === 'exact' ? exactCsv(shown as ExactResult[]) : tieredCsv(shown as TieredResult[]));
       const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;

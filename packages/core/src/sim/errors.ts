@@ -11,8 +11,8 @@ export function invalid(message: string): TierSyncError {
 }
 
 /** An inconsistent model / tier configuration. */
-export function configError(message: string): TierSyncError {
-  return new TierSyncError(message, 'ERR_CONFIG');
+export function configError(message: string, cause?: unknown): TierSyncError {
+  return new TierSyncError(message, 'ERR_CONFIG', cause === undefined ? {} : { cause });
 }
 
 /**

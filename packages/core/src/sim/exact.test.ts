@@ -69,6 +69,49 @@ describe('exact mode on hand-made traces', () => {
   });
 });
 
+describe('chain-aware wrappers in exact mode get each page\'s parent', () => {
+  // Chain 1 -> 2 -> 3, then an unrelated page 4, then the chain again; 3 pages of room.
+  const t = llm([[1, 2, 3], [4], [1, 2, 3]]);
+
+  it('a prefix- wrapper evicts the chain\'s leaf, not its root: 5 misses where bare FIFO misses 7', () => {
+    // FIFO: 4 evicts 1 (the root), and the chain then misses 1, 2, 3 again. The wrappers evict the leaf 3: the
+    // chain's return hits 1 and 2 (its prefix) and misses 3 only.
+    expect(runExact(t, { policy: 'fifo', unit: 'objects', capacity: 3 })).toMatchObject({ misses: 7, prefixPageHitRatio: 0 });
+    for (const policy of ['prefix-aware:fifo', 'prefix-hold:fifo', 'prefix-aware:lru']) {
+      expect(runExact(t, { policy, unit: 'objects', capacity: 3 }), policy).toMatchObject({ misses: 5, prefixPageHitRatio: 2 / 7 });
+    }
+  });
+
+  it('OPT stays a lower bound of the wrapped policies on chained requests', () => {
+    // Requests walk a tree of pages: each page's id is fixed by its parent and its branch, as chained keys are.
+    const rng = new SeededRandom(7);
+    const ids = new Map<string, number>();
+    const requests: number[][] = [];
+    for (let i = 0; i < 3000; i++) {
+      const pages: number[] = [];
+      let parent = -1;
+      const depth = 1 + rng.nextInt(12);
+      for (let d = 0; d < depth; d++) {
+        const branch = `${parent}/${rng.next() < 0.8 ? 0 : rng.nextInt(8)}`;
+        if (!ids.has(branch)) ids.set(branch, ids.size);
+        parent = ids.get(branch)!;
+        pages.push(parent);
+      }
+      requests.push(pages);
+    }
+    const tree = llm(requests);
+    for (const capacity of [30, 120]) {
+      const bound = runExact(tree, { policy: 'opt', unit: 'objects', capacity }).misses;
+      for (const inner of ['lru', 'fifo', 'sieve', 's3fifo', 'arc']) {
+        for (const wrapper of ['prefix-aware', 'prefix-hold']) {
+          const policy = `${wrapper}:${inner}`;
+          expect(runExact(tree, { policy, unit: 'objects', capacity }).misses, policy).toBeGreaterThanOrEqual(bound);
+        }
+      }
+    }
+  });
+});
+
 describe('the inlined loop matches @tiersync/policy replay()', () => {
   const rng = new SeededRandom(11);
   const n = 20_000;

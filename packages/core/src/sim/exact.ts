@@ -14,10 +14,11 @@
  *
  * The oracle policies (`opt`, `opt-size`: the offline bounds) are fed each request's next access
  * (`access(key, nextAccess)`), computed from the trace in one backward pass ({@link nextAccesses}, once per
- * trace and thread) and replayed by twin loops, so the loops of the online policies stay as they were.
+ * trace and thread) and replayed by twin loops, so the loops of the online policies stay as they were. The
+ * oracle loop passes no parent hints: an oracle cannot be wrapped (`checkPolicies` refuses `prefix-aware:opt`).
  */
 import { NEVER_AGAIN, nextAccessDistances, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
-import { isOracle, makePolicy } from './policies.js';
+import { isChainAware, isOracle, makePolicy } from './policies.js';
 import type { LlmTrace, ObjectTrace, SimTrace } from './trace/types.js';
 import { invalid } from './errors.js';
 
@@ -183,11 +184,17 @@ export function replayObjects(policy: EvictionPolicy<number>, trace: ObjectTrace
   return { misses, bytesRequested, bytesMissed };
 }
 
-/** Replays an LLM trace page by page; also counts prefix hits. */
+/**
+ * Replays an LLM trace page by page; also counts prefix hits. With `chained` (a chain-aware policy: `prefix-aware:`,
+ * `prefix-hold:`) each insert carries the page's parent, the page before it in its request (`null` for the first),
+ * as the planner's executor does in tiered mode (planned.ts): without it those wrappers decide as their inner
+ * policy. Other policies ignore the hint, so they are not handed one (no allocation per insert).
+ */
 export function replayPages(
   policy: EvictionPolicy<number>,
   trace: LlmTrace,
   pageBytes: number,
+  chained = false,
 ): { requests: number; misses: number; prefixHits: number } {
   let requests = 0;
   let misses = 0;
@@ -203,7 +210,9 @@ export function replayPages(
       }
       inPrefix = false;
       misses++;
-      if (policy.canAdmit(key, pageBytes)) policy.insert(key, pageBytes);
+      if (!policy.canAdmit(key, pageBytes)) continue;
+      if (chained) policy.insert(key, pageBytes, { parent: j === 0 ? null : pages[j - 1]! });
+      else policy.insert(key, pageBytes);
     }
     requests += pages.length;
   }
@@ -223,7 +232,7 @@ export function runExact(trace: SimTrace, job: ExactJob): ExactResult {
   }
   const pageBytes = job.pageBytes ?? 1;
   if (!Number.isSafeInteger(pageBytes) || pageBytes < 1) throw invalid(`page bytes must be a positive integer, got ${pageBytes}`);
-  const r = next !== undefined ? replayPagesOracle(policy, trace, pageBytes, next) : replayPages(policy, trace, pageBytes);
+  const r = next !== undefined ? replayPagesOracle(policy, trace, pageBytes, next) : replayPages(policy, trace, pageBytes, isChainAware(job.policy));
   return {
     ...row(job),
     requests: r.requests,

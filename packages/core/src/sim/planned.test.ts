@@ -155,6 +155,42 @@ describe('tiersync sim --config', () => {
     expect(() => planSim(['--config', path.join(tmp, 'missing.yaml')])).toThrow(/does not exist/);
   });
 
+  it('refuses opt / opt-size wherever the planner runs them (it never knows the future: they would run as LRU)', () => {
+    const refused = (args: string[]) => {
+      const err = (() => {
+        try {
+          planSim(args);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err, args.join(' ')).toBeInstanceOf(TierSyncError);
+      expect(err).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/policy 'opt(-size)?' needs each request's next access.*exact mode/) });
+    };
+    refused(['--config', file, '--policy', 'lru,opt']);
+    refused(['--config', file, '--model', 'llama-3-8b', '--policy', 'opt-size']);
+    refused(['--trace', bundledTrace(), '--model', 'llama-3-8b', '--hbm', '2GiB', '--policy', 'lru,opt']);
+    // The planner's executor refuses it too (library callers, jobs built by hand; the config loader refuses an
+    // oracle in a config file's own tiers).
+    const hbm = { name: 'hbm', capacityBytes: 2 ** 30, readBytesPerSec: 0, writeBytesPerSec: 0, latencySec: 0, parallelism: 1 };
+    expect(() => runTiered(readMooncake(bundledTrace()), { policy: 'opt', model: 'llama-3-8b', accelerator: 'h100', tiers: [hbm] })).toThrow(/tier hbm: policy 'opt' needs/);
+  });
+
+  it('a tier too small for its policy is an ERR_CONFIG naming the tier, its pages and the least it needs', () => {
+    const c = config([{ url: `hbm://sim?capacity=${8 * PAGE}`, policy: 's3fifo' }]);
+    const err = (() => {
+      try {
+        replayPlanned({ config: c, workload: workloadPages(trace([1, 2]), 4) });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(TierSyncError);
+    expect(err).toMatchObject({ code: 'ERR_CONFIG', message: expect.stringMatching(/^tier hbm holds 8 pages, too few for policy s3fifo: it needs at least 20 pages/) });
+    // 20 pages is indeed enough.
+    expect(() => replayPlanned({ config: config([{ url: `hbm://sim?capacity=${20 * PAGE}`, policy: 's3fifo' }]), workload: workloadPages(trace([1, 2]), 4) })).not.toThrow();
+  });
+
   it('with --model, the TTFT model runs over the config\'s tiers', () => {
     const { plan } = planSim(['--config', file, '--model', 'llama-3-8b', '--accelerator', 'h100']);
     expect(plan.mode).toBe('tiered');

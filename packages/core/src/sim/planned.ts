@@ -12,10 +12,12 @@
  * {@link replayPlanned} replays a workload as `tiersync demo` replays it live (bench/live-replay.ts): per request
  * lookup, load of the found prefix, flush, store of the prompt, flush.
  */
-import { Planner, parsePolicySpec, type Move, type PlannerLookup, type PlannerStoreOptions, type RetentionHint } from '@tiersync/policy';
+import { Planner, type Move, type PlannerLookup, type PlannerStoreOptions, type RetentionHint } from '@tiersync/policy';
 import type { ResolvedConfig } from '../hierarchy/index.js';
 import { emptyCounters, type ReplayCounters } from './counters.js';
 import { simHierarchy, type SimHierarchy } from './hierarchy.js';
+import { configError } from './errors.js';
+import { checkTierPolicy, isChainAware } from './policies.js';
 import type { LlmTrace } from './trace/types.js';
 import { workloadPages, type Workload } from './workload.js';
 
@@ -39,11 +41,21 @@ export class CountingHierarchy {
    */
   readonly chainAware: boolean;
 
+  /**
+   * @throws TierSyncError ERR_INVALID_ARGUMENT for an oracle policy (it needs the future, which the planner never
+   * has); ERR_CONFIG naming the tier for a tier its policy refuses, or for any config the planner refuses
+   */
   constructor(hierarchy: SimHierarchy) {
-    this.planner = new Planner<PageId>(hierarchy.planner);
+    for (const t of hierarchy.planner.tiers) checkTierPolicy(t.name, t.policy ?? 'lru', t.capacityPages);
+    try {
+      this.planner = new Planner<PageId>(hierarchy.planner);
+    } catch (e) {
+      // The planner throws TypeError / RangeError on its config: a config error here, never an internal one.
+      throw configError(`the planner refuses this hierarchy: ${(e as Error).message}`, e);
+    }
     this.counters = emptyCounters(hierarchy.tiers.map((t) => t.name));
     this.#maxQueued = hierarchy.maxQueuedPages;
-    this.chainAware = this.planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.some((w) => w.startsWith('prefix-')));
+    this.chainAware = this.planner.config.tiers.some((t) => isChainAware(t.policy));
   }
 
   /** Looks `keys` up (the admission filter counts the lookups) and counts the request, its pages and prefix hits. */

@@ -3,7 +3,7 @@
  * objects the live hierarchy runs (custom policies registered with `registerPolicy` work too).
  */
 import { createPolicy, hasPolicy, ORACLE_POLICIES, parsePolicySpec, policyNames, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
-import { invalid } from './errors.js';
+import { configError, invalid } from './errors.js';
 
 /** Capacity used for "unbounded" (`--capacity inf`): the largest safe integer, which nothing fills. */
 export const UNBOUNDED = Number.MAX_SAFE_INTEGER;
@@ -49,6 +49,69 @@ export function checkPolicies(names: readonly string[]): string[] {
  */
 export function isOracle(name: string): boolean {
   return ORACLE_POLICIES.includes(name);
+}
+
+/**
+ * Refuses an oracle policy where the planner runs it (tiered mode, `--config`): the planner never knows a request's
+ * next access, so `opt` would silently decide as LRU.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT naming the policy
+ */
+export function refuseLiveOracle(name: string, where = ''): void {
+  if (!isOracle(parsePolicySpec(name).policy)) return;
+  throw invalid(
+    `${where}policy '${name}' needs each request's next access, which a hierarchy's planner (tiered mode, --config) never has: ` +
+      'it would run as LRU. OPT is the offline bound of exact mode (--objects or --capacity, without --model or --config)',
+  );
+}
+
+/** Least capacity probed for by {@link checkTierPolicy}. */
+const PROBE_LIMIT = 1 << 24;
+
+/**
+ * Checks that a tier of `pages` pages can run policy spec `policy` in the planner, so a refusal names the tier (the
+ * planner's own error names only the policy's option). Unknown names are left to the planner.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for an oracle policy ({@link refuseLiveOracle}); ERR_CONFIG for a tier
+ * the policy refuses (too small for S3-FIFO, say), with the least page count it takes when one is found
+ */
+export function checkTierPolicy(tier: string, policy: string, pages: number): void {
+  refuseLiveOracle(policy, `tier ${tier}: `);
+  if (!hasPolicy(policy)) return;
+  const fits = (capacity: number): boolean => {
+    try {
+      createPolicy<number>(policy, { capacity, unit: 'objects' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  try {
+    createPolicy<number>(policy, { capacity: pages, unit: 'objects' });
+  } catch (e) {
+    // The least capacity it takes: policies refuse only below a minimum (doubling, then bisection).
+    let hi = Math.max(2, pages * 2);
+    while (hi <= PROBE_LIMIT && !fits(hi)) hi *= 2;
+    let least: number | undefined;
+    if (hi <= PROBE_LIMIT) {
+      let lo = pages;
+      while (hi - lo > 1) {
+        const mid = Math.floor((lo + hi) / 2);
+        if (fits(mid)) hi = mid;
+        else lo = mid;
+      }
+      least = hi;
+    }
+    const need = least === undefined ? '' : `: it needs at least ${least} pages`;
+    throw configError(`tier ${tier} holds ${pages} pages, too few for policy ${policy}${need} (${(e as Error).message})`, e);
+  }
+}
+
+/**
+ * Whether policy spec `name` is chain-aware (a `prefix-aware:` or `prefix-hold:` wrapper anywhere in it): its
+ * inserts must carry each page's parent (`PageHint.parent`), or it decides exactly as its inner policy. The one
+ * test both the exact replay (exact.ts) and the planner's executor (planned.ts) use.
+ */
+export function isChainAware(name: string): boolean {
+  return parsePolicySpec(name).wrappers.some((w) => w.startsWith('prefix-'));
 }
 
 /** The offline bound shown beside the policies of a sweep: Belady (`opt`) by objects, `opt-size` by bytes. */

@@ -42,6 +42,26 @@ describe('sweeps', () => {
       await expect(runSweep({ source: { file: conversation, format: 'mooncake' }, jobs: bad, threads })).rejects.toThrow(TierSyncError);
     }
   });
+
+  it('a tier too small for its policy is the same ERR_CONFIG inline and from workers, naming the tier', async () => {
+    // 1 GiB of HBM holds 16 llama-3-8b pages of 512 tokens; S3-FIFO needs 20 (a small queue of 2).
+    const hbm = { name: 'hbm', capacityBytes: 2 ** 30, readBytesPerSec: 0, writeBytesPerSec: 0, latencySec: 0, parallelism: 1 };
+    const job: SweepJob = { kind: 'tiered', job: { policy: 's3fifo', model: 'llama-3-8b', accelerator: 'h100', tiers: [hbm] } };
+    for (const threads of [1, 2]) {
+      const err = await runSweep({ source: { file: conversation, format: 'mooncake', requests: 20 }, jobs: [job, job], threads }).catch((e: unknown) => e);
+      expect(err, `threads ${threads}`).toBeInstanceOf(TierSyncError);
+      expect(err).toMatchObject({ code: 'ERR_CONFIG', message: expect.stringMatching(/^tier hbm holds 16 pages, too few for policy s3fifo: it needs at least 20 pages/) });
+    }
+  });
+
+  it('an untyped failure stays untyped from workers (no made-up ERR_INVALID_ARGUMENT)', async () => {
+    const bogus = { kind: 'tiered', job: undefined } as unknown as SweepJob;
+    for (const threads of [1, 2]) {
+      const err = await runSweep({ source: { file: conversation, format: 'mooncake', requests: 5 }, jobs: [bogus, bogus], threads }).catch((e: unknown) => e);
+      expect(err, `threads ${threads}`).toBeInstanceOf(Error);
+      expect(err, `threads ${threads}`).not.toBeInstanceOf(TierSyncError);
+    }
+  });
 });
 
 describe('tiersync sim command', () => {
@@ -94,6 +114,17 @@ describe('tiersync sim command', () => {
     expect(() => planSim(['--trace', conversation, '--format', 'parquet', '--objects', '1'])).toThrow(/--format must be one of/);
     expect(() => planSim(['--trace', conversation, '--model', 'gpt-9'])).toThrow(/unknown model/);
     expect(() => planSim(['--trace', conversation, '--model', 'llama-3-8b', '--storage', 'tape:1TiB'])).toThrow(/unknown storage preset/);
+  });
+
+  it('checks --out before simulating: a path under a file fails with ERR_IO naming it', async () => {
+    const file = path.join(tmp, 'not-a-folder');
+    fs.writeFileSync(file, '');
+    // The trace is broken: had the sweep run first, its error would be the trace's.
+    const trace = path.join(tmp, 'broken-for-out.jsonl');
+    fs.writeFileSync(trace, '{"timestamp":0,');
+    const err = await simCommand.run(['--trace', trace, '--objects', '10', '--quiet', '--threads', '1', '--out', path.join(file, 'sub')]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TierSyncError);
+    expect(err).toMatchObject({ code: 'ERR_IO', message: expect.stringContaining(`--out ${path.join(file, 'sub')}`) });
   });
 
   it('names the file and line of a broken trace', async () => {

@@ -93,7 +93,9 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult[]> {
         workers.push(w);
         w.on('message', (msg: { index: number; result?: SweepResult; error?: { message: string; code?: string } }) => {
           if (msg.error) {
-            fail(new TierSyncError(msg.error.message, (msg.error.code ?? 'ERR_INVALID_ARGUMENT') as ErrorCode));
+            // Untyped stays untyped (an internal error, as on the calling thread), never a made-up code.
+            const { message, code } = msg.error;
+            fail(code === undefined ? new Error(message) : new TierSyncError(message, code as ErrorCode));
             return;
           }
           results[msg.index] = msg.result!;

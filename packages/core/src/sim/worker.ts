@@ -1,9 +1,10 @@
 /**
  * Sweep worker thread: loads the trace once (from the plain-data source in `workerData`), then runs each job it
  * is sent and posts the result back. Errors travel as `{ message, code }` so the main thread rethrows a
- * TierSyncError with the same code.
+ * TierSyncError with the same code (`{ message }` alone for an untyped error, rethrown untyped).
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { TierSyncError } from '@tiersync/native/errors';
 import { runJob, type SweepJob } from './jobs.js';
 import { loadTrace, type TraceSource } from './trace/index.js';
 
@@ -30,8 +31,10 @@ if (port) {
       if (trace === undefined) throw loadError;
       port.postMessage({ index: msg.index, result: runJob(trace, msg.job) });
     } catch (e) {
-      const err = e as { message?: string; code?: string };
-      port.postMessage({ index: msg.index, error: { message: err.message ?? String(e), code: err.code } });
+      // Only a TierSyncError's code travels: any other error (a Node error's code is not one of ours) stays untyped,
+      // so the caller sees what running on its own thread would give.
+      const message = e instanceof Error ? e.message : String(e);
+      port.postMessage({ index: msg.index, error: e instanceof TierSyncError ? { message, code: e.code } : { message } });
     }
   });
 }
