@@ -44,6 +44,25 @@ describe('tiersync sim on streamed traces and --mrc', () => {
     expect(fs.readFileSync(path.join(out, 'report.html'), 'utf8')).toContain('data-chart="mrc"');
   });
 
+  it('--mrc prints and writes the bounds beside the curves (text and mrc.csv, as --json and the report)', async () => {
+    const out = path.join(tmp, 'mrc-bound');
+    const text = await run(['--trace', file, '--mrc', '--policy', 'lru,opt', '--objects', '100,1000', '--out', out, '--quiet']);
+    const opt = [100, 1000].map((capacity) => runExact(loaded, { policy: 'opt', unit: 'objects', capacity }));
+    const ratios = opt.map((r) => r.misses / r.requests);
+    expect(text).toContain(['opt (offline bound, full replay)', `           100 ${ratios[0]!.toFixed(4)}`, `          1000 ${ratios[1]!.toFixed(4)}`].join('\n'));
+    const csv = fs.readFileSync(path.join(out, 'mrc.csv'), 'utf8').trim().split('\n');
+    expect(csv.slice(-2)).toEqual([`opt,bound,1,objects,100,${ratios[0]}`, `opt,bound,1,objects,1000,${ratios[1]}`]);
+  });
+
+  it('--lru-sample-rate below 1 labels distinct and footprint as estimates (text, --json)', async () => {
+    const sampled = await run(['--trace', file, '--mrc', '--lru-sample-rate', '0.5', '--mrc-points', '4', '--quiet']);
+    expect(sampled.split('\n')[0]).toMatch(/^30000 requests, ~\d+ distinct, footprint ~\d+ \(estimated from the LRU sample at rate 0\.5\)$/);
+    expect(JSON.parse(await run(['--trace', file, '--mrc', '--lru-sample-rate', '0.5', '--mrc-points', '4', '--quiet', '--json'])).mrc.estimated).toBe(true);
+    const exact = await run(['--trace', file, '--mrc', '--mrc-points', '4', '--quiet']);
+    expect(exact.split('\n')[0]).toBe('30000 requests, 4001 distinct, footprint 4001');
+    expect(JSON.parse(await run(['--trace', file, '--mrc', '--mrc-points', '4', '--quiet', '--json'])).mrc.estimated).toBe(false);
+  });
+
   it('refuses MRC options that do not fit', () => {
     expect(() => planSim(['--trace', file, '--objects', '10', '--sample-rate', '0.1'])).toThrow(/--sample-rate goes with --mrc/);
     expect(() => planSim(['--trace', file, '--mrc', '--sample-rate', '2'])).toThrow(/--sample-rate must be in \(0, 1\]/);

@@ -14,12 +14,13 @@ import {
   accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, isOracle, isChainAware, refuseLiveOracle, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
   type ExactJob, type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
-  chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult, isObjectSource, streamObjects,
+  chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult, isObjectSource, streamObjects, capacityRefusal,
 } from '../sim/index.js';
-import type { Command } from './command.js';
+import { UsageError, type Command } from './command.js';
 import { loadReplayConfig } from './replay-config.js';
 
-const invalid = (message: string): TierSyncError => new TierSyncError(message, 'ERR_INVALID_ARGUMENT');
+/** Every check of this file is of the command line: exit code 2, with the usage. */
+const invalid = (message: string): TierSyncError => new UsageError(message);
 
 const usage = `Usage: tiersync sim (--trace FILE [--format F] | --workload multi-round-qa) [options]
        tiersync sim --config FILE [--trace FILE] [--requests N] [--policy LIST] [--model NAME ...] [--json]
@@ -51,6 +52,8 @@ Exact mode (no --model):
   --policy LIST          comma-separated: lru,fifo,clock,lfu,arc,s3fifo,sieve or registered names (default lru)
   --capacity LIST        byte capacities, e.g. 128MiB,256MiB; inf = unbounded
   --objects LIST         object-count capacities, e.g. 1000,2000; inf = unbounded
+                         (each value once; a point a policy refuses, e.g. S3-FIFO at 1 object, is left out
+                         and listed under the table, or as "skipped" with --json)
   --page-bytes SIZE      bytes per page of request traces in byte mode (default: the --model page, else 64MiB)
   --no-bound             leave out the offline bound (opt in objects mode, opt-size in bytes), which every exact
                          sweep otherwise runs beside the policies
@@ -83,7 +86,8 @@ Tiered mode (--model):
   --load-all             load every found page even when recompute is faster
 
 Output:
-  --json                 print {"results":[...]} on stdout (progress goes to stderr)
+  --json                 print {"results":[...]} on stdout (progress goes to stderr), with "skipped":[...] when
+                         a policy refused a capacity
   --out DIR              write results.json, results.csv and report.html there (created before the run:
                          a path that cannot be a folder fails at once, ERR_IO)
   --threads N            worker threads (default: one per core; 1 = no workers)
@@ -115,6 +119,16 @@ function num(text: string | undefined, name: string): number | undefined {
   return n;
 }
 
+/** A policy x capacity point of an exact sweep that the policy refuses (e.g. S3-FIFO at 1 object): left out. */
+export interface SkippedPoint {
+  policy: string;
+  unit: 'objects' | 'bytes';
+  /** Objects or bytes, as `unit` says. */
+  capacity: number;
+  /** The policy's own message. */
+  reason: string;
+}
+
 /** Parsed command line of `tiersync sim`, exposed for tests. */
 export interface SimPlan {
   source: TraceSource;
@@ -122,13 +136,88 @@ export interface SimPlan {
   mode: 'exact' | 'tiered' | 'planned';
   /** Set by `--mrc`: the curves to draw (the jobs are then the bounds' points only). */
   mrc?: MrcPlan;
+  /** Exact mode: the points the policies refuse, left out of `jobs` (reported beside the results). */
+  skipped?: SkippedPoint[];
+}
+
+/** Options of the multi-round QA generator, of trace files, of Azure traces, of tiered mode and of exact mode. */
+const WORKLOAD_FLAGS = ['users', 'rounds', 'qps', 'system-tokens', 'history-tokens', 'question-tokens', 'answer-tokens'] as const;
+const FILE_FLAGS = ['format', 'seed', 'follow-up', 'system-prompts', 'system-prompt-tokens'] as const;
+const AZURE_FLAGS = ['seed', 'follow-up', 'system-prompts', 'system-prompt-tokens'] as const;
+const TIERED_FLAGS = ['accelerator', 'chips', 'mfu', 'hbm', 'host', 'storage', 'no-layerwise', 'load-all'] as const;
+const EXACT_FLAGS = ['capacity', 'objects', 'page-bytes', 'no-bound'] as const;
+
+type Values = Record<string, string | boolean | undefined>;
+
+/** Refuses the first of `flags` that is given: it would be ignored, so the user asked for something else. */
+function refuseGiven(values: Values, flags: readonly string[], why: string): void {
+  for (const flag of flags) if (values[flag] !== undefined) throw invalid(`--${flag} ${why}`);
 }
 
 /**
- * Turns `tiersync sim` arguments into a trace source and a job list.
- * @throws TierSyncError ERR_INVALID_ARGUMENT for a bad or missing option; TypeError (ERR_PARSE_ARGS_*) for an unknown one
+ * Errors of the files a plan reads (the `--config` hierarchy): not the command line's, so they keep their own
+ * class and exit code, whatever their code.
  */
-export function planSim(args: string[]): { plan: SimPlan; values: Record<string, string | boolean | undefined> } {
+const fileErrors = new WeakSet<object>();
+
+function readingFiles<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (e) {
+    if (typeof e === 'object' && e !== null) fileErrors.add(e);
+    throw e;
+  }
+}
+
+/**
+ * Turns `tiersync sim` arguments into a trace source and a job list. Reads no trace; reads the `--config` file.
+ * @throws UsageError (a TierSyncError, ERR_INVALID_ARGUMENT; exit code 2) for a bad, missing or conflicting option,
+ * TypeError (ERR_PARSE_ARGS_*) for an unknown one; the config loader's errors as they are
+ */
+export function planSim(args: string[]): { plan: SimPlan; values: Values } {
+  try {
+    return planArgs(args);
+  } catch (e) {
+    // Option values checked by the simulator's library (sizes, counts, formats, policies, presets) come back as
+    // plain ERR_INVALID_ARGUMENT: here they are the command line's mistakes, as this file's own checks are.
+    if (e instanceof TierSyncError && e.code === 'ERR_INVALID_ARGUMENT' && !(e instanceof UsageError) && !fileErrors.has(e)) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
+/**
+ * A capacity list (`--objects`, `--capacity`, `--host`): at least one value, none twice. A repeat is refused
+ * rather than dropped: `1GiB,1024MiB` is more likely a typo than a wish for one point.
+ */
+function capacityList(text: string, flag: string, parse: (item: string, name: string) => number): number[] {
+  const items = parseList(text);
+  if (items.length === 0) throw invalid(`--${flag} needs at least one value`);
+  const seen = new Map<number, string>();
+  return items.map((item) => {
+    const value = parse(item, `--${flag}`);
+    const before = seen.get(value);
+    if (before !== undefined) throw invalid(`--${flag} lists the same capacity twice ('${before}' and '${item}')`);
+    seen.set(value, item);
+    return value;
+  });
+}
+
+/** Exact jobs of each policy at each capacity, leaving out (and naming) the points a policy refuses. */
+function exactJobs(policies: readonly string[], caps: readonly number[], unit: 'objects' | 'bytes', pageBytes: number): { jobs: SweepJob[]; skipped: SkippedPoint[] } {
+  const jobs: SweepJob[] = [];
+  const skipped: SkippedPoint[] = [];
+  for (const policy of policies) {
+    for (const capacity of caps) {
+      const reason = capacityRefusal(policy, capacity, unit);
+      if (reason === undefined) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
+      else skipped.push({ policy, unit, capacity, reason });
+    }
+  }
+  if (jobs.length === 0) throw invalid(`no policy takes any of these capacities: ${skipped.map((k) => `${k.policy} at ${k.capacity}: ${k.reason}`).join('; ')}`);
+  return { jobs, skipped };
+}
+
+function planArgs(args: string[]): { plan: SimPlan; values: Values } {
   const { values } = parseArgs({
     args,
     options: {
@@ -146,10 +235,12 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
   });
   const requests = int(values.requests, '--requests', 1);
   const blockTokens = int(values['block-tokens'], '--block-tokens', 1);
+  int(values.threads, '--threads', 1);
   let source: TraceSource;
   if (values.workload !== undefined) {
     if (values.workload !== 'multi-round-qa') throw invalid(`--workload must be multi-round-qa, got '${values.workload}'`);
     if (values.trace !== undefined) throw invalid('give either --trace or --workload, not both');
+    refuseGiven(values, FILE_FLAGS, 'does not go with --workload: the workload is generated, no file is read');
     const options = {
       users: int(values.users, '--users', 1), rounds: int(values.rounds, '--rounds', 1), qps: num(values.qps, '--qps'),
       systemPromptTokens: int(values['system-tokens'], '--system-tokens'), historyTokens: int(values['history-tokens'], '--history-tokens'),
@@ -158,8 +249,11 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
     source = { generator: 'multi-round-qa', options: Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
   } else {
     if (values.trace === undefined && values.config === undefined) throw invalid('--trace FILE (or --workload multi-round-qa) is required');
+    refuseGiven(values, WORKLOAD_FLAGS, 'goes with --workload multi-round-qa');
     const file = values.trace ?? bundledTrace();
     const format = values.format !== undefined ? checkFormat(values.format) : guessFormat(file);
+    if (format !== 'azure') refuseGiven(values, AZURE_FLAGS, `goes with Azure traces (--format azure); this trace reads as ${format}`);
+    if (format === 'oracleGeneral' || format === 'csv') refuseGiven(values, ['block-tokens'], `goes with request traces; a ${format} trace has objects, not pages`);
     const azure = {
       seed: int(values.seed, '--seed'), followUpProbability: num(values['follow-up'], '--follow-up'),
       systemPrompts: int(values['system-prompts'], '--system-prompts', 1), systemPromptTokens: int(values['system-prompt-tokens'], '--system-prompt-tokens'),
@@ -178,23 +272,24 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
   if (values.mrc) return { plan: planMrc(values, source, policies, blockTokens), values };
   for (const flag of ['sample-rate', 'lru-sample-rate', 'mrc-points', 'shards-adj'] as const) if (values[flag] !== undefined) throw invalid(`--${flag} goes with --mrc`);
   if (values.model === undefined) {
-    if ((values.capacity === undefined) === (values.objects === undefined)) throw invalid('exact mode needs exactly one of --capacity LIST (bytes) or --objects LIST');
+    refuseGiven(values, TIERED_FLAGS, 'goes with --model (tiered mode)');
+    if ((values.capacity === undefined) === (values.objects === undefined)) throw invalid('exact mode needs exactly one of --capacity LIST (bytes) or --objects LIST (tiered mode: --model NAME)');
     const unit = values.capacity !== undefined ? 'bytes' : 'objects';
-    const caps = unit === 'bytes' ? parseList(values.capacity!).map((c) => parseSize(c, '--capacity')) : parseList(values.objects!).map((c) => parseCount(c, '--objects'));
-    if (caps.length === 0) throw invalid(`--${unit === 'bytes' ? 'capacity' : 'objects'} needs at least one value`);
+    const caps = unit === 'bytes' ? capacityList(values.capacity!, 'capacity', parseSize) : capacityList(values.objects!, 'objects', parseCount);
     for (const c of caps) if (c < 1) throw invalid(`capacities must be at least 1, got ${c}`);
     const pageBytes = values['page-bytes'] !== undefined ? parseSize(values['page-bytes'], '--page-bytes') : (blockTokens ?? 512) * kvBytesPerToken(modelPreset('llama-3-8b'));
     // The offline bound (opt / opt-size) runs beside the chosen policies, so every table and report shows it.
-    for (const policy of values['no-bound'] ? policies : withBound(policies, unit)) for (const capacity of caps) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
-    return { plan: { source, jobs, mode: 'exact' }, values };
+    const planned = exactJobs(values['no-bound'] ? policies : withBound(policies, unit), caps, unit, pageBytes);
+    return { plan: { source, jobs: planned.jobs, mode: 'exact', ...(planned.skipped.length ? { skipped: planned.skipped } : {}) }, values };
   }
+  refuseGiven(values, EXACT_FLAGS, 'goes with exact mode (without --model): tiered mode sweeps --host');
   // Refused before the trace loads (the planner would refuse it too, in a worker, after the load).
   for (const policy of policies) refuseLiveOracle(policy);
   modelPreset(values.model);
   const acc = values.accelerator ?? 'tpu-v7x';
   acceleratorPreset(acc);
   const hbm: TierConfig = { name: 'hbm', capacityBytes: values.hbm !== undefined ? parseSize(values.hbm, '--hbm') : -1, readBytesPerSec: 0, writeBytesPerSec: 0, latencySec: 0, parallelism: 1 };
-  const hosts = parseList(values.host ?? '0').map((h) => parseSize(h, '--host'));
+  const hosts = capacityList(values.host ?? '0', 'host', parseSize);
   const lower: TierConfig[] = parseList(values.storage ?? '').map((s) => {
     const [name, size] = s.split(':');
     if (!name || !size) throw invalid(`--storage items look like PRESET:SIZE (e.g. local-nvme:4TiB), got '${s}'`);
@@ -221,10 +316,12 @@ export function planSim(args: string[]): { plan: SimPlan; values: Record<string,
 /** `--mrc`: the curves, plus full exact jobs for the bounds at the given capacities. */
 function planMrc(values: Record<string, string | boolean | undefined>, source: TraceSource, policies: string[], blockTokens: number | undefined): SimPlan {
   if (values.model !== undefined || values.config !== undefined) throw invalid('--mrc goes with exact mode (no --model, no --config)');
+  refuseGiven(values, TIERED_FLAGS, 'goes with --model (tiered mode), not with --mrc');
+  refuseGiven(values, ['no-bound'], 'does not go with --mrc: the curves draw a bound only when --policy names opt or opt-size');
   if (values.capacity !== undefined && values.objects !== undefined) throw invalid('--mrc takes at most one of --capacity LIST (bytes) or --objects LIST');
   const unit = values.capacity !== undefined ? 'bytes' : 'objects';
   const list = (values.capacity ?? values.objects) as string | undefined;
-  const capacities = list === undefined ? undefined : parseList(list).map((c) => (unit === 'bytes' ? parseSize(c, '--capacity') : parseCount(c, '--objects')));
+  const capacities = list === undefined ? undefined : capacityList(list, unit === 'bytes' ? 'capacity' : 'objects', unit === 'bytes' ? parseSize : parseCount);
   for (const c of capacities ?? []) if (!(c >= 1) || !Number.isFinite(c)) throw invalid(`--mrc capacities must be finite and at least 1, got ${c}`);
   const rate = (flag: string, dflt: number) => {
     const v = num(values[flag] as string | undefined, `--${flag}`) ?? dflt;
@@ -241,11 +338,12 @@ function planMrc(values: Record<string, string | boolean | undefined>, source: T
   const chained = curves.find(isChainAware);
   if (chained !== undefined) throw invalid(`--mrc cannot run '${chained}': sampling drops the page chains a prefix- wrapper needs; run it in exact mode (without --mrc)`);
   if (bounds.length > 0 && capacities === undefined) throw invalid('--mrc with opt/opt-size needs the capacities (--objects or --capacity): the bound is simulated at each');
-  const jobs: SweepJob[] = bounds.flatMap((policy) => capacities!.map((capacity) => ({ kind: 'exact' as const, job: { policy, unit, capacity, pageBytes } })));
+  const planned = bounds.length > 0 ? exactJobs(bounds, capacities!, unit, pageBytes) : { jobs: [], skipped: [] };
   return {
     source,
-    jobs,
+    jobs: planned.jobs,
     mode: 'exact',
+    ...(planned.skipped.length ? { skipped: planned.skipped } : {}),
     mrc: {
       policies: curves, unit, ...(capacities ? { capacities } : {}), pageBytes,
       sampleRate: rate('sample-rate', 0.01), lruSampleRate: rate('lru-sample-rate', 1),
@@ -255,13 +353,37 @@ function planMrc(values: Record<string, string | boolean | undefined>, source: T
   };
 }
 
-function mrcTable(m: MrcResult): string {
-  const lines = [`${m.requests} requests, ${m.distinct} distinct, footprint ${m.unit === 'bytes' ? formatSize(m.footprint) : m.footprint}`];
+/** A capacity as the tables print it: a size in bytes mode, a count in objects mode, `inf` when unbounded. */
+function capacityText(unit: 'objects' | 'bytes', capacity: number): string {
+  return unit === 'bytes' ? formatSize(capacity) : Number.isFinite(capacity) ? String(capacity) : 'inf';
+}
+
+/** The points an exact sweep left out, under its table. */
+function skippedLines(skipped: readonly SkippedPoint[] | undefined): string[] {
+  if (!skipped?.length) return [];
+  return ['left out (the policy refuses the capacity):', ...skipped.map((k) => `  ${k.policy.padEnd(8)} ${capacityText(k.unit, k.capacity).padStart(12)}  ${k.reason}`)];
+}
+
+function mrcTable(m: MrcResult, bounds: readonly ExactResult[], skipped: readonly SkippedPoint[] | undefined): string {
+  // From a sampled LRU pass the trace's distinct keys and footprint are scaled up from the sample: estimates.
+  const about = m.estimated ? '~' : '';
+  const footprint = m.unit === 'bytes' ? formatSize(m.footprint) : String(Math.round(m.footprint));
+  const lruRate = m.curves.find((c) => c.policy === 'lru')?.sampleRate;
+  const lines = [`${m.requests} requests, ${about}${m.distinct} distinct, footprint ${about}${footprint}${m.estimated ? ` (estimated from the LRU sample${lruRate !== undefined ? ` at rate ${lruRate}` : ''})` : ''}`];
   for (const c of m.curves) {
     lines.push(`${c.policy} (${c.method}, rate ${c.sampleRate}, ${c.sampledRequests} sampled requests)`);
-    for (const p of c.points) lines.push(`  ${String(m.unit === 'bytes' ? formatSize(p.capacity) : p.capacity).padStart(12)} ${p.missRatio.toFixed(4)}`);
-    for (const s of c.skipped ?? []) lines.push(`  ${String(s.capacity).padStart(12)} left out: ${s.reason}`);
+    for (const p of c.points) lines.push(`  ${capacityText(m.unit, p.capacity).padStart(12)} ${p.missRatio.toFixed(4)}`);
+    for (const s of c.skipped ?? []) lines.push(`  ${capacityText(m.unit, s.capacity).padStart(12)} left out: ${s.reason}`);
   }
+  // The offline bounds (opt / opt-size when --policy names them), replayed in full at each capacity.
+  for (const policy of [...new Set(bounds.map((b) => b.policy))]) {
+    lines.push(`${policy} (offline bound, full replay)`);
+    for (const b of bounds.filter((r) => r.policy === policy)) {
+      const capacity = m.unit === 'bytes' ? b.capacityBytes : b.capacityObjects;
+      lines.push(`  ${(capacity === null ? 'inf' : capacityText(m.unit, capacity)).padStart(12)} ${(b.requests ? b.misses / b.requests : 0).toFixed(4)}`);
+    }
+  }
+  lines.push(...skippedLines(skipped));
   return lines.join('\n');
 }
 
@@ -273,15 +395,17 @@ function planConfigured(values: Record<string, string | boolean | undefined>, so
   for (const flag of ['capacity', 'objects', 'page-bytes', 'hbm', 'host', 'storage']) {
     if (values[flag] !== undefined) throw invalid(`--${flag} does not go with --config: the config's tier URLs give the capacities`);
   }
+  refuseGiven(values, ['no-bound'], 'goes with exact mode (--objects or --capacity, without --config)');
+  if (values.model === undefined) refuseGiven(values, TIERED_FLAGS, 'goes with --model (the TTFT model over the config\'s tiers)');
   // A scratch folder for '{tmp}': the simulator opens nothing, the path only has to be well formed.
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'tiersync-sim-'));
   let config;
   try {
-    config = loadReplayConfig(values.config as string, scratch);
+    config = readingFiles(() => loadReplayConfig(values.config as string, scratch));
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
-  const hierarchy = simHierarchy(config);
+  const hierarchy = readingFiles(() => simHierarchy(config));
   const policies = values.policy !== undefined ? checkPolicies(parseList(values.policy as string)) : [undefined];
   // The planner runs every --policy here: an oracle is refused before the trace loads (the config loader refuses
   // one in the file's own tiers).
@@ -328,12 +452,12 @@ function plannedTable(results: PlannedResult[]): string {
   return lines.join('\n');
 }
 
-function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | TieredResult>): string {
+function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | TieredResult>, skipped?: readonly SkippedPoint[]): string {
   if (mode === 'exact') {
     const rows = (results as ExactResult[]).map((r) =>
       `${r.policy.padEnd(8)} ${String(r.capacityBytes !== null ? formatSize(r.capacityBytes) : r.capacityObjects ?? 'inf').padStart(12)} ${String(r.requests).padStart(10)} ${String(r.misses).padStart(10)} ${(r.requests ? r.misses / r.requests : 0).toFixed(4).padStart(8)}${r.prefixPageHitRatio !== undefined ? ` ${r.prefixPageHitRatio.toFixed(4).padStart(8)}` : ''}`,
     );
-    return [`policy   ${'capacity'.padStart(12)} ${'requests'.padStart(10)} ${'misses'.padStart(10)} ${'miss'.padStart(8)} ${'prefix'.padStart(8)}`, ...rows].join('\n');
+    return [`policy   ${'capacity'.padStart(12)} ${'requests'.padStart(10)} ${'misses'.padStart(10)} ${'miss'.padStart(8)} ${'prefix'.padStart(8)}`, ...rows, ...skippedLines(skipped)].join('\n');
   }
   return (results as TieredResult[])
     .map((r) => `${r.label}: page hit ${(r.pageHitRatio * 100).toFixed(1)}%, token hit ${(r.tokenHitRatio * 100).toFixed(1)}%, TTFT p50/p90/p99 ${r.ttft.p50.toFixed(3)}/${r.ttft.p90.toFixed(3)}/${r.ttft.p99.toFixed(3)} s vs no cache ${r.noCacheTtft.p50.toFixed(3)}/${r.noCacheTtft.p90.toFixed(3)}/${r.noCacheTtft.p99.toFixed(3)} s (mean -${(r.ttftReductionMean * 100).toFixed(1)}%)`)
@@ -368,18 +492,24 @@ async function runMrc(plan: SimPlan, mrc: MrcPlan, values: Record<string, string
   });
   const progress = values.quiet || plan.jobs.length === 0 ? silentProgress : progressBar(plan.jobs.length);
   const bounds = plan.jobs.length > 0 ? ((await runJobs(plan, undefined, progress)) as ExactResult[]) : [];
+  const json = JSON.stringify({ mrc: curves, bounds, ...(plan.skipped ? { skipped: plan.skipped } : {}) });
   if (typeof values.out === 'string') {
-    fs.writeFileSync(path.join(values.out, 'mrc.json'), `${JSON.stringify({ mrc: curves, bounds })}\n`);
-    fs.writeFileSync(path.join(values.out, 'mrc.csv'), mrcCsv(curves));
+    fs.writeFileSync(path.join(values.out, 'mrc.json'), `${json}\n`);
+    fs.writeFileSync(path.join(values.out, 'mrc.csv'), mrcCsv(curves, bounds));
     const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;
     fs.writeFileSync(
       path.join(values.out, 'report.html'),
-      renderHtml({ title: 'tiersync sim: miss-ratio curves', notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`], mrc: curves, ...(bounds.length ? { exact: bounds } : {}) }),
+      renderHtml({ title: 'tiersync sim: miss-ratio curves', notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`, ...skippedNotes(plan.skipped)], mrc: curves, ...(bounds.length ? { exact: bounds } : {}) }),
     );
     if (!values.json) console.log(`wrote ${path.join(values.out, 'mrc.json')}, mrc.csv, report.html`);
   }
-  console.log(values.json ? JSON.stringify({ mrc: curves, bounds }) : mrcTable(curves));
+  console.log(values.json ? json : mrcTable(curves, bounds, plan.skipped));
   return 0;
+}
+
+/** The left-out points as notes of the HTML report. */
+function skippedNotes(skipped: readonly SkippedPoint[] | undefined): string[] {
+  return (skipped ?? []).map((k) => `left out: ${k.policy} at ${capacityText(k.unit, k.capacity)}${k.unit === 'objects' ? ' objects' : ''} (${k.reason})`);
 }
 
 /**
@@ -416,21 +546,22 @@ export const simCommand: Command = {
       return 0;
     }
     const shown = results as Array<ExactResult | TieredResult>;
+    const json = JSON.stringify({ results, ...(plan.skipped ? { skipped: plan.skipped } : {}) });
     if (typeof values.out === 'string') {
-      fs.writeFileSync(path.join(values.out, 'results.json'), `${JSON.stringify({ results })}\n`);
+      fs.writeFileSync(path.join(values.out, 'results.json'), `${json}\n`);
       fs.writeFileSync(path.join(values.out, 'results.csv'), plan.mode === 'exact' ? exactCsv(shown as ExactResult[]) : tieredCsv(shown as TieredResult[]));
       const traceName = 'file' in plan.source ? `${plan.source.file} (${plan.source.format})` : `generated ${plan.source.generator}`;
       fs.writeFileSync(
         path.join(values.out, 'report.html'),
         renderHtml({
           title: `tiersync sim: ${plan.mode} mode`,
-          notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`],
+          notes: [`trace: ${traceName}`, `command: tiersync sim ${args.join(' ')}`, ...skippedNotes(plan.skipped)],
           ...(plan.mode === 'exact' ? { exact: shown as ExactResult[] } : { tiered: shown as TieredResult[] }),
         }),
       );
       if (!values.json) console.log(`wrote ${path.join(values.out, 'results.json')}, results.csv, report.html`);
     }
-    console.log(values.json ? JSON.stringify({ results }) : textTable(plan.mode, shown));
+    console.log(values.json ? json : textTable(plan.mode, shown, plan.skipped));
     // A tiered run over a config ends with its counters too (the planner's moves), as demo and planned runs do.
     if (values.json && values.config !== undefined) console.log(countersLine((shown[0] as TieredResult).counters));
     return 0;

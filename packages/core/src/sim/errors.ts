@@ -5,9 +5,9 @@
  */
 import { TierSyncError } from '@tiersync/native/errors';
 
-/** A bad option or argument. */
-export function invalid(message: string): TierSyncError {
-  return new TierSyncError(message, 'ERR_INVALID_ARGUMENT');
+/** A bad option or argument; `cause` is the refusal it reports, when there is one. */
+export function invalid(message: string, cause?: unknown): TierSyncError {
+  return new TierSyncError(message, 'ERR_INVALID_ARGUMENT', cause === undefined ? {} : { cause });
 }
 
 /** An inconsistent model / tier configuration. */

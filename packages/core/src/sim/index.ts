@@ -21,7 +21,7 @@ export { progressBar, silentProgress, type Progress } from './progress.js';
 export { renderHtml, type ReportInput } from './report/html.js';
 export { exactCsv, tieredCsv } from './report/csv.js';
 export { parseSize, parseBytes, parseCount, parseList, formatSize, round } from './units.js';
-export { makePolicy, checkPolicies, boundPolicy, isOracle, isChainAware, refuseLiveOracle, checkTierPolicy, withBound, UNBOUNDED, type MakePolicyOptions } from './policies.js';
+export { makePolicy, capacityRefusal, checkPolicies, boundPolicy, isOracle, isChainAware, refuseLiveOracle, checkTierPolicy, withBound, UNBOUNDED, type MakePolicyOptions } from './policies.js';
 export { bundledTrace } from './trace/bundled.js';
 export { emptyCounters, countersLine, counterDifferences, type ReplayCounters, type TierCounters } from './counters.js';
 export { simHierarchy, configLayout, UNLIMITED_PAGES, type SimHierarchy, type SimTier } from './hierarchy.js';

@@ -29,7 +29,23 @@ export function makePolicy(name: string, capacity: number, unit: CapacityUnit, o
     const dense = options.denseKeyBound;
     return createPolicy<number>(name, dense === undefined ? { capacity: cap, unit } : { capacity: cap, unit, denseKeys: { bound: dense } });
   } catch (e) {
-    throw invalid(`policy ${name} with capacity ${capacity} ${unit}: ${(e as Error).message}`);
+    throw invalid(`policy ${name} with capacity ${capacity} ${unit}: ${(e as Error).message}`, e);
+  }
+}
+
+/**
+ * Why policy `name` (a known one) refuses `capacity` units, or undefined when it takes them: the policy's own
+ * message (e.g. S3-FIFO below 2 objects), found by building it once. Building is cheap whatever the capacity (the
+ * slot tables grow as keys arrive), so a sweep asks before it runs and leaves the refused points out instead of
+ * failing whole, as `--mrc` does.
+ */
+export function capacityRefusal(name: string, capacity: number, unit: CapacityUnit): string | undefined {
+  try {
+    makePolicy(name, capacity, unit);
+    return undefined;
+  } catch (e) {
+    const cause = (e as Error).cause;
+    return cause instanceof Error ? cause.message : (e as Error).message;
   }
 }
 

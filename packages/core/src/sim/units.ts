@@ -22,15 +22,21 @@ export function parseSize(text: string, name: string): number {
 }
 
 /**
- * Parses an object count: `1000`, `10k`, `2M` (powers of 1000) or `inf`.
+ * Parses an object count: `1000`, `10k`, `1.5M` (powers of 1000) or `inf`. A count is a whole number: `1.5` or
+ * `1.0005k` is refused, not rounded.
  * @throws TierSyncError ERR_INVALID_ARGUMENT naming `name`
  */
 export function parseCount(text: string, name: string): number {
   const t = text.trim();
   if (t === 'inf' || t === 'infinity' || t === 'unbounded') return Infinity;
-  const m = /^(\d+(?:\.\d+)?)([kMG])?$/.exec(t);
+  const m = /^(\d+)(?:\.(\d+))?([kMG])?$/.exec(t);
   if (!m) throw invalid(`${name}: expected a count like 1000, 10k, 2M or inf, got '${text}'`);
-  const n = Math.round(Number(m[1]) * ({ k: 1e3, M: 1e6, G: 1e9 }[m[2] ?? ''] ?? 1));
+  // Whole when the fraction has no more digits than the suffix has zeros (trailing zeros aside): decided on the
+  // digits, since 1.1 * 1000 is not exactly 1100 in binary floating point.
+  const zeros = { k: 3, M: 6, G: 9 }[m[3] ?? ''] ?? 0;
+  const fraction = (m[2] ?? '').replace(/0+$/, '');
+  if (fraction.length > zeros) throw invalid(`${name}: a count is a whole number of objects, got '${text}'`);
+  const n = Number(m[1] + fraction.padEnd(zeros, '0'));
   if (!Number.isSafeInteger(n)) throw invalid(`${name}: ${text} is too large`);
   return n;
 }

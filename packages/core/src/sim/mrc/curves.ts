@@ -9,6 +9,7 @@
  */
 import type { CapacityUnit, EvictionPolicy } from '@tiersync/policy';
 import { invalid } from '../errors.js';
+import type { ExactResult } from '../exact.js';
 import { makePolicy } from '../policies.js';
 import { DistanceHistogram } from './histogram.js';
 import { inSample, shardsThreshold } from './shards.js';
@@ -73,6 +74,11 @@ export interface MrcResult {
   distinct: number;
   /** Sum of the distinct keys' (last) sizes: objects or bytes. */
   footprint: number;
+  /**
+   * Whether `distinct` and `footprint` are estimates: scaled up by 1/R from the keys of a sampled LRU pass
+   * (`lruSampleRate` < 1); exact counts otherwise.
+   */
+  estimated: boolean;
   curves: MrcCurve[];
 }
 
@@ -173,7 +179,7 @@ export function missRatioCurves(open: () => Iterable<AccessChunk>, options: MrcO
     });
   }
   if (!wantLru && curves.length === 0) throw invalid('MRC needs at least one policy');
-  return { unit, requests, distinct, footprint, curves };
+  return { unit, requests, distinct, footprint, estimated: lruRate < 1, curves };
 }
 
 /** Sampled misses over sampled accesses, or with SHARDS-adj over the accesses the rate promised. */
@@ -241,9 +247,16 @@ function replayChunk(runs: Sampled[], chunk: AccessChunk, threshold: number, rem
   return sampled;
 }
 
-/** Curves as CSV: `policy,method,sampleRate,unit,capacity,missRatio`, one row per point. */
-export function mrcCsv(result: MrcResult): string {
+/**
+ * Curves as CSV: `policy,method,sampleRate,unit,capacity,missRatio`, one row per point; then the offline bounds'
+ * points (`opt` / `opt-size`, replayed in full: method `bound`, rate 1) when `bounds` holds them.
+ */
+export function mrcCsv(result: MrcResult, bounds: readonly ExactResult[] = []): string {
   const rows = ['policy,method,sampleRate,unit,capacity,missRatio'];
   for (const c of result.curves) for (const p of c.points) rows.push(`${c.policy},${c.method},${c.sampleRate},${c.unit},${p.capacity},${p.missRatio}`);
+  for (const b of bounds) {
+    const capacity = result.unit === 'bytes' ? b.capacityBytes : b.capacityObjects;
+    rows.push(`${b.policy},bound,1,${result.unit},${capacity ?? 'inf'},${b.requests ? b.misses / b.requests : 0}`);
+  }
   return rows.join('\n') + '\n';
 }

@@ -6,7 +6,7 @@ import type { ExactResult } from '../exact.js';
 import type { MrcResult } from '../mrc/curves.js';
 import type { TieredResult } from '../tiered.js';
 import { formatSize } from '../units.js';
-import { esc, renderLineChart, type Series } from './svg.js';
+import { DISTINCT_SERIES, esc, renderLineChart, type Series } from './svg.js';
 
 /** What a report shows. */
 export interface ReportInput {
@@ -141,10 +141,12 @@ function tieredSection(results: readonly TieredResult[]): string {
     xFormat: formatSize,
     ...tickOpt,
   });
-  const shown = results.slice(0, 8);
+  // Every run while each can have a style of its own (one is the no-cache line); past that the first ones, and
+  // the title says so (the table below lists every run).
+  const shown = results.slice(0, DISTINCT_SERIES - 1);
   html += renderLineChart({
     id: 'ttft-cdf',
-    title: 'TTFT distribution (CDF)',
+    title: `TTFT distribution (CDF)${shown.length < results.length ? `: first ${shown.length} of ${results.length} runs (all in the table)` : ''}`,
     xLabel: 'TTFT (s)',
     yLabel: 'fraction of requests',
     series: [
@@ -196,7 +198,9 @@ function mrcSection(mrc: MrcResult, exact: readonly ExactResult[] | undefined): 
   const caps = mrc.curves.flatMap((c) => c.points.map((p) => p.capacity));
   const xLog = caps.length > 0 && Math.max(...caps) / Math.min(...caps) > 10;
   let html = '<h2>Miss-ratio curves</h2>';
-  html += `<p>${mrc.requests} requests, ${mrc.distinct} distinct, footprint ${objects ? `${mrc.footprint} objects` : formatSize(mrc.footprint)}.</p>`;
+  const about = mrc.estimated ? '~' : '';
+  const footprint = objects ? `${Math.round(mrc.footprint)} objects` : formatSize(mrc.footprint);
+  html += `<p>${mrc.requests} requests, ${about}${mrc.distinct} distinct, footprint ${about}${footprint}${mrc.estimated ? ' (estimates, scaled up from the sampled LRU pass)' : ''}.</p>`;
   html += renderLineChart({ id: 'mrc', title: 'Miss-ratio curves', xLabel: objects ? 'capacity (objects)' : 'capacity (bytes)', yLabel: 'miss ratio', series, xLog, xFormat: objects ? (v) => String(Math.round(v)) : formatSize, yFormat: (v) => v.toFixed(2) });
   const skipped = mrc.curves.flatMap((c) => (c.skipped ?? []).map((s) => [c.policy, objects ? String(s.capacity) : formatSize(s.capacity), s.reason]));
   html += table(['policy', 'method', 'sample rate', 'sampled requests', 'points'], mrc.curves.map((c) => [c.policy, c.method, String(c.sampleRate), String(c.sampledRequests), String(c.points.length)]));

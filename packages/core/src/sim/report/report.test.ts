@@ -138,4 +138,38 @@ describe('reports', () => {
     const long = renderLineChart({ id: 'long', title: 't', xLabel: 'x', yLabel: 'y', series: Array.from({ length: 9 }, (_, i) => ({ name: `policy-${i} ${'with a very long description of its settings '.repeat(2)}`, points: [[1, 1], [2, 2]] as Array<[number, number]> })) });
     expect(measure(`<!DOCTYPE html><html><body>${long}</body></html>`).long!.outside).toEqual([]);
   }, 120_000);
+
+  it('an exact sweep up to 100000 objects keeps its last x tick inside the chart (headless Chromium)', () => {
+    requireTools(['chromium']);
+    // The sweep a tester drew: the last tick ("100000") sits 16 units from the right edge and was cut off there.
+    const sweep = ['lru', 'fifo'].flatMap((policy) => [10, 1000, 100_000].map((capacity) => ({ ...runExact(qa, { policy, unit: 'objects', capacity }) })));
+    const charts = measure(renderHtml({ title: 'wide sweep', notes: [], exact: sweep }));
+    expect(charts['miss-ratio']!.xTicks).toEqual(['10', '1000', '100000']);
+    for (const [id, c] of Object.entries(charts)) expect(c.outside, `${id}: text outside the chart`).toEqual([]);
+  }, 120_000);
+
+  it('every series of a chart is drawn in a style of its own, past the 10 colours', () => {
+    const series = Array.from({ length: 24 }, (_, i) => ({ name: `p${i}`, dashed: i % 5 === 4, points: [[1, i], [2, i + 1]] as Array<[number, number]> }));
+    const svg = renderLineChart({ id: 'many', title: 't', xLabel: 'x', yLabel: 'y', series });
+    const style = (tag: string) => [...svg.matchAll(new RegExp(`<${tag}[^>]*stroke="([^"]+)" stroke-width="2"(?: stroke-dasharray="([^"]+)")?`, 'g'))].map((m) => `${m[1]} ${m[2] ?? 'solid'}`);
+    const lines = style('polyline');
+    expect(lines).toHaveLength(24);
+    expect(new Set(lines).size).toBe(24);
+    // The legend draws each series as the chart does, marker included.
+    const entries = [...svg.matchAll(/<g class="legend-entry"[^>]*>(.*?)<\/g>/g)].map((m) => m[1]!);
+    expect(entries.map((e) => /stroke="([^"]+)" stroke-width="2"(?: stroke-dasharray="([^"]+)")?/.exec(e)!).map((m) => `${m[1]} ${m[2] ?? 'solid'}`)).toEqual(lines);
+    expect(entries.map((e) => /class="marker"/.test(e))).toEqual(Array(24).fill(true));
+    expect(new Set(entries.map((e) => /<(circle|rect|polygon) class="marker"/.exec(e)![1])).size).toBe(3);
+  });
+
+  it('the TTFT CDF draws every run, or says in its title which it left out', () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => ({ ...tiered[i % 2]!, policy: `p${i}`, label: `p${i}` }));
+    const legends = (page: string) => [.../<svg[^>]*data-chart="ttft-cdf".*?<\/svg>/s.exec(page)![0].matchAll(/<g class="legend-entry" data-series="([^"]+)"/g)].map((m) => m[1]);
+    const twelve = renderHtml({ title: 't', notes: [], tiered: many(12) });
+    expect(legends(twelve)).toHaveLength(13); // 12 runs and the no-cache line
+    expect(twelve).toContain('aria-label="TTFT distribution (CDF)"');
+    const sixty = renderHtml({ title: 't', notes: [], tiered: many(60) });
+    expect(legends(sixty)).toHaveLength(40);
+    expect(sixty).toContain('TTFT distribution (CDF): first 39 of 60 runs (all in the table)');
+  });
 });

@@ -3,7 +3,8 @@
  * with `class="chart"` and a `data-chart` name, one `<polyline class="series">` per series, axes with ticks
  * (`class="tick x"` / `"tick y"`), an x-axis label (`class="axis x"`) and a legend (`class="legend"`) laid out
  * below the plot in as many rows as its entries need, so long labels are never cut off; a browser (or a test) can
- * see what was drawn.
+ * see what was drawn. Every series of a chart looks different (up to {@link DISTINCT_SERIES}): once the colours
+ * repeat, the stroke pattern and the point markers change.
  */
 
 /** One line of a chart. */
@@ -35,6 +36,30 @@ export interface LineChart {
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+/**
+ * Stroke patterns, in pairs per round of the colours: [solid series, dashed series] ('' = solid). Series `i` takes
+ * colour `i % 10` and the pair of round `i / 10`, so two series of one colour always differ in pattern (and marker).
+ */
+const PATTERNS = ['', '6 4', '1 3', '6 3 1 3', '10 3 2 3 2 3', '2 6', '4 2 1 2 1 2 1 2', '12 4'];
+const MARKERS = ['circle', 'square', 'triangle', 'diamond'] as const;
+
+/** Series a chart can draw, each in a style of its own; beyond this, styles repeat. */
+export const DISTINCT_SERIES = COLORS.length * (PATTERNS.length / 2);
+
+/** Colour, stroke pattern and marker of series `i`. */
+function seriesStyle(i: number, dashed: boolean): { color: string; dash: string; marker: (typeof MARKERS)[number] } {
+  const round = Math.floor(i / COLORS.length) % (PATTERNS.length / 2);
+  return { color: COLORS[i % COLORS.length]!, dash: PATTERNS[2 * round + (dashed ? 1 : 0)]!, marker: MARKERS[round % MARKERS.length]! };
+}
+
+/** A point marker centred on (x, y). */
+function marker(shape: (typeof MARKERS)[number], x: number, y: number, color: string): string {
+  const at = (dx: number, dy: number) => `${(x + dx).toFixed(1)},${(y + dy).toFixed(1)}`;
+  if (shape === 'circle') return `<circle class="marker" cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="3" fill="${color}"/>`;
+  if (shape === 'square') return `<rect class="marker" x="${(x - 2.7).toFixed(1)}" y="${(y - 2.7).toFixed(1)}" width="5.4" height="5.4" fill="${color}"/>`;
+  const points = shape === 'triangle' ? [at(0, -3.5), at(3.5, 3), at(-3.5, 3)] : [at(0, -4), at(4, 0), at(0, 4), at(-4, 0)];
+  return `<polygon class="marker" points="${points.join(' ')}" fill="${color}"/>`;
+}
 
 /** Escapes text for HTML/SVG. */
 export function esc(text: string): string {
@@ -53,7 +78,7 @@ function niceTicks(lo: number, hi: number, count: number): number[] {
 
 const fmt = (v: number) => (Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(1) : String(Number(v.toPrecision(3))));
 
-/** Legend text metrics (11 px system-ui): an upper bound on the advance of one character. */
+/** Legend and tick text metrics (11 px system-ui): an upper bound on the advance of one character. */
 const LEGEND_CHAR = 6.6;
 const LEGEND_ROW = 18;
 const LEGEND_SWATCH = 28;
@@ -132,26 +157,29 @@ export function renderLineChart(c: LineChart): string {
     : niceTicks(x0, x1, 6);
   const uniqueX = c.xLog && xTicks.length < 2 ? [...new Set(xs)].sort((a, b) => a - b) : xTicks;
   for (const v of uniqueX) {
-    const x = sx(v).toFixed(1);
-    parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${x}" y="${m.t + ph + 16}" text-anchor="middle" class="tick x" font-size="11">${esc(xf(v))}</text>`);
+    const x = sx(v);
+    // Centred under its tick, but moved inward where half its width would leave the chart (the last capacity
+    // sits 16 units from the right edge).
+    const label = xf(v);
+    const half = (label.length * LEGEND_CHAR) / 2;
+    const lx = Math.min(Math.max(x, half + 1), W - half - 1);
+    parts.push(`<line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${m.t + ph}" y2="${m.t + ph + 4}" stroke="#999"/><text x="${lx.toFixed(1)}" y="${m.t + ph + 16}" text-anchor="middle" class="tick x" font-size="11">${esc(label)}</text>`);
   }
   parts.push(`<text x="${m.l + pw / 2}" y="${m.t + ph + 36}" text-anchor="middle" class="axis x" font-size="12">${esc(c.xLabel)}</text>`);
   parts.push(`<text transform="translate(14 ${m.t + ph / 2}) rotate(-90)" text-anchor="middle" class="axis y" font-size="12">${esc(c.yLabel)}</text>`);
   c.series.forEach((s, i) => {
-    const color = COLORS[i % COLORS.length]!;
-    const p = s.points
-      .filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0))
-      .map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`)
-      .join(' ');
-    parts.push(`<polyline class="series" data-series="${esc(s.name)}" points="${p}" fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
-    if (s.points.length <= 24) {
-      for (const [x, y] of s.points) if (Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0)) parts.push(`<circle cx="${sx(x).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="3" fill="${color}"/>`);
-    }
+    const { color, dash, marker: shape } = seriesStyle(i, s.dashed === true);
+    const stroke = `stroke="${color}" stroke-width="2"${dash ? ` stroke-dasharray="${dash}"` : ''}`;
+    const shown = s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!c.xLog || x > 0));
+    const p = shown.map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(' ');
+    parts.push(`<polyline class="series" data-series="${esc(s.name)}" points="${p}" fill="none" ${stroke}/>`);
+    const markers = s.points.length <= 24;
+    if (markers) for (const [x, y] of shown) parts.push(marker(shape, sx(x), sy(y), color));
     const slot = legend.at[i]!;
     const lx = m.l + slot.x;
     const ly = m.t + ph + m.b + 8 + slot.row * LEGEND_ROW;
     const text = slot.lines.map((line, k) => `<tspan x="${lx + LEGEND_SWATCH}" y="${ly + k * LEGEND_ROW}">${esc(line)}</tspan>`).join('');
-    parts.push(`<g class="legend-entry" data-series="${esc(s.name)}"><line x1="${lx}" x2="${lx + 20}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text dominant-baseline="middle" class="legend" font-size="11">${text}</text></g>`);
+    parts.push(`<g class="legend-entry" data-series="${esc(s.name)}"><line x1="${lx}" x2="${lx + 20}" y1="${ly}" y2="${ly}" ${stroke}/>${markers ? marker(shape, lx + 10, ly, color) : ''}<text dominant-baseline="middle" class="legend" font-size="11">${text}</text></g>`);
   });
   parts.push('</svg>');
   return parts.join('');
