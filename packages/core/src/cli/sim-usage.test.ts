@@ -86,3 +86,15 @@ describe('tiersync sim: a capacity a policy refuses is left out, not the whole s
     expect(() => planSim(['--trace', trace, '--policy', 's3fifo', '--objects', '1', '--no-bound'])).toThrow(/no policy takes any of these capacities: s3fifo at 1/);
   });
 });
+
+describe('tiersync sim: the exact-mode table', () => {
+  it('keeps its columns aligned under long policy names', async () => {
+    const r = await cli(['--trace', trace, '--policy', 'fifo,prefix-aware:fifo', '--objects', '1000', '--no-bound', '--quiet']);
+    expect(r.code).toBe(0);
+    const lines = r.out.split('\n').filter((l) => /^(policy|fifo|prefix-aware:fifo) /.test(l));
+    expect(lines).toHaveLength(3);
+    // Every column ends where the header's does.
+    const ends = (l: string) => [...l.matchAll(/\S+/g)].map((m) => m.index! + m[0].length);
+    for (const l of lines.slice(1)) expect(ends(l).slice(1, 5)).toEqual(ends(lines[0]!).slice(1, 5));
+  });
+});

@@ -454,10 +454,12 @@ function plannedTable(results: PlannedResult[]): string {
 
 function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | TieredResult>, skipped?: readonly SkippedPoint[]): string {
   if (mode === 'exact') {
+    // The policy column as wide as its longest name (prefix-aware:session-aware:sieve), so columns stay aligned.
+    const w = Math.max(8, ...(results as ExactResult[]).map((r) => r.policy.length));
     const rows = (results as ExactResult[]).map((r) =>
-      `${r.policy.padEnd(8)} ${String(r.capacityBytes !== null ? formatSize(r.capacityBytes) : r.capacityObjects ?? 'inf').padStart(12)} ${String(r.requests).padStart(10)} ${String(r.misses).padStart(10)} ${(r.requests ? r.misses / r.requests : 0).toFixed(4).padStart(8)}${r.prefixPageHitRatio !== undefined ? ` ${r.prefixPageHitRatio.toFixed(4).padStart(8)}` : ''}`,
+      `${r.policy.padEnd(w)} ${String(r.capacityBytes !== null ? formatSize(r.capacityBytes) : r.capacityObjects ?? 'inf').padStart(12)} ${String(r.requests).padStart(10)} ${String(r.misses).padStart(10)} ${(r.requests ? r.misses / r.requests : 0).toFixed(4).padStart(8)}${r.prefixPageHitRatio !== undefined ? ` ${r.prefixPageHitRatio.toFixed(4).padStart(8)}` : ''}`,
     );
-    return [`policy   ${'capacity'.padStart(12)} ${'requests'.padStart(10)} ${'misses'.padStart(10)} ${'miss'.padStart(8)} ${'prefix'.padStart(8)}`, ...rows, ...skippedLines(skipped)].join('\n');
+    return [`${'policy'.padEnd(w)} ${'capacity'.padStart(12)} ${'requests'.padStart(10)} ${'misses'.padStart(10)} ${'miss'.padStart(8)} ${'prefix'.padStart(8)}`, ...rows, ...skippedLines(skipped)].join('\n');
   }
   return (results as TieredResult[])
     .map((r) => `${r.label}: page hit ${(r.pageHitRatio * 100).toFixed(1)}%, token hit ${(r.tokenHitRatio * 100).toFixed(1)}%, TTFT p50/p90/p99 ${r.ttft.p50.toFixed(3)}/${r.ttft.p90.toFixed(3)}/${r.ttft.p99.toFixed(3)} s vs no cache ${r.noCacheTtft.p50.toFixed(3)}/${r.noCacheTtft.p90.toFixed(3)}/${r.noCacheTtft.p99.toFixed(3)} s (mean -${(r.ttftReductionMean * 100).toFixed(1)}%)`)
