@@ -11,7 +11,7 @@
  *
  * Kept out of `@tiersync/core/sim` (it needs the native addon and the index); the simulator stays pure.
  */
-import { HostArena } from '@tiersync/native';
+import { HostArena, TierSyncError } from '@tiersync/native';
 import { TierSync, type ResolvedConfig } from '../hierarchy/index.js';
 import { emptyCounters, requestTokens, type ReplayCounters, type TierCounters, type Workload } from '../sim/index.js';
 
@@ -101,7 +101,7 @@ export async function replayLive(options: LiveReplayOptions): Promise<LiveReplay
   const { config, workload } = options;
   const ts = new TierSync(config);
   if (ts.tokensPerPage !== workload.tokensPerPage) {
-    throw new Error(`the workload has ${workload.tokensPerPage}-token pages, the config's layout ${ts.tokensPerPage}`);
+    throw new TierSyncError(`the workload has ${workload.tokensPerPage}-token pages, the config's layout ${ts.tokensPerPage}`, 'ERR_CONFIG');
   }
   const started = process.hrtime.bigint();
   await ts.open();

@@ -84,6 +84,8 @@ describe('counting the planner', () => {
     ]);
     // 1: stores pages a, b. 2: c (a is demoted to host and evicted). 3: looks up a (host hit), promotes it (b demoted).
     const r = replayPlanned({ config: c, workload: workloadPages(trace([1], [1, 2], [3]), 4) });
+    // Pages of another size than the config's: a config error, typed.
+    expect(() => replayPlanned({ config: c, workload: workloadPages(trace([1]), 2) })).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: "the workload has 2-token pages, the config's layout 4" }));
     expect(r.counters).toEqual({
       requests: 3,
       lookupPages: 4,

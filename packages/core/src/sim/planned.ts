@@ -174,7 +174,7 @@ export interface PlannedReplayResult {
 export function replayPlanned(options: PlannedReplayOptions): PlannedReplayResult {
   const h = simHierarchy(options.config, options.capacityPages);
   const { workload } = options;
-  if (h.tokensPerPage !== workload.tokensPerPage) throw new Error(`the workload has ${workload.tokensPerPage}-token pages, the config's layout ${h.tokensPerPage}`);
+  if (h.tokensPerPage !== workload.tokensPerPage) throw configError(`the workload has ${workload.tokensPerPage}-token pages, the config's layout ${h.tokensPerPage}`);
   const sim = new CountingHierarchy(h);
   let stored = 0;
   let dropped = 0;

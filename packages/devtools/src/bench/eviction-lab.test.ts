@@ -7,8 +7,8 @@ describe('eviction lab benches', () => {
     expect(r.cells).toHaveLength(4 * 2);
     for (const c of r.cells) {
       expect(c.plain).toBeGreaterThanOrEqual(0);
-      expect(c.prefixAware).toBeLessThanOrEqual(1);
-      expect(c.gain).toBeCloseTo(c.prefixAware - c.plain, 4);
+      expect(c.wrapped).toBeLessThanOrEqual(1);
+      expect(c.gain).toBeCloseTo(c.wrapped - c.plain, 4);
     }
   });
 

@@ -57,14 +57,15 @@ export interface PrefixCell {
   capacityPages: number;
   /** Prefix-page hit ratio of the base policy. */
   plain: number;
-  /** The same with the wrapper (`prefix-aware:` by default). */
-  prefixAware: number;
-  /** prefixAware - plain (absolute). */
+  /** The same with the wrapper measured (the report's `wrapper`: `prefix-aware:` by default, or `prefix-hold:`). */
+  wrapped: number;
+  /** wrapped - plain (absolute). */
   gain: number;
 }
 
-/** The prefix-aware wrapper against each base policy. */
-export function runPrefixBench(options: PrefixBenchOptions = {}): { cells: PrefixCell[]; neverWorse: boolean; meanGain: number } {
+/** A chain-aware wrapper (`options.wrapper`) against each base policy. */
+export function runPrefixBench(options: PrefixBenchOptions = {}): { wrapper: 'prefix-aware' | 'prefix-hold'; cells: PrefixCell[]; neverWorse: boolean; meanGain: number } {
+  const wrapper = options.wrapper ?? 'prefix-aware';
   const policies = options.policies ?? ['lru', 'fifo', 'clock', 'sieve', 'arc', 's3fifo'];
   const fractions = options.fractions ?? [0.01, 0.04, 0.16];
   const cells: PrefixCell[] = [];
@@ -77,15 +78,15 @@ export function runPrefixBench(options: PrefixBenchOptions = {}): { cells: Prefi
       const pages = Math.max(20, Math.round(f * distinct.size));
       for (const policy of policies) {
         const plain = run(trace, policy, pages).pageHitRatio;
-        const aware = run(trace, `${options.wrapper ?? 'prefix-aware'}:${policy}`, pages).pageHitRatio;
-        const cell = { trace: name, policy, capacityPages: pages, plain: round(plain, 5), prefixAware: round(aware, 5), gain: round(aware - plain, 5) };
+        const aware = run(trace, `${wrapper}:${policy}`, pages).pageHitRatio;
+        const cell = { trace: name, policy, capacityPages: pages, plain: round(plain, 5), wrapped: round(aware, 5), gain: round(aware - plain, 5) };
         cells.push(cell);
-        options.log?.(`${name.padEnd(22)} ${String(pages).padStart(7)}p ${policy.padEnd(7)} ${cell.plain.toFixed(4)} -> ${cell.prefixAware.toFixed(4)} (${cell.gain >= 0 ? '+' : ''}${cell.gain.toFixed(4)})`);
+        options.log?.(`${name.padEnd(22)} ${String(pages).padStart(7)}p ${policy.padEnd(7)} ${cell.plain.toFixed(4)} -> ${cell.wrapped.toFixed(4)} (${cell.gain >= 0 ? '+' : ''}${cell.gain.toFixed(4)})`);
       }
     }
   }
   const neverWorse = cells.every((c) => c.gain >= 0);
-  return { cells, neverWorse, meanGain: round(cells.reduce((s, c) => s + c.gain, 0) / Math.max(1, cells.length), 5) };
+  return { wrapper, cells, neverWorse, meanGain: round(cells.reduce((s, c) => s + c.gain, 0) / Math.max(1, cells.length), 5) };
 }
 
 /** xorshift32 in [0, 1). */
@@ -218,8 +219,8 @@ export function runSessionBench(options: SessionBenchOptions = {}): { rows: Sess
 
 /** The prefix table as text. */
 export function prefixTable(r: ReturnType<typeof runPrefixBench>): string {
-  const lines = ['trace                  capacity  policy   plain    prefix-aware  gain'];
-  for (const c of r.cells) lines.push(`${c.trace.padEnd(22)} ${String(c.capacityPages).padStart(8)}  ${c.policy.padEnd(7)}  ${c.plain.toFixed(4)}   ${c.prefixAware.toFixed(4)}        ${c.gain >= 0 ? '+' : ''}${c.gain.toFixed(4)}`);
+  const lines = [`trace                  capacity  policy   plain    ${r.wrapper.padEnd(12)}  gain`];
+  for (const c of r.cells) lines.push(`${c.trace.padEnd(22)} ${String(c.capacityPages).padStart(8)}  ${c.policy.padEnd(7)}  ${c.plain.toFixed(4)}   ${c.wrapped.toFixed(4)}        ${c.gain >= 0 ? '+' : ''}${c.gain.toFixed(4)}`);
   lines.push(`never worse: ${r.neverWorse}; mean gain ${r.meanGain}`);
   return lines.join('\n');
 }
