@@ -92,33 +92,24 @@ const PROBE_LIMIT = 1 << 24;
 export function checkTierPolicy(tier: string, policy: string, pages: number): void {
   refuseLiveOracle(policy, `tier ${tier}: `);
   if (!hasPolicy(policy)) return;
-  const fits = (capacity: number): boolean => {
-    try {
-      createPolicy<number>(policy, { capacity, unit: 'objects' });
-      return true;
-    } catch {
-      return false;
+  const refusal = capacityRefusal(policy, pages, 'objects');
+  if (refusal === undefined) return;
+  // The least capacity it takes: policies refuse only below a minimum (doubling, then bisection).
+  const fits = (capacity: number) => capacityRefusal(policy, capacity, 'objects') === undefined;
+  let hi = Math.max(2, pages * 2);
+  while (hi <= PROBE_LIMIT && !fits(hi)) hi *= 2;
+  let least: number | undefined;
+  if (hi <= PROBE_LIMIT) {
+    let lo = pages;
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (fits(mid)) hi = mid;
+      else lo = mid;
     }
-  };
-  try {
-    createPolicy<number>(policy, { capacity: pages, unit: 'objects' });
-  } catch (e) {
-    // The least capacity it takes: policies refuse only below a minimum (doubling, then bisection).
-    let hi = Math.max(2, pages * 2);
-    while (hi <= PROBE_LIMIT && !fits(hi)) hi *= 2;
-    let least: number | undefined;
-    if (hi <= PROBE_LIMIT) {
-      let lo = pages;
-      while (hi - lo > 1) {
-        const mid = Math.floor((lo + hi) / 2);
-        if (fits(mid)) hi = mid;
-        else lo = mid;
-      }
-      least = hi;
-    }
-    const need = least === undefined ? '' : `: it needs at least ${least} pages`;
-    throw configError(`tier ${tier} holds ${pages} pages, too few for policy ${policy}${need} (${(e as Error).message})`, e);
+    least = hi;
   }
+  const need = least === undefined ? '' : `: it needs at least ${least} pages`;
+  throw configError(`tier ${tier} holds ${pages} pages, too few for policy ${policy}${need} (${refusal})`);
 }
 
 /**
