@@ -80,6 +80,45 @@ describe('Planner', () => {
     expect(follow).toMatchObject([{ kind: 'evict', tier: 0, keys: ['a0', 'a1', 'a2'], why: 'room' }]);
   });
 
+  it('victims whose demote copy fails (a full or unreachable peer tier) go to the tier below it, not away', () => {
+    const three: PlannerConfig = {
+      tiers: [
+        { name: 'host', capacityPages: 10, highWatermark: 0.8, lowWatermark: 0.5 },
+        { name: 'peer', capacityPages: 100, writeMode: 'write-back' },
+        { name: 'fs', capacityPages: 100, writeMode: 'write-back' },
+      ],
+    };
+    const p = new Planner(three);
+    run(p, p.store(keys('a', 8)));
+    const log = run(p, p.store(['b0']), [], (m) => m.kind === 'copy' && m.to === 1);
+    expect(kinds(log)).toEqual(['copy:demote:0>1:3', 'copy:demote:0>2:3', 'evict:0:3', 'place:0:1']);
+    for (const k of keys('a', 3)) expect([p.holds(0, k), p.holds(1, k), p.holds(2, k)]).toEqual([false, false, true]);
+    expect(p.view(1).reservedPages).toBe(0);
+    // With no tier left to try, the victims are freed (the last tier's copy failed too).
+    const q = new Planner(three);
+    run(q, q.store(keys('a', 8)));
+    const lost = run(q, q.store(['b0']), [], (m) => m.kind === 'copy');
+    expect(kinds(lost)).toEqual(['copy:demote:0>1:3', 'copy:demote:0>2:3', 'evict:0:3', 'place:0:1']);
+    expect(q.lookup(['a0'])).toEqual({ tiers: [-1], prefix: 0 });
+  });
+
+  it('victims the next tier has no room for (pinned full) are demoted past it', () => {
+    const p = new Planner({
+      tiers: [
+        { name: 'host', capacityPages: 10, highWatermark: 0.8, lowWatermark: 0.5 },
+        { name: 'peer', capacityPages: 2, highWatermark: 1, lowWatermark: 1, writeMode: 'write-back' },
+        { name: 'fs', capacityPages: 100, writeMode: 'write-back' },
+      ],
+    });
+    // Fill the peer tier with pages pinned there, so makeRoom finds no victim.
+    run(p, p.adopt(1, ['p0', 'p1']));
+    p.pin(['p0', 'p1'], { owner: 'test', now: 0, ttl: 60_000 });
+    run(p, p.store(keys('a', 8)));
+    const log = run(p, p.store(['b0']));
+    expect(kinds(log).filter((k) => k.startsWith('copy') || k.startsWith('evict:0'))).toEqual(['copy:demote:0>2:3', 'evict:0:3']);
+    for (const k of keys('a', 3)) expect(p.holds(2, k)).toBe(true);
+  });
+
   it('write-through queues a background copy of every stored page; dequeue copies from the fastest holder', () => {
     const p = new Planner(two({}, 'write-through'));
     const log = run(p, p.store(keys('a', 3)));

@@ -63,8 +63,11 @@ interface TierRuntime<K extends PolicyKey> {
 
 interface Pending<K extends PolicyKey> {
   readonly move: ReportedMove<K>;
-  /** A demote copy: the victims freed once it is reported (whether or not their copy landed). */
-  readonly thenEvict?: { readonly tier: number; readonly keys: readonly K[]; readonly why: EvictReason };
+  /**
+   * A demote copy to tier `to`: the victims of tier `tier` freed once it is reported. Those whose copy did not land
+   * (a failed write, no room there) are first demoted further down, to the tiers below `to`.
+   */
+  readonly thenEvict?: { readonly tier: number; readonly to: number; readonly keys: readonly K[]; readonly why: EvictReason };
   /** A copy out of the queue: its source pages are held (never victims) until it is reported. */
   readonly hold?: LoadPinId;
 }
@@ -360,7 +363,7 @@ export class Planner<K extends PolicyKey = string> {
         this.#unreserveIncoming(t, m.keys, m.keys.length);
         const landed = m.keys.filter((k) => done.has(k));
         const moves = this.#land(to, landed, m.kind === 'place');
-        if (rec.thenEvict) moves.push(this.#evictMove(rec.thenEvict.tier, rec.thenEvict.keys, rec.thenEvict.why));
+        if (rec.thenEvict) moves.push(...this.#evictVictims(rec.thenEvict.tier, rec.thenEvict.keys, rec.thenEvict.why, rec.thenEvict.to + 1));
         for (const k of m.keys) if (!done.has(k)) this.#forgetIfGone(k);
         return moves;
       }
@@ -711,14 +714,17 @@ export class Planner<K extends PolicyKey = string> {
   }
 
   /**
-   * Victims already out of tier `tier`'s policy: those with no copy lower down go to the next tier first when its
-   * write mode says so (a `demote` copy, after the room it needs there), and every victim is freed by an evict
-   * (after the copy, as its follow-up, so a page always has a readable copy somewhere).
+   * Victims already out of tier `tier`'s policy: those with no copy lower down go to tier `to` (the next one, unless
+   * a copy to it already failed) first when its write mode says so (a `demote` copy, after the room it needs
+   * there), and every victim is freed by an evict (after the copy, as its follow-up, so a page always has a
+   * readable copy somewhere). Victims that tier `to` has no room for, or whose copy fails, try the tiers below it
+   * in turn (a full or unreachable peer tier must not drop pages a lower tier could keep); only past the last tier
+   * is a victim freed without a copy.
    */
-  #evictVictims(tier: number, victims: readonly K[], why: EvictReason): Move<K>[] {
+  #evictVictims(tier: number, victims: readonly K[], why: EvictReason, to = tier + 1): Move<K>[] {
     const t = this.#tiers[tier]!;
     for (const v of victims) t.leaving.add(v);
-    const next = this.#tiers[tier + 1];
+    const next = this.#tiers[to];
     const demote = next
       ? victims.filter(
           (k) => !this.#safeBelow(tier + 1, k) && decideWrite(next.config.writeMode, 'evicting', { hits: this.#hits.get(k) ?? 0, copiedBelow: false }) === 'copy-down',
@@ -727,10 +733,10 @@ export class Planner<K extends PolicyKey = string> {
     if (!next || !demote.length) return [this.#evictMove(tier, victims, why)];
     const room = this.#makeRoom(next.index, demote.length, false, 'room') as { fit: number; moves: Move<K>[] };
     const moving = demote.slice(0, room.fit);
-    if (!moving.length) return [...room.moves, this.#evictMove(tier, victims, why)];
+    if (!moving.length) return [...room.moves, ...this.#evictVictims(tier, victims, why, to + 1)];
     const copy: ReportedMove<K> = { kind: 'copy', id: this.#id(), from: tier, to: next.index, keys: moving, why: 'demote' };
     this.#reserve(copy, next.index, moving);
-    this.#pending.set(copy.id, { move: copy, thenEvict: { tier, keys: [...victims], why } });
+    this.#pending.set(copy.id, { move: copy, thenEvict: { tier, to: next.index, keys: [...victims], why } });
     return [...room.moves, copy];
   }
 
