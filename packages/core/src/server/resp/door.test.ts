@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseServerConfig, type ServerConfig } from '../config.js';
 import { TierSyncServer } from '../server.js';
 import { encodeCommand } from './encoder.js';
+import type { FaultTier } from '@tiersync/tiers';
 import type { TierSyncPageStore } from './page-store.js';
 import { RESP_WAIT, RespParser, type RespValue } from './parser.js';
 import { requireTools } from '../../../../../scripts/system-packages.mjs';
@@ -459,6 +460,41 @@ describe('RESP door under eviction', () => {
       expect(present).toBeGreaterThan(0);
       expect(present).toBeLessThan(12);
       expect((await c.call('EXISTS', ...Array.from({ length: 12 }, (_, i) => `v${i}`))).value).toBe(present);
+      c.close();
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('RESP door while a lower tier cannot be read', () => {
+  it('answers an error and keeps the key when a tier holding its pages fails a read; the GET works once it is back', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-outage-'));
+    const fs = encodeURIComponent(`fs://${dir}/fs?capacity=${4096 * PAGE}`);
+    const server = await TierSyncServer.start(parseServerConfig(config(dir, {}, [
+      { url: `host://?capacity=${16 * PAGE}`, name: 'host' },
+      { url: `fault://?inner=${fs}`, name: 'fs' },
+    ])));
+    try {
+      const c = await Client.connect(server.respPort);
+      const n = 12;
+      for (let i = 0; i < n; i++) expect(await c.call('SET', `v${i}`, pattern(3 * PAGE, i))).toEqual({ kind: 'simple', value: 'OK' });
+      await settled(server);
+      // Every lower-tier read fails now (a peer or bucket down): values only there cannot be read, but are not gone.
+      (server.ts.tierDriver('fs') as FaultTier).inject({ readErrors: 1 });
+      let failed = 0;
+      for (let i = 0; i < n; i++) {
+        const r = await c.call('GET', `v${i}`);
+        if (r.kind === 'error') {
+          expect(String(r.value)).toMatch(/could not be read now.*the key is kept/);
+          failed++;
+        } else expect(bulk(r)).toEqual(pattern(3 * PAGE, i));
+      }
+      expect(failed).toBeGreaterThan(0);
+      expect((await c.call('EXISTS', ...Array.from({ length: n }, (_, i) => `v${i}`))).value).toBe(n);
+      (server.ts.tierDriver('fs') as FaultTier).inject({ readErrors: 0 });
+      for (let i = 0; i < n; i++) expect(bulk(await c.call('GET', `v${i}`))).toEqual(pattern(3 * PAGE, i));
       c.close();
     } finally {
       await server.close();

@@ -802,7 +802,11 @@ export class RespDoor implements StreamHost, DoorApi {
     };
   }
 
-  /** Loads a value's pages into a new staging slice; null (and the key dropped) when a page is gone. */
+  /**
+   * Loads a value's pages into a new staging slice; null (and the key dropped) when a page is gone.
+   * @throws TierSyncError ERR_UNAVAILABLE when a page could not be read although a tier still holds it (a peer or
+   *   bucket down for now): the key stays, and a GET once the tier is back finds it
+   */
   async #loadEntry(tenant: string, key: string, e: ValueEntry): Promise<StagingSlice | null> {
     const slice = await this.staging.allocate(e.length, this.config.requestTimeoutMs);
     let found: boolean[];
@@ -814,6 +818,11 @@ export class RespDoor implements StreamHost, DoorApi {
     }
     if (found.every(Boolean)) return slice;
     this.staging.release(slice);
+    // A read that failed without proving the page gone (a transient error) leaves its copy recorded.
+    const unread = e.pages.filter((_, p) => !found[p]);
+    if (this.store.has(unread).every(Boolean)) {
+      throw new TierSyncError(`${unread.length} page(s) of key '${key}' could not be read now (a tier holding them failed); the key is kept, try again`, 'ERR_UNAVAILABLE');
+    }
     this.#evicted(tenant, key, e);
     return null;
   }
