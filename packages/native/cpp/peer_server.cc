@@ -618,7 +618,7 @@ bool Server::PutPooled(Link& link, const Header& h, std::vector<Entry>& entries)
   const uint64_t slotBytes = pool_.slotBytes();
   if (!notify_ || slotBytes == 0 || n == 0) return false;
   for (const Entry& e : entries)
-    if (e.length > slotBytes) return false;  // the control plane's path refuses it with a status
+    if (e.length > slotBytes) return false;  // the control plane's plan refuses it (kOutOfRange), ReceivePut too
   std::vector<double> slots;
   if (!pool_.Take(n, &slots)) return false;
   pooledPuts_++;
@@ -673,10 +673,15 @@ void Server::ReceivePut(Link& link, const Header& h, const std::shared_ptr<Serve
   const size_t n = r->entries.size();
   r->outcome.assign(n, kOk);
   std::vector<ChunkCrcCache::Crcs> tables(n);
+  // The plan is checked like input: a page longer than the pool's slots (known once slots were granted) would run
+  // into the next slot's page, whatever the arena's bounds allow. It is drained and refused.
+  const uint64_t slotBytes = pool_.slotBytes();
   for (size_t i = 0; i < n; i++) {
     Entry& e = r->entries[i];
-    uint8_t* dst = r->statuses[i] == kOk ? ArenaSpan(r->offsets[i], e.length) : nullptr;
-    r->outcome[i] = ReceivePutPage(link, e, dst, r->statuses[i] == kOk ? static_cast<uint8_t>(kFailed) : r->statuses[i], &tables[i]);
+    uint8_t status = r->statuses[i];
+    if (status == kOk && slotBytes != 0 && e.length > slotBytes) status = kOutOfRange;
+    uint8_t* dst = status == kOk ? ArenaSpan(r->offsets[i], e.length) : nullptr;
+    r->outcome[i] = ReceivePutPage(link, e, dst, status == kOk ? static_cast<uint8_t>(kFailed) : status, &tables[i]);
   }
   RecvTag(link);  // nothing of a frame that fails its tag is committed
   r->finishing = true;

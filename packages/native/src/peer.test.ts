@@ -142,6 +142,36 @@ describe('peer data plane', () => {
     expect((await client.has([key(2)])).statuses[0]).toBe(PeerStatus.ok);
   });
 
+  it("refuses a PUT page longer than the pool's slots even where the plan grants a slot, leaving the next slot's page intact", async () => {
+    // Slots of 8 KiB; a client with 16 KiB pages. The plan below is wrong on purpose (it grants slot 0 to any
+    // length): the data plane must not write past the slot into slot 1.
+    const SLOT = 8 * 1024;
+    const remote = HostArena.create({ capacity: 4 * SLOT });
+    remote.view(SLOT, SLOT).fill(0xab);
+    const finished: PeerServerRequest[] = [];
+    const server = new PeerServer(
+      remote,
+      (r) => {
+        if (r.phase === 'finish') return void finished.push(r);
+        return { offsets: new Float64Array(r.keys.length).fill(0), statuses: new Uint8Array(r.keys.length).fill(PeerStatus.ok) };
+      },
+      { timeoutMs: 5000 },
+      { commit: () => ({}), release: () => undefined },
+    );
+    // One granted slot (the pool knows the slot size); a page longer than it goes to the plan.
+    server.grant(Float64Array.of(3 * SLOT), SLOT);
+    const client = await PeerClient.connect({ host: '127.0.0.1', port: server.port, streams: 1 });
+    cleanups.push(() => client.close(), () => server.close());
+    const local = HostArena.create({ capacity: 2 * SLOT });
+    pattern(local.view(0, 2 * SLOT), 9);
+    const r = await client.put(local, [key(1)], Float64Array.of(0), Uint32Array.of(2 * SLOT), Uint32Array.of(crc32c(local.view(0, 2 * SLOT))));
+    expect(r.statuses[0]).toBe(PeerStatus.outOfRange);
+    expect(finished[0]!.outcome![0]).toBe(PeerStatus.outOfRange);
+    expect(remote.view(SLOT, SLOT).every((b) => b === 0xab)).toBe(true);
+    // The refused page was drained: the stream is still in sync.
+    expect((await client.has([key(1)])).statuses).toHaveLength(1);
+  });
+
   it('fails the handshake with a wrong or missing secret, never serving data', async () => {
     const remote = HostArena.create({ capacity: PAGE });
     const { server, log } = serve(remote, { secret: 'right' });

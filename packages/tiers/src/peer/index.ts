@@ -203,10 +203,15 @@ export class PeerTier implements TierDriver {
       }
       await settleAll(requests, () => this.#counters.errors++).finally(() => deadline.dispose());
       const written = pages.filter((_, i) => statuses[i] === PeerStatus.ok).map((p) => p.key);
-      if (statuses.some((s) => s === PeerStatus.full) || statuses.some((s) => s === PeerStatus.badChecksum || s === PeerStatus.failed)) {
+      const refused = refusal(statuses);
+      if (refused !== undefined) {
         // All-or-nothing: take back what landed from this batch before reporting.
         if (written.length) await withDeadline(client.delete(written), {}, this.config.timeoutMs).catch(() => undefined);
-        const full = statuses.some((s) => s === PeerStatus.full);
+        if (refused === PeerStatus.outOfRange) {
+          const longest = Math.max(...pages.filter((_, i) => statuses[i] === PeerStatus.outOfRange).map((p) => p.source.length));
+          throw this.#error(`the remote host tier's slots are smaller than a ${longest}-byte page: the hosts' page sizes differ (this host's is ${this.#context.pageBytes} bytes); give both the same page size`, 'ERR_OUT_OF_RANGE');
+        }
+        const full = refused === PeerStatus.full;
         throw this.#error(full ? `the remote host tier has no room for ${pages.length} page(s)` : 'pages arrived damaged at the remote (CRC32C mismatch)', full ? 'ERR_TIER_FULL' : 'ERR_CHECKSUM');
       }
       this.#pages += written.length;
@@ -359,6 +364,16 @@ class CallDeadline {
     clearTimeout(this.#timer);
     this.#signal?.removeEventListener('abort', this.#onAbort);
   }
+}
+
+/**
+ * Why a PUT's batch is refused, by the status that explains it best, or undefined when every page was stored or held
+ * already: outOfRange (a page longer than the remote's slots: a page size mismatch, no retry helps), then full, then
+ * badChecksum or failed (damaged on the way).
+ */
+function refusal(statuses: Uint8Array): number | undefined {
+  for (const s of [PeerStatus.outOfRange, PeerStatus.full, PeerStatus.badChecksum, PeerStatus.failed]) if (statuses.includes(s)) return s;
+  return undefined;
 }
 
 /** Rejects with ERR_TIMEOUT / ERR_ABORTED if the request has not settled by the deadline (the socket deadline backs it). */

@@ -156,6 +156,61 @@ describe('peer reconnects', () => {
   });
 });
 
+describe("peer PUTs of pages longer than the serving tier's slots", () => {
+  // A host with 16 KiB pages writing to one whose host tier has 8 KiB slots (a page size mismatch between daemons).
+  // slotPool 0: only the page table's plan stands between the page and the next slot; default: the data plane knows
+  // the slot size too.
+  for (const slotPool of [0, undefined]) {
+    it(`refuses them with ERR_OUT_OF_RANGE, takes back what landed and leaves the neighbouring pages intact (slotPool ${slotPool ?? 'default'})`, async () => {
+      const SMALL = 8 * 1024;
+      const LARGE = 16 * 1024;
+      const SLOTS = 16;
+      const engine = new TransferEngine({ threads: 2 });
+      const host = new HostTier(`host://?capacity=${SLOTS * SMALL}`, { engine, pageBytes: SMALL, fingerprint: 'small-pages' });
+      await host.open();
+      const server = servePeer(host, { secret: 's', ...(slotPool !== undefined ? { slotPool } : {}) });
+      const tier = new PeerTier(`peer://127.0.0.1:${server.port}?secret=s&streams=1`, { engine, pageBytes: LARGE, fingerprint: 'large-pages' });
+      const arena = HostArena.create({ capacity: 4 * LARGE + SLOTS * SMALL });
+      const back = HostArena.create({ capacity: SLOTS * SMALL });
+      const held = (i: number) => ({ key: testKey(100 + i), at: 4 * LARGE + i * SMALL });
+      try {
+        await tier.open();
+        const view = arena.view(0, 4 * LARGE + SLOTS * SMALL);
+        for (let i = 0; i < view.length; i++) view[i] = (i * 13 + (i >>> 11)) & 0xff;
+        // Every slot holds a page; slot 0's is then deleted, so the only free slot has a page right after it.
+        await host.write(Array.from({ length: SLOTS }, (_, i) => ({ key: held(i).key, source: { arena, offset: held(i).at, length: SMALL } })));
+        const slots = (host as unknown as { table: Map<string, { slot: number }> }).table;
+        const first = Array.from({ length: SLOTS }, (_, i) => held(i)).find((h) => slots.get(h.key)!.slot === 0)!;
+        expect((await host.delete([first.key])).deleted).toEqual([first.key]);
+
+        const long = await tier.write([{ key: testKey(1), source: { arena, offset: 0, length: LARGE } }]).catch((e: unknown) => e);
+        expect(long).toBeInstanceOf(TierSyncError);
+        expect(long).toMatchObject({ code: 'ERR_OUT_OF_RANGE', message: expect.stringMatching(/slots are smaller than a 16384-byte page.*page sizes differ/) });
+        // A batch with a page that fits: it landed, and was taken back before the error.
+        const mixed = await tier.write([
+          { key: testKey(2), source: { arena, offset: LARGE, length: SMALL / 2 } },
+          { key: testKey(3), source: { arena, offset: 2 * LARGE, length: LARGE } },
+        ]).catch((e: unknown) => e);
+        expect(mixed).toMatchObject({ code: 'ERR_OUT_OF_RANGE' });
+        expect(await tier.has([testKey(1), testKey(2), testKey(3)])).toEqual([false, false, false]);
+        expect(host.hasNow([testKey(1), testKey(2), testKey(3)])).toEqual([false, false, false]);
+        // Every other page reads back byte-exact.
+        const rest = Array.from({ length: SLOTS }, (_, i) => held(i)).filter((h) => h.key !== first.key);
+        const out = await host.read(rest.map((h, j) => ({ key: h.key, into: { arena: back, offset: j * SMALL, length: SMALL } })));
+        expect(out.map((o) => o.status)).toEqual(rest.map(() => 'hit'));
+        rest.forEach((h, j) => expect(Buffer.compare(back.view(j * SMALL, SMALL), arena.view(h.at, SMALL)), h.key).toBe(0));
+      } finally {
+        await tier.close();
+        server.close();
+        await host.close();
+        arena.close();
+        back.close();
+        await engine.close();
+      }
+    });
+  }
+});
+
 describe('peer URLs', () => {
   it('parses and names what is wrong', () => {
     process.env.TIERSYNC_TEST_SECRET = 'abc';

@@ -56,17 +56,31 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
   let peer: PeerServer | undefined;
   // Offsets reserved by a put's plan, kept until its finish commits or frees them.
   const reserved = new Map<number, Float64Array>();
+  // The tier's slot size (MemoryTier keeps its context protected; slots are pageBytes apart in its arena): no page
+  // longer than this may land in a slot (a peer with larger pages than this tier's).
+  const slotBytes = (tier as unknown as { context: TierContext }).context.pageBytes;
   const plan = (r: PeerServerRequest): PeerPlan | void => {
     const n = r.keys.length;
     switch (`${r.op}:${r.phase}`) {
       case 'put:plan': {
         // A batch the pool could not take (the tier reclaims the pool's slots itself when they are what is missing).
-        const got = tier.reserveRemote(r.keys);
+        // A page longer than a slot gets outOfRange and no slot: its bytes would run into the next slot's page.
         const statuses = new Uint8Array(n);
-        if (!got) return { offsets: new Float64Array(n).fill(-1), statuses: statuses.fill(PeerStatus.full) };
-        got.existing.forEach((e, i) => (statuses[i] = e ? PeerStatus.existing : PeerStatus.ok));
-        reserved.set(r.id, got.offsets);
-        return { offsets: got.offsets, statuses };
+        const fit: number[] = [];
+        for (let i = 0; i < n; i++) {
+          if (r.lengths[i]! > slotBytes) statuses[i] = PeerStatus.outOfRange;
+          else fit.push(i);
+        }
+        const offsets = new Float64Array(n).fill(-1);
+        if (!fit.length) return { offsets, statuses };
+        const got = tier.reserveRemote(fit.length === n ? r.keys : fit.map((i) => r.keys[i]!));
+        if (!got) return { offsets, statuses: statuses.map((s) => (s === PeerStatus.outOfRange ? s : PeerStatus.full)) };
+        fit.forEach((i, j) => {
+          offsets[i] = got.offsets[j]!;
+          statuses[i] = got.existing[j] ? PeerStatus.existing : PeerStatus.ok;
+        });
+        reserved.set(r.id, offsets);
+        return { offsets, statuses };
       }
       case 'put:finish': {
         const offsets = reserved.get(r.id);
@@ -118,8 +132,6 @@ export function servePeer(tier: HostTier, options: PeerServeOptions = {}): PeerS
         return;
     }
   };
-  // The tier's slot size (MemoryTier keeps its context protected; slots are pageBytes apart in its arena).
-  const slotBytes = (tier as unknown as { context: TierContext }).context.pageBytes;
   const capacitySlots = Math.floor(tier.stats().capacityBytes / slotBytes);
   const poolTarget = options.slotPool ?? Math.min(Math.floor(POOL_MAX_BYTES / slotBytes), Math.floor(capacitySlots / 8));
   const records = tier.slotRecords();
