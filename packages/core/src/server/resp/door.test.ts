@@ -743,6 +743,51 @@ describe('RESP door with a durable catalog', () => {
     }
   }, 60_000);
 
+  it('a DEL whose manifest a lower tier cannot delete now fails instead of coming back after a restart; the retry deletes it', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-durable-del-'));
+    const shm = `/dev/shm/tiersync-resp-durable-del-${process.pid}`;
+    const fs = encodeURIComponent(`fs://${dir}/fs?capacity=${1024 * PAGE}`);
+    const tiers = [
+      { url: `host://?capacity=${256 * PAGE}&shm=${shm}`, name: 'host' },
+      { url: `fault://?inner=${fs}`, name: 'fs', writeThrough: true },
+    ];
+    const start = () => TierSyncServer.start(parseServerConfig(config(dir, { catalog: 'durable' }, tiers as ServerConfig['tiers'])));
+    try {
+      let server = await start();
+      let c = await Client.connect(server.respPort);
+      for (const k of ['a', 'b']) expect(await c.call('SET', k, pattern(PAGE + 3, k.charCodeAt(0)))).toEqual({ kind: 'simple', value: 'OK' });
+      await settled(server);
+      const fault = server.ts.tierDriver('fs') as FaultTier;
+      // Until the write-through copies of the manifests landed on fs (a key survives only once they have).
+      const onFs = () => server.ts.stats().tiers.find((t) => t.name === 'fs')!.pages;
+      expect(await settle(() => onFs() === 6, true, 10_000)).toBe(true);
+      fault.inject({ deleteErrors: 1 });
+      const del = await c.call('DEL', 'a');
+      expect(del.kind).toBe('error');
+      expect(String(del.value)).toMatch(/manifests could not be deleted now/);
+      expect(bulk(await c.call('GET', 'a'))).toBeNull();
+      // The tier is back: the background retry deletes the manifest, so the restart does not bring 'a' back.
+      fault.inject({ deleteErrors: 0 });
+      // Left on fs: 'b' (two value pages, its manifest) and the value pages of 'a', which no manifest names now
+      // (the restart deletes them).
+      expect(await settle(() => onFs(), 5, 15_000)).toBe(5);
+      c.close();
+      await server.close();
+      server = await start();
+      try {
+        c = await Client.connect(server.respPort);
+        expect(bulk(await c.call('GET', 'a'))).toBeNull();
+        expect(bulk(await c.call('GET', 'b'))).toEqual(pattern(PAGE + 3, 'b'.charCodeAt(0)));
+        c.close();
+      } finally {
+        await server.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(shm, { force: true });
+    }
+  }, 60_000);
+
   it('refuses catalog durable without a persistent tier', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-resp-durable-'));
     try {

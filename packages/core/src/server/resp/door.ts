@@ -65,6 +65,8 @@ const DISCARD_RETRIES = 5;
 /** How long a refused client (max clients, shutting down) may take to close its side after the error line. */
 const REFUSED_LINGER_MS = 1000;
 const DISCARD_RETRY_MS = 1000;
+/** Longest wait between tries to delete manifests a failed DEL left (a tier down): they are tried until gone. */
+const MANIFEST_RETRY_MAX_MS = 60_000;
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
@@ -388,6 +390,37 @@ export class RespDoor implements StreamHost, DoorApi {
     return p;
   }
 
+  /**
+   * Deletes the manifests of deleted keys before their DEL is acknowledged. A tier that cannot delete them now (a
+   * bucket down) fails the DEL (ERR_UNAVAILABLE: a restart could bring the keys back), and they are tried again in
+   * the background until gone; pinned ones (read by a recovery) are retried as #discard does.
+   */
+  async #deleteManifests(pages: readonly PageKey[]): Promise<void> {
+    try {
+      const kept = await this.store.remove(pages);
+      if (kept.length) void this.#discard(kept, 1);
+    } catch (e) {
+      this.#retryManifests(pages, DISCARD_RETRY_MS);
+      throw new TierSyncError(`the deleted key(s) are gone from memory, but their catalog manifests could not be deleted now, so a restart could bring them back (${(e as Error).message}); they are retried in the background`, 'ERR_UNAVAILABLE', { cause: e });
+    }
+  }
+
+  #retryManifests(pages: readonly PageKey[], delayMs: number): void {
+    if (this.#closing) {
+      this.counters.orphanedPages += pages.length;
+      return;
+    }
+    const t = setTimeout(() => {
+      const p = this.store
+        .remove(pages)
+        .then((kept) => void this.#discard(kept, 1))
+        .catch(() => this.#retryManifests(pages, Math.min(2 * delayMs, MANIFEST_RETRY_MAX_MS)))
+        .finally(() => this.#discards.delete(p));
+      this.#discards.add(p);
+    }, delayMs);
+    t.unref();
+  }
+
   #pageKeys(tenant: string, key: string, generation: number, count: number): PageKey[] {
     return valuePageKeys(this.#salt, tenant, key, generation, count);
   }
@@ -582,6 +615,8 @@ export class RespDoor implements StreamHost, DoorApi {
   /**
    * Removes keys; resolves with how many existed. With a durable catalog it resolves once their manifests are
    * deleted, so an acknowledged DEL does not come back after a restart.
+   * @throws TierSyncError ERR_UNAVAILABLE when a tier could not delete the manifests (the keys are gone here, but
+   *   not durably until the background retries succeed)
    */
   async deleteKeys(tenant: string, keys: readonly string[]): Promise<number> {
     const ks = this.keyspace(tenant);
@@ -600,7 +635,7 @@ export class RespDoor implements StreamHost, DoorApi {
       ks.delete(key, onDead);
       n++;
     }
-    if (manifests.length) await this.#discard(manifests);
+    if (manifests.length) await this.#deleteManifests(manifests);
     return n;
   }
 
