@@ -93,6 +93,18 @@ interface UnixListener {
   frames?: (socket: net.Socket, rest: Buffer) => void;
 }
 
+/**
+ * Logs the line a driver leaves on how it opened (fs `openNote`; host and object `attachNote`): at warn when it
+ * dropped or skipped what it found (torn or corrupt slots, malformed records, unreadable objects), else at info.
+ */
+function logOpenNote(log: Logger, tier: string, driver: object): void {
+  const d = driver as { openNote?: unknown; attachNote?: unknown };
+  const note = typeof d.openNote === 'string' ? d.openNote : typeof d.attachNote === 'string' ? d.attachNote : '';
+  if (!note) return;
+  if (/\b(dropped|skipped)\b/.test(note)) log.warn({ tier, note }, 'tier opened and dropped what it could not keep');
+  else log.info({ tier, note }, 'tier opened');
+}
+
 /** Removes auto-named client sockets of daemons that died without closing (SIGKILL): their pid no longer exists. */
 function sweepStaleSockets(): void {
   let names: string[];
@@ -253,6 +265,7 @@ export class TierSyncServer {
     try {
       await ts.open();
       undo.push(() => ts.close());
+      for (const t of ts.stats().tiers) logOpenNote(log, t.name, ts.tierDriver(t.name));
       // Pages the persistent tiers held that the index did not know (a lost, stale or in-memory index): adopted, never deleted.
       for (const t of ts.reconciled?.tiers ?? []) log.info(t, 'tier reconciled with the index');
 

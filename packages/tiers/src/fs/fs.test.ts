@@ -365,13 +365,74 @@ describe('fs tier', () => {
     expect(r.every((o) => o.status === 'hit')).toBe(true);
     await grown.close();
 
-    // Shrink to two slabs: pages in later slots are dropped, slab files past the capacity removed.
+    // Shrink to two slabs while later slots hold pages: refused, nothing on disk changed (no acknowledged page is
+    // dropped to honour a capacity).
+    const slabsBefore = readdirSync(folder).filter((n) => n.startsWith('slab-')).sort();
+    const refused = await codeOf(open(`fs://${folder}?capacity=${2 * SLAB}`));
+    expect(refused.code).toBe('ERR_CONFIG');
+    expect(refused.message).toMatch(new RegExp(`capacity ${2 * SLAB} bytes holds 8 page slot\\(s\\), but 14 page\\(s\\) in ${folder} sit in slots past them`));
+    expect(refused.message).toContain(`at least ${5 * SLAB + 4096 + 2 * PAGE} bytes`);
+    expect(refused.message).toMatch(/remove the folder's slab files/);
+    expect(readdirSync(folder).filter((n) => n.startsWith('slab-')).sort()).toEqual(slabsBefore);
+    const again = await open(`fs://${folder}?capacity=${5 * SLAB + 4096 + 2 * PAGE}`);
+    expect(again.stats().pages).toBe(22);
+    expect(again.recovery.beyondCapacity).toBe(0);
+
+    // Once the slots past the new capacity are empty, shrinking works: slab files past it are removed.
+    const outside: PageKey[] = [];
+    for await (const p of again.list()) if (again.locate(p.key)!.slot >= 8) outside.push(p.key);
+    expect(outside.length).toBe(14);
+    await again.delete(outside);
+    await again.close();
     const small = await open(`fs://${folder}?capacity=${2 * SLAB}`);
-    expect(small.recovery.beyondCapacity).toBeGreaterThan(0);
-    expect(small.stats().capacityBytes).toBe(8 * PAGE);
-    expect(small.stats().pages).toBe(8);
-    expect(small.stats().pages + small.recovery.beyondCapacity).toBe(22);
+    expect(small.stats()).toMatchObject({ pages: 8, capacityBytes: 8 * PAGE });
+    expect(small.recovery.beyondCapacity).toBe(0);
     expect(readdirSync(folder).filter((n) => n.startsWith('slab-')).length).toBe(2);
+    await small.close();
+  });
+
+  it('refuses a capacity cut inside a slab that would drop its last pages, and names the least capacity that keeps them', async () => {
+    const folder = newFolder();
+    const a = await open(urlOf(folder, 8));
+    await a.write(Array.from({ length: 7 }, (_, i) => page(i)));
+    expect([5, 6].map((i) => a.locate(testKey(i, 7))!.slot)).toEqual([5, 6]);
+    await a.close();
+
+    // 5 slots: slots 5 and 6 hold pages. The least capacity keeping them is one full slab and 3 slots of the next.
+    const e = await codeOf(open(`fs://${folder}?capacity=${SLAB + 4096 + 1 * PAGE}&slab=${SLAB}`));
+    expect(e).toBeInstanceOf(TierSyncError);
+    expect(e.code).toBe('ERR_CONFIG');
+    expect((e as TierSyncError).tier).toBe('fs');
+    expect(e.message).toContain('2 page(s)');
+    expect(e.message).toContain(`at least ${SLAB + 4096 + 3 * PAGE} bytes`);
+    // The least capacity named is enough, and every page is still there.
+    const b = await open(`fs://${folder}?capacity=${SLAB + 4096 + 3 * PAGE}&slab=${SLAB}`);
+    expect(b.stats().pages).toBe(7);
+    const r = await b.read([0, 1, 2, 3, 4, 5, 6].map((i) => into(i)));
+    expect(r.every((o) => o.status === 'hit')).toBe(true);
+    await b.close();
+  });
+
+  it('drops, when shrinking, an old copy past the capacity of a page also held inside it', async () => {
+    const folder = newFolder();
+    const a = await open(urlOf(folder, 8));
+    await a.write([1, 2, 3, 4].map((i) => page(i)));
+    await a.write([page(0)]);
+    const old = a.locate(testKey(0, 7))!;
+    expect(old.slot).toBe(4);
+    const oldHeader = readAt(old.path, old.headerOffset, HEADER_BYTES);
+    await a.delete([testKey(0, 7), testKey(1, 7)]);
+    await a.write([page(0)]); // the newer copy, inside the smaller capacity below
+    expect(a.locate(testKey(0, 7))!.slot).toBeLessThan(4);
+    await a.delete([2, 3, 4].map((i) => testKey(i, 7)));
+    await a.close();
+    writeAt(old.path, old.headerOffset, oldHeader); // as if the delete's clear never landed
+
+    const small = await open(urlOf(folder, 4));
+    expect(small.recovery).toMatchObject({ pages: 1, beyondCapacity: 1 });
+    expect(readdirSync(folder).filter((n) => n.startsWith('slab-')).length).toBe(1);
+    expect((await small.read([into(0)]))[0]!.status).toBe('hit');
+    expect(same(0)).toBe(true);
     await small.close();
   });
 

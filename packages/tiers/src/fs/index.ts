@@ -77,7 +77,10 @@ export interface FsRecoveryReport {
   invalid: number;
   /** Older copies of a key stored twice (a delete whose clear was cut short, then a rewrite): dropped. */
   duplicates: number;
-  /** Pages in slots beyond a capacity that shrank since they were written: dropped (whole slab files removed). */
+  /**
+   * Copies, in slots beyond a capacity that shrank since they were written, of pages also held inside it: dropped
+   * (whole slab files beyond it removed). A page held only beyond the capacity refuses the open (ERR_CONFIG).
+   */
   beyondCapacity: number;
   /** verify=full: pages whose bytes did not match their CRC32C: dropped. */
   corrupt: number;
@@ -131,7 +134,7 @@ const SCAN_HEADERS = 16384;
 /**
  * The fs tier driver. Create with a URL and the hierarchy's context, then `await open()`.
  *
- * Errors: ERR_CONFIG (URL, page size vs direct=always), ERR_GEOMETRY_MISMATCH (the folder was written with another
+ * Errors: ERR_CONFIG (URL, page size vs direct=always, a capacity below pages the folder holds), ERR_GEOMETRY_MISMATCH (the folder was written with another
  * page size, fingerprint or slab size; the message names the field), ERR_UNAVAILABLE (folder held by another
  * process's kernel lock, or already open in this one),
  * ERR_UNSUPPORTED (direct=always without O_DIRECT), ERR_TIER_FULL (capacity or disk full), ERR_IO, ERR_CLOSED,
@@ -482,24 +485,35 @@ export class FsTier implements TierDriver {
 
   /**
    * Reads every slab's header area (with node:fs: buffered, so later 512-byte header writes find their 4 KiB page
-   * cached), keeps valid pages, clears what must not survive, removes slabs beyond the capacity and opens the rest.
+   * cached) and changes nothing until it has read them all: pages in slots past the capacity refuse the open with
+   * the folder untouched. Then clears what must not survive, removes slabs beyond the capacity and opens the rest.
+   * @throws TierSyncError ERR_CONFIG (pages sit in slots past the capacity), ERR_IO
    */
   async #scan(slabFiles: Map<number, string>): Promise<Map<PageKey, StoredPage>> {
     const g = this.#geometry!;
     const c = this.config;
     const pages = new Map<PageKey, StoredPage>();
     const slabCount = Math.ceil(this.#totalSlots / g.slotsPerSlab);
-    const zero = Buffer.alloc(HEADER_BYTES);
     const buf = Buffer.alloc(Math.min(g.slotsPerSlab, SCAN_HEADERS) * HEADER_BYTES);
     const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    let removed = false;
-    for (const [index, name] of [...slabFiles].sort((a, b) => a[0] - b[0])) {
+    /** Slots (numbered within their slab) whose header must be zeroed before the slot is used, by slab index. */
+    const clear = new Map<number, number[]>();
+    const toClear = (slot: number): void => {
+      const index = Math.floor(slot / g.slotsPerSlab);
+      const list = clear.get(index);
+      if (list) list.push(slot % g.slotsPerSlab);
+      else clear.set(index, [slot % g.slotsPerSlab]);
+    };
+    /** Pages in slots past the capacity: the highest such slot of each key. */
+    const outside = new Map<PageKey, number>();
+    let outsideCopies = 0;
+    const sorted = [...slabFiles].sort((a, b) => a[0] - b[0]);
+    for (const [index, name] of sorted) {
       const path = join(c.path, name);
       const slotsHere = this.#slotsIn(index);
-      const clear: number[] = [];
       let file;
       try {
-        file = await openFile(path, 'r+');
+        file = await openFile(path, 'r');
       } catch (e) {
         throw ioError(`cannot open ${path}`, e);
       }
@@ -524,37 +538,62 @@ export class FsTier implements TierDriver {
               this.recovery.duplicates++;
               const loser = prev.generation >= page.generation ? page : prev;
               if (loser === prev) pages.set(h.key, page);
-              const loserSlab = Math.floor(loser.slot / g.slotsPerSlab);
-              if (loserSlab === index) clear.push(loser.slot % g.slotsPerSlab);
-              else await this.#zeroHeader(join(c.path, slabName(loserSlab)), loser.slot % g.slotsPerSlab, zero);
+              toClear(loser.slot);
               continue;
             }
-            if (h.kind === 'page') this.recovery.beyondCapacity++;
-            else if (h.kind === 'torn') this.recovery.torn++;
+            if (h.kind === 'page') {
+              outside.set(h.key, Math.max(slot, outside.get(h.key) ?? 0));
+              outsideCopies++;
+            } else if (h.kind === 'torn') this.recovery.torn++;
             else this.recovery.invalid++;
-            clear.push(s);
+            toClear(slot);
           }
-        }
-        if (index >= slabCount) {
-          await file.close();
-          file = undefined;
-          await unlink(path).catch((e: unknown) => {
-            throw ioError(`cannot remove ${path} (beyond the capacity)`, e);
-          });
-          removed = true;
-          continue;
-        }
-        // A free slot's header must be invalid on disk before the slot is reused (README: crash protocol).
-        if (clear.length > 0) {
-          for (const s of clear) await file.write(zero, 0, HEADER_BYTES, headerOffset(s));
-          await file.datasync();
         }
       } catch (e) {
         throw e instanceof TierSyncError ? e : ioError(`cannot scan ${path}`, e);
       } finally {
-        await file?.close();
+        await file.close();
       }
-      const want = g.dataOffset + slotsHere * g.slotStride;
+    }
+
+    // Acknowledged pages are never dropped to honour a smaller capacity: refuse before anything on disk changes.
+    // (A copy past the capacity of a page also held inside it goes, as a duplicate would.)
+    let lost = 0;
+    let highest = 0;
+    for (const [key, slot] of outside) {
+      if (pages.has(key)) continue;
+      lost++;
+      highest = Math.max(highest, slot);
+    }
+    if (lost > 0) throw this.#shrinkRefused(lost, highest);
+    this.recovery.beyondCapacity = outsideCopies;
+
+    const zero = Buffer.alloc(HEADER_BYTES);
+    let removed = false;
+    for (const [index, name] of sorted) {
+      const path = join(c.path, name);
+      if (index >= slabCount) {
+        await unlink(path).catch((e: unknown) => {
+          throw ioError(`cannot remove ${path} (beyond the capacity)`, e);
+        });
+        removed = true;
+        continue;
+      }
+      // A free slot's header must be invalid on disk before the slot is reused (README: crash protocol).
+      const slots = clear.get(index);
+      if (slots) {
+        let file;
+        try {
+          file = await openFile(path, 'r+');
+          for (const s of slots) await file.write(zero, 0, HEADER_BYTES, headerOffset(s));
+          await file.datasync();
+        } catch (e) {
+          throw ioError(`cannot clear dropped slot headers in ${path}`, e);
+        } finally {
+          await file?.close();
+        }
+      }
+      const want = g.dataOffset + this.#slotsIn(index) * g.slotStride;
       const have = await stat(path).then(
         (st) => st.size,
         (e: unknown) => {
@@ -567,14 +606,21 @@ export class FsTier implements TierDriver {
     return pages;
   }
 
-  async #zeroHeader(path: string, slotInSlab: number, zero: Buffer): Promise<void> {
-    const f = await openFile(path, 'r+');
-    try {
-      await f.write(zero, 0, HEADER_BYTES, headerOffset(slotInSlab));
-      await f.datasync();
-    } finally {
-      await f.close();
-    }
+  /**
+   * ERR_CONFIG for a capacity below pages the folder holds: `lost` pages (by key) sit in slots past it, the last in
+   * slot `highest`. Names the least capacity that keeps them all.
+   */
+  #shrinkRefused(lost: number, highest: number): TierSyncError {
+    const g = this.#geometry!;
+    const slots = highest + 1;
+    const full = Math.floor(slots / g.slotsPerSlab);
+    const rest = slots - full * g.slotsPerSlab;
+    const least = full * fullSlabBytes(g) + (rest > 0 ? g.dataOffset + rest * g.slotStride : 0);
+    return this.#configError(
+      `capacity ${this.config.capacity} bytes holds ${this.#totalSlots} page slot(s), but ${lost} page(s) in ${this.config.path} sit in slots past them ` +
+        `(the capacity shrank since they were written); refusing to drop them. Set capacity to at least ${least} bytes (capacity=${Math.ceil(least / 2 ** 20)}MiB) to keep them, ` +
+        `or empty the tier deliberately first (delete its pages from a daemon running with the old capacity, or remove the folder's slab files: their pages are lost)`,
+    );
   }
 
   /**
