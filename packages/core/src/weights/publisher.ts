@@ -81,6 +81,11 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
   readonly #engine: TransferEngine;
   readonly #ownEngine: boolean;
   readonly #manifests = new Map<string, WeightManifest>();
+  /**
+   * Versions whose publish is queued or running. A name is reserved here synchronously, when publishWeights is
+   * called, so a second publish of it is refused before either runs (the queue would otherwise let both through).
+   */
+  readonly #publishing = new Set<string>();
   readonly #metrics: WeightMetrics = emptyMetrics();
   #busy: Promise<unknown> = Promise.resolve();
 
@@ -109,14 +114,17 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
 
   /**
    * Cuts `tensors` into chunks and serves them as `version`. Publishes run one at a time.
-   * @throws TierSyncError ERR_INVALID_ARGUMENT (bad version/tensor, version already published), ERR_OVERLAP
+   * @throws TierSyncError ERR_INVALID_ARGUMENT (bad version/tensor, version already published or being published), ERR_OVERLAP
    *   (two tensors share bytes of one arena), ERR_OUT_OF_RANGE, ERR_TIER_FULL (store too small)
    */
   publishWeights(version: string, tensors: readonly TensorSource[]): Promise<PublishResult> {
     checkVersion(version);
     if (this.#manifests.has(version)) throw new TierSyncError(`version '${version}' is already published`, 'ERR_INVALID_ARGUMENT');
+    if (this.#publishing.has(version)) throw new TierSyncError(`version '${version}' is already being published`, 'ERR_INVALID_ARGUMENT');
     checkTensors(tensors);
-    const run = this.#busy.then(() => this.#publish(version, tensors));
+    this.#publishing.add(version);
+    // The name stays reserved until the publish settles; a failed publish frees it for a retry.
+    const run = this.#busy.then(() => this.#publish(version, tensors)).finally(() => this.#publishing.delete(version));
     this.#busy = run.catch(() => undefined);
     return run;
   }
