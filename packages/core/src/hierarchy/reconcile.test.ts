@@ -61,7 +61,7 @@ describe('reconcileTiers: the index is rebuilt from the tiers', () => {
     const index = newIndex();
     const fsPolicy = policy();
     const report = await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: fsPolicy }]);
-    expect(report).toEqual({ adopted: 41, tiers: [{ tier: 'fs', held: 43, known: 0, adopted: 41, adoptedKeyed: 1, foreign: 2, unattributed: 0, indexedNotHeld: 0 }] });
+    expect(report).toEqual({ adopted: 41, tiers: [{ tier: 'fs', held: 43, known: 0, adopted: 41, adoptedKeyed: 1, foreign: 2, unattributed: 0, indexedNotHeld: 0, stale: 0 }] });
     // Prefix lookup reaches the whole chain; the records carry what the tier stored.
     expect(index.lookupPrefix(chain).map((h) => h.key)).toEqual(chain);
     const records = index.pages(chain);
@@ -127,6 +127,31 @@ describe('reconcileTiers: the index is rebuilt from the tiers', () => {
     expect((await reconcileTiers(index, [{ name: 'fs', driver: fs, policy: policy() }])).tiers[0]).toMatchObject({ known: 41, indexedNotHeld: 0 });
     expect(index.copiesOf([chain[0]!])[0]!.map((c) => `${c.tier}:${c.state}`).sort()).toEqual(['fs:ready', 'host:ready']);
     index.close();
+  });
+
+  it('deletes, rather than adopts, a copy that contradicts the index record of its key (an older page under a key stored again)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tiersync-reconcile-stale-'));
+    const tier = new FsTier(`fs://${dir}?capacity=${16 * PAGE}`, { engine, pageBytes: PAGE, fingerprint: 'reconcile-test' });
+    await tier.open();
+    try {
+      const [old, same] = chainKeys('00bb0000', 2) as [string, string];
+      const w = await tier.write([write(old, 3, { namespace: NS_A, parent: null, position: 0 }), write(same, 4, { namespace: NS_A, parent: null, position: 0 })]);
+      // The index records both keys on host: `old` as another page (stored again while fs was out of the config).
+      const index = newIndex();
+      index.beginStore(NS_A, 'host', [
+        { key: old, parent: null, position: 0, length: PAGE - 3, location: old, crc32c: (w.crc32c[0]! ^ 1) >>> 0 },
+        { key: same, parent: null, position: 0, length: PAGE - 4, location: same, crc32c: w.crc32c[1]! },
+      ]);
+      index.commitCopies([{ key: old, tier: 'host' }, { key: same, tier: 'host' }]);
+      const report = await reconcileTiers(index, [{ name: 'fs', driver: tier, policy: policy() }]);
+      expect(report.tiers[0]).toMatchObject({ held: 2, adopted: 1, stale: 1 });
+      expect(index.copiesOf([old, same]).map((cs) => cs.map((c) => c.tier).sort())).toEqual([['host'], ['fs', 'host']]);
+      expect(await tier.has([old, same])).toEqual([false, true]);
+      index.close();
+    } finally {
+      await tier.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('chainOrder puts each chain parent-first, so adopted chains share index runs', () => {

@@ -5,6 +5,8 @@
  * parent and position (PageWrite.meta), besides key, length and CRC32C. So pages a tier holds that the index does
  * not know (a `:memory:` index, a lost or stale index file, a crash between a tier write and its index commit) are
  * adopted back into the index, never deleted: nothing acknowledged durable is lost because the index forgot it.
+ * The one exception is a copy that contradicts the index's record of its key (another length or CRC32C: an older
+ * page under a key deleted and stored again while its tier was out of the config).
  */
 import type { EvictionPolicy } from '@tiersync/policy';
 import type { PageInfo, PageKey, TierDriver } from '@tiersync/tiers';
@@ -47,6 +49,12 @@ export interface TierAdoption {
    * lookups stop naming the tier and loads go to the copies that exist.
    */
   indexedNotHeld: number;
+  /**
+   * Copies of pages the index records elsewhere whose length or CRC32C differ from the record (left on a tier that
+   * was out of the config while the key was deleted and stored again): the index's record is the page acknowledged
+   * last, so these are deleted from the tier rather than adopted (a load would otherwise read old bytes under it).
+   */
+  stale: number;
 }
 
 export interface ReconcileReport {
@@ -62,8 +70,8 @@ const ADOPT_BATCH = 4096;
 /**
  * Persistent tiers: adopts into the index every page a tier holds that the index does not record there (under the
  * namespace the page was written with, so lookups by prefix find it again), leaves pages of unregistered namespaces
- * alone, and lets each tier's policy know what the tier holds. Never deletes a page. Returns what it adopted per
- * tier, for the caller to log or emit.
+ * alone, and lets each tier's policy know what the tier holds. Deletes only copies that contradict the index's
+ * record of their key (`stale`). Returns what it adopted per tier, for the caller to log or emit.
  *
  * Index copies on a persistent tier that the tier no longer holds are dropped from the index (`indexedNotHeld`);
  * only bookkeeping goes, never bytes: a copy on another tier stays recorded and serves.
@@ -76,11 +84,15 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
     if (!t.driver.capabilities.persistent) continue;
     const held: PageInfo[] = [];
     for await (const p of t.driver.list()) held.push(p);
-    const r: TierAdoption = { tier: t.name, held: held.length, known: 0, adopted: 0, adoptedKeyed: 0, foreign: 0, unattributed: 0, indexedNotHeld: 0 };
+    const r: TierAdoption = { tier: t.name, held: held.length, known: 0, adopted: 0, adoptedKeyed: 0, foreign: 0, unattributed: 0, indexedNotHeld: 0, stale: 0 };
     const tracked: PageKey[] = [];
     for (let at = 0; at < held.length; at += ADOPT_BATCH) {
       const part = held.slice(at, at + ADOPT_BATCH);
       const copies = index.copiesOf(part.map((p) => p.key));
+      // The index's record of pages it places on other tiers only, to tell this tier's copy apart from a stale one.
+      const elsewhere = part.filter((_, i) => copies[i]!.length > 0 && !copies[i]!.some((x) => x.tier === t.name)).map((p) => p.key);
+      const records = new Map(index.pages(elsewhere).map((rec, j) => [elsewhere[j]!, rec]));
+      const stale: PageKey[] = [];
       const byNamespace = new Map<string, AdoptPage[]>();
       const add = (ns: string, page: AdoptPage) => {
         const list = byNamespace.get(ns);
@@ -95,8 +107,14 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
           return;
         }
         const page: AdoptPage = { key: p.key, parent: p.meta?.parent ?? null, position: p.meta?.position ?? 0, length: p.length, crc32c: p.crc32c, durable: true };
-        // Recorded on other tiers: this tier's copy joins the page as recorded (the namespace given is not used).
+        // Recorded on other tiers: this tier's copy joins the page as recorded (the namespace given is not used),
+        // if it is that page.
         if (c.length > 0) {
+          const rec = records.get(p.key);
+          if (rec && (rec.length !== p.length || (rec.crc32c !== null && rec.crc32c !== p.crc32c))) {
+            stale.push(p.key);
+            return;
+          }
           add(p.meta && registered.has(p.meta.namespace) ? p.meta.namespace : [...registered][0]!, page);
           return;
         }
@@ -108,6 +126,10 @@ export async function reconcileTiers(index: BlockIndex, tiers: readonly Reconcil
           add(ns, page);
         }
       });
+      if (stale.length) {
+        const { pinned } = await t.driver.delete(stale);
+        r.stale += stale.length - pinned.length;
+      }
       // Ready, durable, unverified, with the CRC32C the tier recorded: the tier checks it on every read.
       for (const [ns, pages] of byNamespace) {
         const { adopted } = index.adoptPages(ns, t.name, chainOrder(pages));

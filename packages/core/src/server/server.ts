@@ -267,7 +267,8 @@ export class TierSyncServer {
       undo.push(() => ts.close());
       for (const t of ts.stats().tiers) logOpenNote(log, t.name, ts.tierDriver(t.name));
       // Pages the persistent tiers held that the index did not know (a lost, stale or in-memory index): adopted, never deleted.
-      for (const t of ts.reconciled?.tiers ?? []) log.info(t, 'tier reconciled with the index');
+      // Warned when bookkeeping changed: copies the index named that a tier no longer holds, stale copies deleted.
+      for (const t of ts.reconciled?.tiers ?? []) (t.indexedNotHeld || t.stale ? log.warn.bind(log) : log.info.bind(log))(t, 'tier reconciled with the index');
 
       let peer: PeerServer | undefined;
       let peerTier: string | undefined;
