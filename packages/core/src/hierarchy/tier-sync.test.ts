@@ -97,6 +97,27 @@ describe('TierSync', () => {
     expect(ts.lookup(tokens).pages).toEqual([]);
   });
 
+  it('a load into a bad destination throws, naming it, instead of answering every page missing', async () => {
+    const ts = await hierarchy({ hbm: 16, host: 16 });
+    const src = fx.arena(4);
+    const dst = fx.arena(2);
+    const tokens = context(7, 2);
+    await ts.store(tokens, sourcePages(ts, src, tokens));
+    const hit = ts.lookup(tokens);
+    const into = (second: Partial<{ arena: unknown; offset: number }>) => [{ arena: dst, offset: 0, length: PAGE }, { arena: dst, offset: PAGE, length: PAGE, ...second }] as Parameters<TierSync['load']>[1];
+    const refusal = (second: Partial<{ arena: unknown; offset: number }>) => ts.load(hit, into(second)).then(() => undefined, (e: TierSyncError) => `${e.code}: ${e.message}`);
+    expect(await refusal({ offset: 2 * PAGE })).toMatch(/^ERR_OUT_OF_RANGE: into\[1\]: .* exceeds the arena's/);
+    expect(await refusal({ offset: -1 })).toMatch(/^ERR_INVALID_ARGUMENT: into\[1\]\.offset must be an integer >= 0/);
+    expect(await refusal({ offset: Number.NaN })).toMatch(/^ERR_INVALID_ARGUMENT: into\[1\]\.offset/);
+    expect(await refusal({ arena: null })).toMatch(/^ERR_INVALID_ARGUMENT: into\[1\]\.arena must be a HostArena or DeviceArena/);
+    const closed = HostArena.create({ capacity: 2 * PAGE });
+    closed.close();
+    expect(await refusal({ arena: closed, offset: 0 })).toMatch(/^ERR_CLOSED: into\[1\]\.arena is closed/);
+    expect(ts.stats().counters.pagesMissing).toBe(0);
+    // A good destination still loads both.
+    expect(await ts.load(hit, into({}))).toMatchObject({ loaded: 2, missing: [] });
+  });
+
   it('names the config field that is wrong', () => {
     const bad = (c: object) => {
       try {

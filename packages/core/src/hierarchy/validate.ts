@@ -2,7 +2,7 @@
  * Validation of what callers hand to TierSync: done once at the public boundary, with errors that name the bad
  * argument; the modules behind it trust their input.
  */
-import { TierSyncError } from '@tiersync/native';
+import { DeviceArena, HostArena, TierSyncError } from '@tiersync/native';
 import type { RetentionHint } from '@tiersync/policy';
 import { PAGE_KEY_PATTERN, type PageKey, type PageLocation } from '@tiersync/tiers';
 import type { LoadOptions, LookupResult, StoreOptions } from './types.js';
@@ -57,7 +57,19 @@ export function checkInto(into: readonly PageLocation[], hit: LookupResult, page
     if (!p || typeof p !== 'object' || typeof p.length !== 'number' || p.length < need || p.length > pageBytes) {
       throw new TierSyncError(`into[${i}].length must be in [${need}, ${pageBytes}] (the page's length, at most the layout's page size), got ${p?.length}`, 'ERR_INVALID_ARGUMENT');
     }
+    checkSpan(p, `into[${i}]`);
   }
+}
+
+/**
+ * A destination's arena and span: checked here so a caller's mistake throws, rather than failing the whole driver
+ * batch, which a load reports as every page missing (a cache miss the caller would silently recompute).
+ */
+function checkSpan(p: PageLocation, what: string): void {
+  if (!(p.arena instanceof HostArena) && !(p.arena instanceof DeviceArena)) throw new TierSyncError(`${what}.arena must be a HostArena or DeviceArena`, 'ERR_INVALID_ARGUMENT');
+  if (p.arena.closed) throw new TierSyncError(`${what}.arena is closed`, 'ERR_CLOSED');
+  if (!Number.isSafeInteger(p.offset) || p.offset < 0) throw new TierSyncError(`${what}.offset must be an integer >= 0, got ${String(p.offset)}`, 'ERR_INVALID_ARGUMENT');
+  if (p.offset + p.length > p.arena.capacity) throw new TierSyncError(`${what}: [${p.offset}, +${p.length}) exceeds the arena's ${p.arena.capacity} bytes`, 'ERR_OUT_OF_RANGE');
 }
 
 /** store() / storeKeys() options, with defaults applied. */
