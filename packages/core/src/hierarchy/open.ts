@@ -14,8 +14,28 @@ import { exclusive, type HierarchyState } from './state.js';
 
 const NOMINAL_READ_BPS: Record<string, number> = { hbm: 100e9, host: 20e9, fs: 2e9, peer: 2e9, object: 0.2e9 };
 
-/** Opens every tier, the planner and the index; copies on volatile tiers from an earlier run are dropped from the index. */
+/**
+ * Opens every tier, the planner and the index; copies on volatile tiers from an earlier run are dropped from the
+ * index. Once: a second call, or one after close(), is refused. A failure part way closes what it opened (a tier
+ * left open would hold its folder's lock for the rest of the process).
+ */
 export async function openHierarchy(s: HierarchyState): Promise<void> {
+  if (s.closed) throw new TierSyncError('TierSync is closed; a closed one cannot be opened again (create a new TierSync)', 'ERR_CLOSED');
+  if (s.opening) throw new TierSyncError('TierSync.open() was called already; call it once', 'ERR_INVALID_ARGUMENT');
+  s.opening = true;
+  try {
+    await openAll(s);
+  } catch (e) {
+    for (const t of s.tiers.splice(0)) await t.driver.close().catch(() => undefined);
+    s.index?.close();
+    s.staging?.close();
+    s.index = s.planner = s.staging = s.reconciled = undefined;
+    s.opening = false;
+    throw e;
+  }
+}
+
+async function openAll(s: HierarchyState): Promise<void> {
   const context = { engine: s.engine, pageBytes: s.pageBytes, fingerprint: `${s.namespace.model}/${s.namespace.layoutFingerprint}` };
   const names = new Set<string>();
   for (const [i, t] of s.config.tiers.entries()) {

@@ -58,6 +58,8 @@ export interface HierarchyState {
   staging: HostArena | undefined;
   /** What open() adopted from the persistent tiers. */
   reconciled: ReconcileReport | undefined;
+  /** open() was called (it runs once). */
+  opening: boolean;
   closed: boolean;
   /** Tail of the chain of exclusive sections (stores' planning, moves between tiers). */
   lock: Promise<void>;

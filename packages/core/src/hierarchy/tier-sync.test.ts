@@ -118,6 +118,22 @@ describe('TierSync', () => {
     expect(await ts.load(hit, into({}))).toMatchObject({ loaded: 2, missing: [] });
   });
 
+  it('opens once: a second open or one after close is refused; an open that fails part way closes the tiers it opened', async () => {
+    const ts = await hierarchy({ hbm: 16, host: 16 });
+    await expect(ts.open()).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/called already/) });
+    expect(ts.stats().tiers.map((t) => t.name)).toEqual(['hbm', 'host', 'fs']);
+    await ts.close();
+    await expect(ts.open()).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+    // The index cannot open (its path is a folder) after the fs tier took its folder's lock.
+    const dir = fx.tempDir();
+    const config = (index: string) => ({ model: 'test-model@1', layout, tiers: [{ url: `host://?capacity=${16 * PAGE}` }, { url: `fs://${dir}/fs?capacity=${64 * PAGE}` }], index: { path: index } }) as TierSyncConfig;
+    const failed = new TierSync(config(dir));
+    await expect(failed.open()).rejects.toThrow();
+    await failed.close();
+    const again = await fx.opened(new TierSync(config(`${dir}/index.sqlite`)));
+    expect(again.stats().tiers.map((t) => t.name)).toEqual(['host', 'fs']);
+  });
+
   it('names the config field that is wrong', () => {
     const bad = (c: object) => {
       try {

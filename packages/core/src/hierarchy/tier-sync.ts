@@ -75,6 +75,7 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
       planner: undefined,
       staging: undefined,
       reconciled: undefined,
+      opening: false,
       closed: false,
       lock: Promise.resolve(),
       queue: [],
