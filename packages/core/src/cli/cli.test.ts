@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Command } from './command.js';
 import { commandTable, main } from './main.js';
+import { parseObjectUrl } from '@tiersync/tiers';
 import { demoConfigPath } from './replay-config.js';
 
 /** Runs the CLI in this process (with `extra` commands added); returns its exit code and what it printed. */
@@ -95,6 +96,70 @@ describe('tiersync CLI conventions', () => {
       expect(JSON.parse(r2.out).checks).toContainEqual({ check: 'resp: listen', ok: false, detail: `127.0.0.1:${port} cannot be listened on: in use (another daemon?)` });
     } finally {
       await new Promise((resolve) => held.close(resolve));
+    }
+  });
+
+  it('doctor --config checks object tiers: the URL as serve parses it, credentials variables, the endpoint on TCP', async () => {
+    type Report = { checks: Array<{ check: string; ok: boolean; detail: string }>; ok: boolean };
+    const doctor = async (url: string) => {
+      const file = path.join(dir, 'object.json');
+      writeFileSync(file, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url, name: 'cold' }], index: { path: ':memory:' }, http: { port: 0 }, peer: { port: 0 } }));
+      const r = await cli('doctor', '--config', file, '--json');
+      return { code: r.code, report: JSON.parse(r.out) as Report };
+    };
+    // A port nothing listens on: taken, then released.
+    const closed = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen({ host: '127.0.0.1', port: 0 }, () => {
+        const port = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(port));
+      });
+    });
+    // A listener that records whether anything was sent to it: doctor connects, never sends a request.
+    const received: Buffer[] = [];
+    const open = net.createServer((socket) => socket.on('data', (d) => received.push(d)));
+    await new Promise<void>((resolve) => open.listen({ host: '127.0.0.1', port: 0 }, resolve));
+    const openPort = (open.address() as net.AddressInfo).port;
+    try {
+      // An invalid bucket name: the object driver's own ERR_CONFIG message, as serve would give it.
+      const badBucket = `s3://Not_A_Bucket!/kv?endpoint=http://127.0.0.1:${openPort}`;
+      const serveSays = (() => {
+        try {
+          parseObjectUrl(badBucket);
+        } catch (e) {
+          return (e as Error).message;
+        }
+        return 'parsed';
+      })();
+      expect(serveSays).toMatch(/not a valid bucket name/);
+      const bad = await doctor(badBucket);
+      expect(bad.code).toBe(1);
+      expect(bad.report.checks).toContainEqual({ check: 'tiers.0 (cold): URL', ok: false, detail: serveSays });
+
+      // An endpoint on a closed port, and credentials from variables that are not set: both reported.
+      const down = await doctor(`s3://kv-bucket/cache?endpoint=http://127.0.0.1:${closed}&credentials=env:TIERSYNC_DOCTOR_UNSET`);
+      expect(down.code).toBe(1);
+      expect(down.report.checks).toContainEqual({ check: 'tiers.0 (cold): URL', ok: true, detail: "bucket 'kv-bucket', prefix 'cache/', region us-east-1" });
+      expect(down.report.checks).toContainEqual({
+        check: 'tiers.0 (cold): credentials env:TIERSYNC_DOCTOR_UNSET',
+        ok: false,
+        detail: 'TIERSYNC_DOCTOR_UNSET_ACCESS_KEY_ID and TIERSYNC_DOCTOR_UNSET_SECRET_ACCESS_KEY are not set in this environment (the daemon reads them at start)',
+      });
+      expect(down.report.checks).toContainEqual({ check: `tiers.0 (cold): endpoint http://127.0.0.1:${closed}`, ok: false, detail: expect.stringContaining('ECONNREFUSED') });
+
+      // A gs:// tier whose endpoint answers and whose variables are set: all fine, and nothing reached the endpoint.
+      vi.stubEnv('TIERSYNC_DOCTOR_SET_ACCESS_KEY_ID', 'id');
+      vi.stubEnv('TIERSYNC_DOCTOR_SET_SECRET_ACCESS_KEY', 'secret');
+      const fine = await doctor(`gs://kv-bucket?endpoint=http://127.0.0.1:${openPort}&credentials=env:TIERSYNC_DOCTOR_SET`);
+      expect(fine.report.checks.filter((c) => c.check.startsWith('tiers.0')).map((c) => [c.check, c.ok])).toEqual([
+        ['tiers.0 (cold): URL', true],
+        ['tiers.0 (cold): credentials env:TIERSYNC_DOCTOR_SET', true],
+        [`tiers.0 (cold): endpoint http://127.0.0.1:${openPort}`, true],
+      ]);
+      expect(fine.code).toBe(0);
+      expect(Buffer.concat(received).length).toBe(0);
+    } finally {
+      vi.unstubAllEnvs();
+      await new Promise((resolve) => open.close(resolve));
     }
   });
 

@@ -3,8 +3,8 @@ import { accessSync, constants, existsSync, statfsSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { formatCrc32c, formatPeerFrames, probeMachine, type MachineReport } from '@tiersync/native';
-import { parseFsUrl, parseHbmUrl, parseHostUrl, parsePeerUrl, shmHugePages } from '@tiersync/tiers';
+import { TierSyncError, formatCrc32c, formatPeerFrames, probeMachine, type MachineReport } from '@tiersync/native';
+import { parseFsUrl, parseHbmUrl, parseHostUrl, parseObjectUrl, parsePeerUrl, shmHugePages, type ObjectTierConfig } from '@tiersync/tiers';
 import { loadServerConfig, type ResolvedServerConfig } from '../server/index.js';
 import { formatSize } from '../sim/index.js';
 import type { Command } from './command.js';
@@ -17,7 +17,9 @@ authenticated peer frames, io_uring, O_DIRECT on DIR (default: the OS temp folde
 not), huge pages and the mlock limit.
 
   --config FILE  also check what a daemon/hierarchy config asks for: each tier's folder or /dev/shm file has room
-                 and is writable, a cuda HBM tier has a device, peers and the cluster's Redis answer on TCP.
+                 and is writable, a cuda HBM tier has a device, an object tier's URL parses and its credentials
+                 variables are set, peers, object endpoints and the cluster's Redis answer on TCP (nothing is
+                 sent to a bucket).
                  \`{tmp}\` (demo and sim configs) is checked as the folder the demo would make under the OS temp
                  folder. Exit code 1 when something it asks for is missing.
   --json         one JSON object: { machine, checks: [{ check, ok, detail }], ok }`;
@@ -87,6 +89,54 @@ function listenCheck(check: string, host: string, port: number): Promise<DoctorC
   });
 }
 
+/** `url` without its `credentials=` option. */
+function withoutCredentials(url: string): string {
+  return url.replace(/([?&])credentials=[^&#]*&?/, '$1').replace(/[?&](?=#|$)/, '');
+}
+
+/**
+ * An object tier (s3://, gs://): its URL as the driver parses it (so the errors are the ones `serve` gives), the
+ * variables of `credentials=env:PREFIX` set, and its endpoint accepting TCP connections. Nothing is sent to the
+ * bucket: whether it exists and the keys are accepted shows at the daemon's start.
+ */
+function objectChecks(name: string, url: string): Array<DoctorCheck | Promise<DoctorCheck>> {
+  const checks: Array<DoctorCheck | Promise<DoctorCheck>> = [];
+  // The parser's own rule for the prefix; anything else is left to the parser to refuse.
+  const prefix = /[?&]credentials=env:([A-Z_][A-Z0-9_]{0,63})(?=[&#]|$)/.exec(url)?.[1];
+  const unset = prefix ? [`${prefix}_ACCESS_KEY_ID`, `${prefix}_SECRET_ACCESS_KEY`].filter((v) => !process.env[v]) : [];
+  const parse = (u: string): ObjectTierConfig | TierSyncError => {
+    try {
+      return parseObjectUrl(u);
+    } catch (e) {
+      if (e instanceof TierSyncError) return e;
+      throw e;
+    }
+  };
+  let config = parse(url);
+  // Unset credentials variables alone (the line below names both) leave the URL line passing and the endpoint still
+  // checked; any other fault shows as the error serve gives for this URL.
+  if (config instanceof TierSyncError && unset.length) {
+    const rest = parse(withoutCredentials(url));
+    if (!(rest instanceof TierSyncError)) config = rest;
+  }
+  if (config instanceof TierSyncError) checks.push({ check: `${name}: URL`, ok: false, detail: config.message });
+  else checks.push({ check: `${name}: URL`, ok: true, detail: `bucket '${config.bucket}'${config.prefix ? `, prefix '${config.prefix}'` : ''}, region ${config.region}` });
+  if (prefix) {
+    checks.push({
+      check: `${name}: credentials env:${prefix}`,
+      ok: unset.length === 0,
+      detail: unset.length ? `${unset.join(' and ')} ${unset.length > 1 ? 'are' : 'is'} not set in this environment (the daemon reads them at start)` : `${prefix}_ACCESS_KEY_ID and ${prefix}_SECRET_ACCESS_KEY are set`,
+    });
+  }
+  if (!(config instanceof TierSyncError)) {
+    // AWS (no endpoint option): the region's S3 endpoint stands for the one the SDK picks.
+    const endpoint = new URL(config.endpoint ?? `https://s3.${config.region}.amazonaws.com`);
+    const port = Number(endpoint.port || (endpoint.protocol === 'http:' ? 80 : 443));
+    checks.push(tcpCheck(`${name}: endpoint ${endpoint.origin}`, endpoint.hostname.replace(/^\[|\]$/g, ''), port));
+  }
+  return checks;
+}
+
 /** Checks what `config` asks of this machine. */
 export async function checkConfig(config: ResolvedServerConfig, machine: MachineReport): Promise<DoctorCheck[]> {
   const checks: Array<DoctorCheck | Promise<DoctorCheck>> = [];
@@ -110,6 +160,8 @@ export async function checkConfig(config: ResolvedServerConfig, machine: Machine
     } else if (scheme === 'peer') {
       const peer = parsePeerUrl(t.url);
       checks.push(tcpCheck(`${name}: peer ${peer.host}:${peer.port}`, peer.host, peer.port));
+    } else if (scheme === 's3' || scheme === 'gs') {
+      checks.push(...objectChecks(name, t.url));
     }
   }
   // Port 0 picks a free port at start: nothing to check.
