@@ -4,6 +4,9 @@
 import { DeviceArena, HostArena, TransferBatch, TransferEngine, crc32c } from '@tiersync/native';
 import { TierSyncClient } from '@tiersync/core/client';
 
+// If run.mjs dies, do not outlive it (registered first: a parent killed while this starts up is noticed too).
+process.on('disconnect', () => process.exit(0));
+
 const { daemonUrl, pages, pageBytes } = JSON.parse(process.argv[2]);
 const client = await TierSyncClient.connect({ url: daemonUrl, transport: 'shm' });
 const device = DeviceArena.create({ backend: 'sim', capacity: pages * pageBytes });
@@ -46,5 +49,3 @@ process.on('message', async (m) => {
     process.disconnect();
   }
 });
-// If run.mjs dies, do not outlive it.
-process.on('disconnect', () => process.exit(0));

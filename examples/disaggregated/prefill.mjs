@@ -7,6 +7,9 @@ import { DeviceArena, HostArena, TransferBatch, crc32c } from '@tiersync/native'
 import { TierSync, kvLayout, kvLayoutPreset } from '@tiersync/core';
 import { TierSyncClient } from '@tiersync/core/client';
 
+// If run.mjs dies, do not outlive it (registered first: a parent killed while this starts up is noticed too).
+process.on('disconnect', () => process.exit(0));
+
 const { layout, model, tokens: tokenCount, decodeUrl } = JSON.parse(process.argv[2]);
 const kv = typeof layout === 'string' ? kvLayoutPreset(layout) : kvLayout(layout);
 const pageBytes = kv.bytesPerPage;
@@ -70,5 +73,3 @@ process.on('message', async (m) => {
     process.disconnect();
   }
 });
-// If run.mjs dies, do not outlive it.
-process.on('disconnect', () => process.exit(0));

@@ -34,9 +34,9 @@ const layout = values.layout.startsWith('{') ? JSON.parse(values.layout) : value
 const model = 'disaggregated-demo@1';
 const log = (...a) => values.json || console.log(...a);
 
-/** Forks a child and resolves with it and its first message of type `type` (60 s deadline). */
-function start(file, arg, type) {
-  const child = fork(path.join(here, file), [JSON.stringify(arg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+/** Forks a child and resolves with it and its first message of type `type`; `scratch`: paths it removes if run.mjs dies. */
+function start(file, arg, type, scratch = []) {
+  const child = fork(path.join(here, file), [JSON.stringify(arg), JSON.stringify(scratch)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return next(child, type).then(
     (msg) => ({ child, msg }),
     (e) => {
@@ -104,6 +104,7 @@ try {
       log: { level: 'warn' },
     },
     'listening',
+    [shm, dir],
   );
   children.push(daemon.child);
   const prefill = await start('prefill.mjs', { layout, model, tokens, decodeUrl: daemon.msg.url }, 'ready');
