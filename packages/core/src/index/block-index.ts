@@ -123,7 +123,7 @@ export class BlockIndex {
       }
     } catch (e) {
       this.conn.close();
-      wrapSqlite(e, `opening ${o.path}`);
+      wrapSqlite(e, `opening ${o.path}`, o.path);
     }
   }
 

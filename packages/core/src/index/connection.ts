@@ -5,6 +5,7 @@
  * Threading: better-sqlite3 is synchronous; every call runs on the caller's thread. One Connection owns its file.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import Database from 'better-sqlite3';
 import { TierSyncError } from '@tiersync/native/errors';
 import { migrate } from './schema.js';
@@ -19,10 +20,25 @@ const CHECKPOINT_INLINE_BYTES = 256 << 20;
 /** Largest IN list of the fixed-arity statements (see `inList`). */
 export const MAX_IN = 64;
 
-export function wrapSqlite(error: unknown, what: string): never {
+/**
+ * Throws `error` as a TierSyncError: ERR_IO, naming the full filesystem for SQLITE_FULL on a file (there is no
+ * disk-full code; ERR_TIER_FULL is about tiers), ERR_NO_MEMORY for SQLITE_FULL of an in-memory index.
+ * @param file the index's path, named when its filesystem is full
+ */
+export function wrapSqlite(error: unknown, what: string, file?: string): never {
   if (error instanceof TierSyncError) throw error;
   const code = (error as { code?: string }).code ?? '';
-  throw new TierSyncError(`index: ${what} failed: ${(error as Error).message ?? String(error)}`, code === 'SQLITE_FULL' ? 'ERR_NO_MEMORY' : 'ERR_IO', { cause: error });
+  const message = (error as Error).message ?? String(error);
+  if (code === 'SQLITE_FULL') {
+    if (file === ':memory:') throw new TierSyncError(`index: ${what} failed: the in-memory index is out of memory (${message})`, 'ERR_NO_MEMORY', { cause: error });
+    const where = file === undefined ? 'the index file' : path.resolve(file);
+    throw new TierSyncError(
+      `index: ${what} failed: the filesystem holding ${where} is full (SQLITE_FULL: ${message}); free space there, or move index.path to a filesystem with room`,
+      'ERR_IO',
+      { cause: error },
+    );
+  }
+  throw new TierSyncError(`index: ${what} failed: ${message}`, 'ERR_IO', { cause: error });
 }
 
 export interface ConnectionOptions {
@@ -36,6 +52,8 @@ export class Connection {
   /** Schema version found in the file before migrating (0: new file). */
   readonly migratedFrom: number;
   private readonly walPath: string | undefined;
+  /** The index's path (named in errors). */
+  private readonly file: string;
   private readonly stmts = new Map<string, Stmt>();
   private checkpointTimer: NodeJS.Timeout | undefined;
   private writes = 0;
@@ -47,12 +65,13 @@ export class Connection {
   onRollback: () => void = () => {};
 
   constructor(o: ConnectionOptions) {
+    this.file = o.path;
     this.walPath = o.path === ':memory:' || o.path.startsWith('file:') ? undefined : `${o.path}-wal`;
     this.full = o.synchronous === 'full';
     try {
       this.db = new Database(o.path);
     } catch (e) {
-      wrapSqlite(e, `opening ${o.path}`);
+      wrapSqlite(e, `opening ${o.path}`, o.path);
     }
     try {
       // One process owns an index file (its segment cache is coherent with its own writes only): hold the file's
@@ -76,7 +95,7 @@ export class Connection {
       if ((e as { code?: string }).code === 'SQLITE_BUSY') {
         throw new TierSyncError(`index: ${o.path} is in use by another process (an index file has one owner; close the other index or use another path)`, 'ERR_UNAVAILABLE', { cause: e });
       }
-      wrapSqlite(e, `opening ${o.path}`);
+      wrapSqlite(e, `opening ${o.path}`, o.path);
     }
   }
 
@@ -117,7 +136,7 @@ export class Connection {
       out = this.db.transaction(fn)();
     } catch (e) {
       this.onRollback();
-      wrapSqlite(e, what);
+      wrapSqlite(e, what, this.file);
     } finally {
       if (relax) (this.syncFull ??= this.db.prepare('PRAGMA synchronous = FULL') as Stmt).run();
     }
