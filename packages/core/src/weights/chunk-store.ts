@@ -2,8 +2,9 @@
  * Content-addressed chunks (and manifests) in one host arena, carved into fixed slots of `slotBytes`. It is the
  * page table the native peer server consults to serve chunks to other nodes (downstream receivers in a chain),
  * the dedup cache of a receiver (a chunk held from any earlier version never moves again), and the staging area
- * a device slot is assembled from. Chunks of retained versions are never evicted; others go least recently used
- * first when room is needed.
+ * a device slot is assembled from. Retained keys (chunks and manifests of the versions a node serves, its latest
+ * pointer) and pushed chunks awaiting their manifest are never evicted; others go least recently used first when
+ * room is needed, and when that is not enough the caller gets ERR_TIER_FULL.
  */
 import { createHash } from 'node:crypto';
 import { HostArena, PageAllocator, PeerServer, PeerStatus, TierSyncError, type PeerPlan, type PeerServerRequest, type Slot, describeValue } from '@tiersync/native';
@@ -139,6 +140,11 @@ export class ChunkStore {
     for (const k of keys) this.#retained.set(k, (this.#retained.get(k) ?? 0) + 1);
   }
 
+  /** Whether `key` is retained (by a version, a pointer or a push hold). */
+  retained(key: string): boolean {
+    return this.#retained.has(key);
+  }
+
   release(keys: Iterable<string>): void {
     for (const k of keys) {
       const n = (this.#retained.get(k) ?? 0) - 1;
@@ -147,21 +153,31 @@ export class ChunkStore {
     }
   }
 
-  /** Stores a small blob (manifest, pointer) under `key`, replacing what was there. */
+  /**
+   * Stores a small blob (manifest, pointer) under `key`, replacing what was there. Like a chunk, a blob is
+   * evictable unless its key is retained: owners retain the manifests they serve and their latest pointer.
+   * @throws TierSyncError ERR_TIER_FULL when no slot can be freed (retained keys are never evicted for a blob)
+   */
   putBlob(key: string, bytes: Uint8Array, crc32c: number): void {
     if (bytes.length > this.slotBytes) {
       throw new TierSyncError(`blob of ${bytes.length} bytes does not fit a ${this.slotBytes}-byte slot (a manifest must fit one chunk slot)`, 'ERR_INVALID_ARGUMENT');
     }
     const [slot] = this.allocate(1);
     this.arena.view(this.offsetOf(slot!), bytes.length).set(bytes);
-    const old = this.#entries.get(key);
-    if (old) {
-      // A reader (peer GET) of the old bytes keeps its slot; the slot is freed when it unpins.
-      this.#entries.delete(key);
-      if (old.pins === 0) this.free([old.slot]);
-      else this.#orphans.add(old);
-    }
+    this.drop(key);
     this.#entries.set(key, { slot: slot!, offset: this.offsetOf(slot!), length: bytes.length, crc32c, pins: 0, lastUse: ++this.#clock });
+  }
+
+  /**
+   * Makes `key` invisible now, pinned or not (a manifest of a version no longer served). A reader (peer GET) of
+   * the bytes keeps its slot; the slot is freed when it unpins.
+   */
+  drop(key: string): void {
+    const old = this.#entries.get(key);
+    if (!old) return;
+    this.#entries.delete(key);
+    if (old.pins === 0) this.free([old.slot]);
+    else this.#orphans.add(old);
   }
 
   readonly #orphans = new Set<StoredChunk>();
@@ -206,14 +222,40 @@ export class ChunkStore {
 
   #onPushedManifest: ((key: string, bytes: Uint8Array) => void) | undefined;
   readonly #reservedByRequest = new Map<number, Array<Slot | undefined>>();
+  /** Pushed chunks held (retained) until their manifest's assembly retains them, or the hold's deadline. */
+  readonly #pushHolds = new Map<string, NodeJS.Timeout>();
+  #pushHoldMs = 60_000;
 
   /**
    * Lets peers push chunks and manifests into this store (PUT). A pushed chunk becomes visible only once its
-   * SHA-256 matches its key (the native side has already checked its CRC32C); a pushed manifest is handed to
-   * `onManifest` (after the request finishes, off the page-table callback).
+   * SHA-256 matches its key (the native side has already checked its CRC32C), and is held from eviction until
+   * {@link releasePushed} (its manifest arrived and the version's assembly retains it) or for `holdMs` (default
+   * 60000), so later pushed chunks of the same version cannot evict earlier ones. A pushed manifest is handed
+   * to `onManifest` (after the request finishes, off the page-table callback).
    */
-  acceptPushes(onManifest: (key: string, bytes: Uint8Array) => void): void {
+  acceptPushes(onManifest: (key: string, bytes: Uint8Array) => void, holdMs = 60_000): void {
     this.#onPushedManifest = onManifest;
+    this.#pushHoldMs = holdMs;
+  }
+
+  /** Ends the push holds of `keys` (their version's assembly now retains them, or gave up). */
+  releasePushed(keys: Iterable<string>): void {
+    for (const k of keys) {
+      const t = this.#pushHolds.get(k);
+      if (t === undefined) continue;
+      clearTimeout(t);
+      this.#pushHolds.delete(k);
+      this.release([k]);
+    }
+  }
+
+  #holdPushed(key: string): void {
+    const t = this.#pushHolds.get(key);
+    if (t !== undefined) return void t.refresh();
+    this.retain([key]);
+    const timer = setTimeout(() => this.releasePushed([key]), this.#pushHoldMs);
+    timer.unref();
+    this.#pushHolds.set(key, timer);
   }
 
   #planPut(r: PeerServerRequest, onManifest: (key: string, bytes: Uint8Array) => void): PeerPlan | void {
@@ -226,6 +268,7 @@ export class ChunkStore {
         const isChunk = CHUNK_KEY.test(k);
         if (isChunk && this.#entries.has(k)) {
           statuses[i] = PeerStatus.existing;
+          this.#holdPushed(k); // held like a chunk that arrived: the pusher counts on it
           return;
         }
         if ((!isChunk && !MANIFEST_KEY.test(k)) || r.lengths[i]! > this.slotBytes || r.lengths[i]! < 1) return;
@@ -251,6 +294,7 @@ export class ChunkStore {
       const view = this.arena.view(this.offsetOf(slot), length);
       if (intact && CHUNK_KEY.test(key) && createHash('sha256').update(view).digest('hex') === key) {
         this.commit(key, slot, length, r.crcs[i]!);
+        this.#holdPushed(key);
         return;
       }
       if (intact && MANIFEST_KEY.test(key)) {
@@ -278,6 +322,8 @@ export class ChunkStore {
   }
 
   close(): void {
+    for (const t of this.#pushHolds.values()) clearTimeout(t);
+    this.#pushHolds.clear();
     this.#server?.close();
     this.#server = undefined;
     this.arena.close();

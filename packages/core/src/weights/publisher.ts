@@ -27,7 +27,11 @@ export interface TensorSource {
 }
 
 export interface WeightPublisherOptions {
-  /** Host memory for chunks of the retained versions plus one cutting window, bytes. */
+  /**
+   * Host memory for chunks of the retained versions plus one cutting window (16 chunks), bytes; every chunk and
+   * every manifest takes one `chunkBytes` slot, and the latest pointer two while it is rewritten. A publish that
+   * finds no room fails with ERR_TIER_FULL: manifests of served versions and the latest pointer are never evicted.
+   */
   capacity: number;
   /** Chunk size, bytes. Default 4 MiB. */
   chunkBytes?: number;
@@ -97,6 +101,7 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
     this.store = new ChunkStore({ capacity: options.capacity, slotBytes: this.chunkBytes, prefault: options.prefault ?? false });
     this.#ownEngine = options.engine === undefined;
     this.#engine = options.engine ?? new TransferEngine();
+    this.store.retain([LATEST_KEY]);
   }
 
   /** Versions served, oldest first. */
@@ -194,10 +199,20 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
       }
       const manifest: WeightManifest = { format: MANIFEST_FORMAT, version, chunkBytes: this.chunkBytes, slotBytes: Math.max(slotOffset, 1), tensors: outTensors, chunks };
       const bytes = encodeManifest(manifest);
-      this.store.putBlob(manifestKey(version), bytes, crc32c(bytes));
+      const mkey = manifestKey(version);
+      // The manifest is held with the version (a served version must stay pullable); the latest pointer is held
+      // for good (constructor). Without room for either the publish fails and the manifest goes again.
+      this.store.putBlob(mkey, bytes, crc32c(bytes));
+      this.store.retain([mkey]);
+      try {
+        const latest = Buffer.from(JSON.stringify({ version }));
+        this.store.putBlob(LATEST_KEY, latest, crc32c(latest));
+      } catch (e) {
+        this.store.release([mkey]);
+        this.store.drop(mkey);
+        throw e;
+      }
       this.#manifests.set(version, manifest);
-      const latest = Buffer.from(JSON.stringify({ version }));
-      this.store.putBlob(LATEST_KEY, latest, crc32c(latest));
     } catch (e) {
       // A failed publish leaves nothing retained: its chunks become evictable like any unreferenced chunk.
       this.store.release(chunks.map((c) => c.hash).filter((h) => !unretained.has(h)));
@@ -206,7 +221,8 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
     while (this.#manifests.size > this.#keep) {
       const [old, m] = this.#manifests.entries().next().value as [string, WeightManifest];
       this.#manifests.delete(old);
-      this.store.remove(manifestKey(old));
+      this.store.release([manifestKey(old)]);
+      this.store.drop(manifestKey(old));
       this.store.release(m.chunks.map((c) => c.hash));
     }
     const total = tensors.reduce((s, t) => s + t.length, 0);
@@ -272,6 +288,11 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
         for (let k = 0; k < 4 && next < todo.length; k++, next++) wave.push(send([todo[next]!]));
         await Promise.all(wave);
       }
+      // The receiver holds pushed chunks until their manifest arrives, but not the chunks it already had: check
+      // that all are there before sending the manifest, so a push that cannot be assembled fails here.
+      const after = await client.has(m.chunks.map((c) => c.hash));
+      const lost = m.chunks.findIndex((_, i) => after.statuses[i] !== PeerStatus.ok);
+      if (lost >= 0) throw new TierSyncError(`receiver ${to.host}:${to.port} no longer holds chunk ${m.chunks[lost]!.hash} of '${version}' (its store is too small?)`, 'ERR_IO');
       await send([keys.length - 1], false); // the manifest last: the receiver assembles when it arrives
       return { chunksSent, bytesSent };
     } finally {

@@ -19,7 +19,11 @@ const STATUS_MISS = 1;
 const STATUS_BAD_CHECKSUM = 4;
 
 export interface WeightReceiverOptions {
-  /** Host memory for held chunks (the current version, what earlier versions share with it, in-flight), bytes. */
+  /**
+   * Host memory for held chunks (the current version, what earlier versions share with it, in-flight), bytes.
+   * Every chunk and manifest takes one `slotBytes` slot: the active and the pending version's manifests and the
+   * latest pointer are held with their chunks; a pull that finds no room fails with ERR_TIER_FULL.
+   */
   capacity: number;
   /** Largest chunk accepted (one store slot). Default 4 MiB. */
   slotBytes?: number;
@@ -89,6 +93,7 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
     this.#slots = new VersionSlots(options.memory ?? { kind: 'device', backend: 'sim' });
     this.#ownEngine = options.engine === undefined;
     this.#engine = options.engine ?? new TransferEngine();
+    this.store.retain([LATEST_KEY]);
   }
 
   /** The version readers see now. */
@@ -131,15 +136,26 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
   acceptPushes(options: Omit<PullOptions, 'from'> = {}): void {
     this.store.acceptPushes((key, bytes) => {
       let version: string | undefined;
+      let hashes: string[] = [];
       try {
-        version = parseManifest(bytes).version;
+        const m = parseManifest(bytes);
+        version = m.version;
+        hashes = m.chunks.map((c) => c.hash);
         if (manifestKey(version) !== key) throw new TierSyncError(`pushed manifest of '${version}' arrived under another version's key`, 'ERR_PROTOCOL');
         this.store.putBlob(key, bytes, crc32c(bytes));
       } catch (error) {
+        this.store.releasePushed(hashes);
         this.emit('push:failed', { version, error });
         return;
       }
-      this.pullWeights(version, { ...options, from: new StoreSource(this.store) }).catch((error: unknown) => this.emit('push:failed', { version, error }));
+      // The manifest and the pushed chunks stay held until the assembly (queued behind other pulls) retains them.
+      this.store.retain([key]);
+      this.pullWeights(version, { ...options, from: new StoreSource(this.store) })
+        .catch((error: unknown) => this.emit('push:failed', { version, error }))
+        .finally(() => {
+          this.store.release([key]);
+          this.store.releasePushed(hashes);
+        });
     });
   }
 
@@ -231,11 +247,12 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
   }
 
   async #assemble(m: WeightManifest, manifestBytes: Uint8Array, source: ChunkSource, o: PullOptions, deadline: number, started: number): Promise<PullResult> {
-    const keys = m.chunks.map((c) => c.hash);
-    // Hold this version's chunks from eviction, and announce it so downstream receivers can start right away.
-    if (this.#retained.pending) this.store.release(this.#retained.pending);
-    this.#retained.pending = keys;
+    // Hold this version's chunks and manifest from eviction, and announce it so downstream receivers can start
+    // right away. A version given up for this one stops being announced.
+    const keys = [...m.chunks.map((c) => c.hash), manifestKey(m.version)];
     this.store.retain(keys);
+    if (this.#retained.pending) this.#unhold(this.#retained.pending);
+    this.#retained.pending = keys;
     this.store.putBlob(manifestKey(m.version), manifestBytes, crc32c(manifestBytes));
     const pointer = Buffer.from(JSON.stringify({ version: m.version }));
     this.store.putBlob(LATEST_KEY, pointer, crc32c(pointer));
@@ -436,7 +453,7 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
 
     const previous = this.#slots.version;
     this.#slots.commit(m);
-    if (this.#retained.active) this.store.release(this.#retained.active);
+    if (this.#retained.active) this.#unhold(this.#retained.active);
     this.#retained.active = keys;
     this.#retained.pending = undefined;
     this.#metrics.switches++;
@@ -455,6 +472,13 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       missesRetried: misses,
       seconds: (performance.now() - started) / 1000,
     };
+  }
+
+  /** Releases a version's retained keys (chunks, then its manifest last) and drops the manifest unless still held. */
+  #unhold(keys: string[]): void {
+    this.store.release(keys);
+    const mkey = keys.at(-1)!;
+    if (!this.store.retained(mkey)) this.store.drop(mkey);
   }
 
   async close(): Promise<void> {
