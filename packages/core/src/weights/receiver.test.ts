@@ -1,0 +1,97 @@
+import { randomFillSync } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HostArena } from '@tiersync/native';
+import { LATEST_KEY, WeightPublisher, WeightReceiver, manifestKey, type TensorSource } from './index.js';
+
+const CHUNK = 64 * 1024;
+
+const cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+/** `count` random u8 tensors of one chunk each, back to back in one host arena. */
+function tensors(count: number): { arena: HostArena; tensors: TensorSource[] } {
+  const arena = HostArena.create({ capacity: count * CHUNK });
+  randomFillSync(arena.view(0, count * CHUNK));
+  cleanup.push(() => arena.close());
+  return { arena, tensors: Array.from({ length: count }, (_, i) => ({ name: `t${i}`, dtype: 'u8', shape: [CHUNK], arena, offset: i * CHUNK, length: CHUNK })) };
+}
+
+function publisher(slots = 128, keepVersions = 2): WeightPublisher {
+  const p = new WeightPublisher({ capacity: slots * CHUNK, chunkBytes: CHUNK, keepVersions });
+  cleanup.push(() => p.close());
+  return p;
+}
+
+function receiver(slots = 128): WeightReceiver {
+  const r = new WeightReceiver({ capacity: slots * CHUNK, slotBytes: CHUNK, memory: { kind: 'host' } });
+  cleanup.push(() => r.close());
+  return r;
+}
+
+const at = (port: number) => ({ host: '127.0.0.1', port });
+
+describe('weights: a full store never evicts what a node announces', () => {
+  it('publisher: every version it lists stays pullable; without room a publish fails with ERR_TIER_FULL', async () => {
+    const model = tensors(16);
+    const pub = publisher(21);
+    const port = pub.serve();
+    let full = 0;
+    for (let s = 0; s < 6; s++) {
+      if (s) randomFillSync(model.arena.view(((2 * s) % 16) * CHUNK, 2 * CHUNK));
+      await pub.publishWeights(`v${s}`, model.tensors).catch((e: { code?: string }) => {
+        expect(e.code).toBe('ERR_TIER_FULL');
+        full++;
+      });
+      for (const v of pub.versions()) expect(pub.store.has(manifestKey(v))).toBe(true);
+      expect(pub.store.has(LATEST_KEY)).toBe(true);
+    }
+    expect(full).toBeGreaterThan(0); // 21 slots cannot hold two versions, their manifests and a step
+    const r = receiver();
+    for (const v of pub.versions()) await expect(r.pullWeights(v, { from: at(port), timeoutMs: 5000 })).resolves.toMatchObject({ version: v });
+    expect(await r.latest(at(port))).toBe(pub.versions().at(-1));
+  });
+
+  it('receiver: holds the manifest it announces (a downstream node can pull it), drops the one it left', async () => {
+    const model = tensors(16);
+    const pub = publisher();
+    const pport = pub.serve();
+    const rx = receiver(20);
+    const rport = rx.serve();
+    let pulled = 0;
+    for (let s = 0; s < 3; s++) {
+      if (s) randomFillSync(model.arena.view(s * CHUNK, 3 * CHUNK));
+      await pub.publishWeights(`v${s}`, model.tensors);
+      try {
+        await rx.pullWeights(`v${s}`, { from: at(pport), timeoutMs: 5000 });
+        pulled++;
+      } catch (e) {
+        expect(e).toMatchObject({ code: 'ERR_TIER_FULL' });
+        continue;
+      }
+      expect(rx.store.has(manifestKey(`v${s}`))).toBe(true);
+      if (s) expect(rx.store.has(manifestKey(`v${s - 1}`))).toBe(false);
+      const down = receiver();
+      await expect(down.pullWeights(undefined, { from: at(rport), timeoutMs: 5000 })).resolves.toMatchObject({ version: rx.version });
+    }
+    expect(pulled).toBeGreaterThan(0);
+  });
+
+  it('push: a receiver without room for the pushed chunks makes pushWeights fail, not resolve', async () => {
+    const model = tensors(16);
+    const pub = publisher();
+    const rx = receiver(20);
+    const port = rx.serve();
+    rx.acceptPushes();
+    const failed: unknown[] = [];
+    rx.on('push:failed', (e) => failed.push(e));
+    await pub.publishWeights('v0', model.tensors);
+    await pub.pushWeights('v0', at(port));
+    await expect.poll(() => rx.version).toBe('v0');
+    randomFillSync(model.arena.view(CHUNK, 3 * CHUNK));
+    await pub.publishWeights('v1', model.tensors);
+    await expect(pub.pushWeights('v1', at(port))).rejects.toMatchObject({ code: 'ERR_IO' });
+    expect(rx.version).toBe('v0');
+  });
+});
