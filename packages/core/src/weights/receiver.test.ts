@@ -95,3 +95,30 @@ describe('weights: a full store never evicts what a node announces', () => {
     expect(rx.version).toBe('v0');
   });
 });
+
+describe('weights: a served version is servable', () => {
+  it('after a rollback A -> B -> A, chunks found only in the slot go back into the store for downstream pulls', async () => {
+    const model = tensors(8);
+    const a = Buffer.from(model.arena.view(0, 8 * CHUNK));
+    const pub = publisher();
+    const pport = pub.serve();
+    const r1 = receiver(20);
+    const r1port = r1.serve();
+    await pub.publishWeights('v1', model.tensors);
+    await r1.pullWeights('v1', { from: at(pport) });
+    randomFillSync(model.arena.view(0, 8 * CHUNK));
+    await pub.publishWeights('v2', model.tensors);
+    await r1.pullWeights('v2', { from: at(pport) });
+    // Memory pressure (pushes, another pull) evicts A's chunks, no longer retained, from the store; the slot
+    // that held v1 still holds them.
+    r1.store.free(r1.store.allocate(r1.store.freeSlots + 8));
+    expect(r1.store.chunks).toBe(8 + 2);
+    model.arena.view(0, 8 * CHUNK).set(a);
+    await pub.publishWeights('v3', model.tensors);
+    const p3 = await r1.pullWeights('v3', { from: at(pport) });
+    expect(p3.chunksFetched).toBe(0); // all in the slot A left
+    expect(r1.manifest!.chunks.every((c) => r1.store.has(c.hash))).toBe(true);
+    const r2 = receiver();
+    await expect(r2.pullWeights(undefined, { from: at(r1port), timeoutMs: 2000 })).resolves.toMatchObject({ version: 'v3', chunksFetched: 8 });
+  });
+});

@@ -6,7 +6,7 @@
  * still pulling: a pipelined chain (publisher -> r1 -> r2 -> ...) in which a chunk a downstream node asks for
  * too early is answered 'miss' and asked for again shortly after.
  */
-import { TierSyncError, TransferBatch, TransferEngine, crc32c, describeValue, type Slot } from '@tiersync/native';
+import { TierSyncError, TransferBatch, TransferEngine, crc32c, describeValue, type DeviceArena, type HostArena, type Slot } from '@tiersync/native';
 import { EventEmitter } from 'eventemitter3';
 import { ChunkStore, type ServeOptions } from './chunk-store.js';
 import { emptyMetrics, type WeightEvents, type WeightMetrics } from './events.js';
@@ -328,6 +328,20 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
         bytesReused += c.length;
       } else missing.push(i);
     });
+    // A chunk that sits in the slot but no longer in the store (evicted since an older version left it there, as
+    // after a rollback A -> B -> A) goes back into the store: this node announces the version, so it must serve
+    // every chunk of it. A copy that fails its CRC32C is fetched instead.
+    const slotOnly = present.filter((c) => !this.store.has(m.chunks[c]!.hash));
+    if (slotOnly.length > 0) {
+      const lost = await this.#restoreFromSlot(m, slotOnly, slot.arena, (c) => byChunk[c]![0]!.slotOffset);
+      for (const c of lost) {
+        present.splice(present.indexOf(c), 1);
+        bytesReused -= m.chunks[c]!.length;
+        for (const i of placeIndex[c]!) placed[i] = 0;
+        missing.push(c);
+      }
+      missing.sort((x, y) => x - y);
+    }
     place(present);
     this.#metrics.chunksReused += present.length;
     this.#metrics.bytesReused += bytesReused;
@@ -472,6 +486,29 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       missesRetried: misses,
       seconds: (performance.now() - started) / 1000,
     };
+  }
+
+  /**
+   * Copies chunks `cs` of `m` from the assembly slot (at `offsetOf(c)`) into the store, checking each CRC32C on
+   * the way; returns those whose copy did not match (not stored).
+   */
+  async #restoreFromSlot(m: WeightManifest, cs: number[], arena: HostArena | DeviceArena, offsetOf: (c: number) => number): Promise<number[]> {
+    const slots = this.store.allocate(cs.length);
+    const batch = new TransferBatch();
+    cs.forEach((c, i) => batch.add(arena, offsetOf(c), this.store.arena, this.store.offsetOf(slots[i]!), m.chunks[c]!.length));
+    let r;
+    try {
+      r = await this.#engine.submit(batch, { expected: Uint32Array.from(cs, (c) => m.chunks[c]!.crc32c) });
+    } catch (e) {
+      this.store.free(slots);
+      throw e;
+    }
+    const bad = new Set(r.mismatches ?? []);
+    cs.forEach((c, i) => {
+      if (bad.has(i)) this.store.free([slots[i]!]);
+      else this.store.commit(m.chunks[c]!.hash, slots[i] as Slot, m.chunks[c]!.length, m.chunks[c]!.crc32c);
+    });
+    return cs.filter((_, i) => bad.has(i));
   }
 
   /** Releases a version's retained keys (chunks, then its manifest last) and drops the manifest unless still held. */
