@@ -3,6 +3,7 @@
  * no workspace imports, so the live hierarchy and the offline simulator run the very same decisions.
  */
 export type { CapacityUnit, DenseKeys, EvictionPolicy, PageHint, PolicyKey, PolicyOptions, Retention } from './types.js';
+export { PolicyError, type PolicyErrorOptions } from './errors.js';
 
 export { ArcPolicy } from './policies/arc.js';
 export { ClockPolicy } from './policies/clock.js';
@@ -68,6 +69,7 @@ export {
   type PlannerConfig,
   type PlannerHit,
   type PlannerLookup,
+  type PlannerOptions,
   type PlannerQuotas,
   type PlannerStoreOptions,
   type PlannerTierConfig,

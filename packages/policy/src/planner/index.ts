@@ -15,6 +15,7 @@ export type {
   PlannerConfig,
   PlannerHit,
   PlannerLookup,
+  PlannerOptions,
   PlannerQuotas,
   PlannerStoreOptions,
   PlannerTierConfig,

@@ -21,8 +21,15 @@
  *
  * Same config and same calls, same moves: nothing here reads a clock or a random source (time is passed in).
  * Keys are trusted: executors validate them once at their public boundary.
+ *
+ * Policies are not trusted to stay up: a policy call that throws (or that a custom policy's checks refuse, see
+ * registry.ts) never escapes half-way through a request, since the moves already planned must still reach the
+ * executor. The planner keeps its own bookkeeping whole instead: the victims chosen so far are evicted, a key whose
+ * insert failed is refused on that tier (evicted there, its copies lower down kept), the other keys go on, and the
+ * failure is reported as a {@link PolicyError} naming the policy, the tier and the call (`PlannerOptions`).
  */
 import { createAdmissionFilter, type AdmissionFilter } from '../admission.js';
+import { PolicyError } from '../errors.js';
 import { PriorityPolicy } from '../priority.js';
 import { promotionTarget } from '../promotion.js';
 import { createPolicy, parsePolicySpec, wrapPolicy } from '../registry.js';
@@ -41,6 +48,7 @@ import type {
   PlannerConfig,
   PlannerHit,
   PlannerLookup,
+  PlannerOptions,
   PlannerStoreOptions,
   PlannerTierView,
   ReportedMove,
@@ -59,6 +67,8 @@ interface TierRuntime<K extends PolicyKey> {
   readonly queued: Map<K, number>;
   /** Victims taken out of the policy whose evict has not been reported: still readable here until then. */
   readonly leaving: Set<K>;
+  /** Calls of the policy that failed (threw, or broke its contract). */
+  faults: number;
 }
 
 interface Pending<K extends PolicyKey> {
@@ -91,13 +101,21 @@ export class Planner<K extends PolicyKey = string> {
   /** Load hits per page, kept while some rule reads them (selective write modes, promotion after n hits). */
   readonly #hits = new Map<K, number>();
   readonly #countHits: boolean;
+  readonly #onPolicyError: ((error: PolicyError) => void) | undefined;
   #nextId = 1;
 
-  /** @throws TypeError / RangeError naming a bad config field */
-  constructor(config: PlannerConfig) {
+  /**
+   * @param options.onPolicyError told of each failed policy call (see {@link PlannerOptions})
+   * @throws TypeError / RangeError naming a bad config field
+   */
+  constructor(config: PlannerConfig, options: PlannerOptions = {}) {
     this.config = resolvePlannerConfig(config);
+    if (options.onPolicyError !== undefined && typeof options.onPolicyError !== 'function') {
+      throw new TypeError(`options.onPolicyError must be a function, got ${describe(options.onPolicyError)}`);
+    }
+    this.#onPolicyError = options.onPolicyError;
     this.#admission = createAdmissionFilter<K>(this.config.admission);
-    this.#tiers = this.config.tiers.map((t, index) => ({ config: t, index, policy: this.#policyFor(t), reserved: 0, incoming: new Map(), queued: new Map(), leaving: new Set() }));
+    this.#tiers = this.config.tiers.map((t, index) => ({ config: t, index, policy: this.#policyFor(t), reserved: 0, incoming: new Map(), queued: new Map(), leaving: new Set(), faults: 0 }));
     const rule = this.config.promotion;
     this.#countHits = this.config.tiers.some((t) => t.writeMode.kind === 'selective') || (rule.kind !== 'never' && (rule.minHits ?? 1) > 1);
   }
@@ -117,6 +135,7 @@ export class Planner<K extends PolicyKey = string> {
       reservedPages: t.reserved,
       pinnedPages: t.policy.pinnedCount,
       leavingPages: t.leaving.size,
+      policyErrors: t.faults,
     };
   }
 
@@ -233,7 +252,11 @@ export class Planner<K extends PolicyKey = string> {
     const served: K[] = [];
     for (const { key, tier } of hits) {
       const t = this.#tier(tier);
-      t.policy.access(key);
+      try {
+        t.policy.access(key);
+      } catch (e) {
+        this.#fault(t, 'access', e);
+      }
       served.push(key);
       let n = 1;
       if (this.#countHits) {
@@ -384,21 +407,16 @@ export class Planner<K extends PolicyKey = string> {
         const victims: K[] = [];
         const back: K[] = [];
         for (const k of kept) {
-          if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
-          victims.push(...t.policy.insert(k, 1, this.#hintOf(k)));
-          back.push(k);
-          if (this.#pins.isHeld(k)) t.policy.pin(k);
+          // A page the policy does not take back (or fails on) is left as one it does not admit.
+          if (t.policy.has(k) || !this.#admits(t, k)) continue;
+          if (this.#insert(t, k, victims)) back.push(k);
         }
         // Kept pages take slots that placements in flight were promised: free as many others, never the pages just
         // kept (held while choosing). Only after some progress (a page freed), so pages that keep refusing end it.
         const over = t.policy.count + t.reserved - t.config.capacityPages - victims.length;
         if (over > 0 && back.length && done.size > 0) {
           const hold = this.#hold(back);
-          for (let i = 0; i < over; i++) {
-            const v = t.policy.evict();
-            if (v === undefined) break;
-            victims.push(v);
-          }
+          this.#evictSome(t, over, victims);
           this.#release(hold);
         }
         if (victims.length) moves.push(...this.#evictVictims(m.tier, victims, m.why === 'refused' ? 'room' : m.why));
@@ -415,7 +433,11 @@ export class Planner<K extends PolicyKey = string> {
   forget(tier: number, keys: readonly K[]): void {
     const t = this.#tier(tier);
     for (const k of keys) {
-      t.policy.remove(k);
+      try {
+        t.policy.remove(k);
+      } catch (e) {
+        this.#fault(t, 'remove', e);
+      }
       t.leaving.delete(k);
       this.#forgetIfGone(k);
     }
@@ -429,12 +451,17 @@ export class Planner<K extends PolicyKey = string> {
   restore(tier: number, keys: readonly K[]): Move<K>[] {
     const t = this.#tier(tier);
     const victims: K[] = [];
+    const refused: K[] = [];
     for (const k of keys) {
-      if (t.policy.has(k) || !t.policy.canAdmit(k, 1)) continue;
-      victims.push(...t.policy.insert(k, 1, this.#hintOf(k)));
-      if (this.#pins.isHeld(k)) t.policy.pin(k);
+      if (t.policy.has(k) || !this.#admits(t, k)) continue;
+      if (!this.#insert(t, k, victims)) {
+        refused.push(k);
+        t.leaving.add(k);
+      }
     }
-    return victims.length ? this.#evictVictims(tier, victims, 'pressure') : [];
+    const moves: Move<K>[] = refused.length ? [this.#evictMove(tier, refused, 'refused')] : [];
+    if (victims.length) moves.push(...this.#evictVictims(tier, victims, 'pressure'));
+    return moves;
   }
 
   // ---- pins ----------------------------------------------------------------------------------------------------
@@ -566,7 +593,14 @@ export class Planner<K extends PolicyKey = string> {
     const hint: PageHint<K> = { retention };
     for (const k of keys) {
       this.#retention.set(k, retention);
-      for (const t of this.#tiers) if (t.policy.has(k)) t.policy.hint?.(k, hint);
+      for (const t of this.#tiers) {
+        if (!t.policy.has(k)) continue;
+        try {
+          t.policy.hint?.(k, hint);
+        } catch (e) {
+          this.#fault(t, 'hint', e);
+        }
+      }
     }
   }
 
@@ -663,14 +697,12 @@ export class Planner<K extends PolicyKey = string> {
     const kept: K[] = [];
     for (const k of keys) {
       if (t.policy.has(k)) continue;
-      if (!t.policy.canAdmit(k, 1)) {
+      // Not admitted, or the policy failed on it: refused here (freed on this tier, copies lower down kept).
+      if (this.#admits(t, k) && this.#insert(t, k, victims)) kept.push(k);
+      else {
         refused.push(k);
         t.leaving.add(k);
-        continue;
       }
-      for (const v of t.policy.insert(k, 1, this.#hintOf(k))) victims.push(v);
-      if (this.#pins.isHeld(k)) t.policy.pin(k);
-      kept.push(k);
     }
     const moves: Move<K>[] = [];
     if (refused.length) moves.push(this.#evictMove(tier, refused, 'refused'));
@@ -700,15 +732,16 @@ export class Planner<K extends PolicyKey = string> {
     const want = Math.max(0, used - target);
     if (waitable && t.reserved > 0) {
       // Would the victims free enough? Pinned pages are not victims, so ask the policy without changing it.
-      const could = Math.min(want, t.policy.peekVictims(Math.min(want, count)).length);
+      let could = 0;
+      try {
+        could = Math.min(want, t.policy.peekVictims(Math.min(want, count)).length);
+      } catch (e) {
+        this.#fault(t, 'peekVictims', e);
+      }
       if (Math.min(need, cap - (count - could) - t.reserved) < need) return 'wait';
     }
     const victims: K[] = [];
-    for (let i = 0; i < want; i++) {
-      const v = t.policy.evict();
-      if (v === undefined) break;
-      victims.push(v);
-    }
+    this.#evictSome(t, want, victims);
     const fit = Math.max(0, Math.min(need, cap - t.policy.count - t.reserved));
     return { fit, moves: victims.length ? this.#evictVictims(tier, victims, why) : [] };
   }
@@ -754,12 +787,88 @@ export class Planner<K extends PolicyKey = string> {
   #pinInPolicies(keys: readonly K[], pin: boolean): void {
     if (!keys.length) return;
     for (const t of this.#tiers) {
-      for (const k of keys) {
-        if (!t.policy.has(k)) continue;
-        if (pin) t.policy.pin(k);
-        else t.policy.unpin(k);
-      }
+      for (const k of keys) if (t.policy.has(k)) this.#pin(t, k, pin);
     }
+  }
+
+  #pin(t: TierRuntime<K>, key: K, pin: boolean): void {
+    try {
+      if (pin) t.policy.pin(key);
+      else t.policy.unpin(key);
+    } catch (e) {
+      this.#fault(t, pin ? 'pin' : 'unpin', e);
+    }
+  }
+
+  // ---- policy calls that may fail ----------------------------------------------------------------------------------
+
+  /** Whether tier t's policy admits `key` now; `false` when it fails to answer. */
+  #admits(t: TierRuntime<K>, key: K): boolean {
+    try {
+      return t.policy.canAdmit(key, 1);
+    } catch (e) {
+      this.#fault(t, 'canAdmit', e);
+      return false;
+    }
+  }
+
+  /**
+   * Inserts `key` into tier t's policy (pinned there when a pin holds it), its victims pushed onto `victims`.
+   * `false` when the policy failed on it: the key is then not resident there, and the victims it did take (as far
+   * as they are known, {@link PolicyError.victims}) are pushed all the same.
+   */
+  #insert(t: TierRuntime<K>, key: K, victims: K[]): boolean {
+    let out: readonly K[];
+    try {
+      out = t.policy.insert(key, 1, this.#hintOf(key));
+    } catch (e) {
+      for (const v of this.#fault(t, 'insert', e)) victims.push(v);
+      try {
+        if (t.policy.has(key)) t.policy.remove(key);
+      } catch (e2) {
+        this.#fault(t, 'remove', e2);
+      }
+      return false;
+    }
+    for (const v of out) victims.push(v);
+    if (this.#pins.isHeld(key)) this.#pin(t, key, true);
+    return true;
+  }
+
+  /** Up to `count` victims of tier t's policy, pushed onto `victims`; stops early when it has none or fails. */
+  #evictSome(t: TierRuntime<K>, count: number, victims: K[]): void {
+    for (let i = 0; i < count; i++) {
+      let v: K | undefined;
+      try {
+        v = t.policy.evict();
+      } catch (e) {
+        for (const gone of this.#fault(t, 'evict', e)) victims.push(gone);
+        return;
+      }
+      if (v === undefined) return;
+      victims.push(v);
+    }
+  }
+
+  /**
+   * A call of tier t's policy failed: the error is attributed to the tier (and the policy, and the call) and
+   * reported. Answers the keys that left the policy during the call, which the caller must free.
+   */
+  #fault(t: TierRuntime<K>, call: string, e: unknown): readonly K[] {
+    const error = e instanceof PolicyError ? e.onTier(t.config.name) : new PolicyError({ policy: t.config.policy, call, tier: t.config.name, cause: e });
+    t.faults++;
+    const hook = this.#onPolicyError;
+    if (hook !== undefined) {
+      try {
+        hook(error);
+      } catch {
+        // Documented: the planner is half-way through a request and must finish it; the hook's error goes nowhere.
+      }
+    } else if (t.faults === 1) {
+      // No one asked to hear of it: say so once per tier (Node's warning channel), count the rest (view()).
+      (globalThis as { process?: { emitWarning?(w: Error): void } }).process?.emitWarning?.(error);
+    }
+    return error.victims as readonly K[];
   }
 
   /** Drops the per-page bookkeeping of a key no tier holds and none is receiving. */

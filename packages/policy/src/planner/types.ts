@@ -5,6 +5,7 @@
  * for messages and for executors that map numbers to their drivers.
  */
 import type { AdmissionConfig } from '../admission.js';
+import type { PolicyError } from '../errors.js';
 import type { PromotionRule } from '../promotion.js';
 import type { OverQuotaMode } from '../tenant-quota.js';
 import type { PolicyKey } from '../types.js';
@@ -202,4 +203,20 @@ export interface PlannerTierView {
   readonly pinnedPages: number;
   /** Pages chosen as victims whose evict has not been reported yet. */
   readonly leavingPages: number;
+  /** Calls of the tier's policy that failed so far (threw, or broke its contract): see {@link PlannerOptions}. */
+  readonly policyErrors: number;
+}
+
+/** How a {@link Planner} reports what is not a decision (the second argument of its constructor). */
+export interface PlannerOptions {
+  /**
+   * Told of each policy call that failed: one that threw, or one that broke the `EvictionPolicy` contract (custom
+   * policies are checked, registry.ts). The planner has already kept its own bookkeeping whole (the victims chosen
+   * are evicted, a key whose insert failed is refused on that tier, the rest of the request goes on), so a
+   * hierarchy can keep running; the hook decides whether to log it, count it or stop. Called synchronously, in the
+   * middle of a planner call: it must not call the planner, and what it throws is ignored.
+   * Default: the first failure of each tier is emitted as a process warning (`process.emitWarning`), and
+   * every failure is counted in `view(tier).policyErrors`.
+   */
+  onPolicyError?: (error: PolicyError) => void;
 }
