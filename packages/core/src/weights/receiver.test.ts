@@ -122,3 +122,45 @@ describe('weights: a served version is servable', () => {
     await expect(r2.pullWeights(undefined, { from: at(r1port), timeoutMs: 2000 })).resolves.toMatchObject({ version: 'v3', chunksFetched: 8 });
   });
 });
+
+describe('weights: a version the source gave up', () => {
+  it('fails a pull with ERR_NOT_FOUND soon after the source dropped the version, not at the deadline', async () => {
+    const model = tensors(16);
+    const pub = publisher(2 * 16 + 4, 1);
+    const port = pub.serve();
+    await pub.publishWeights('v1', model.tensors);
+    const rx = receiver();
+    let trainer: Promise<void> | undefined;
+    rx.once('chunks:fetched', () => {
+      trainer = (async () => {
+        for (const v of ['v2', 'v3']) {
+          randomFillSync(model.arena.view(0, 16 * CHUNK));
+          await pub.publishWeights(v, model.tensors);
+        }
+      })();
+    });
+    const t0 = Date.now();
+    await expect(rx.pullWeights('v1', { from: at(port), inflight: 1, timeoutMs: 4000 })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringMatching(/no longer serves version 'v1'/) });
+    expect(Date.now() - t0).toBeLessThan(3000);
+    await trainer;
+  });
+
+  it('announces its active version again after a pull fails', async () => {
+    const model = tensors(16);
+    const pub = publisher();
+    const pport = pub.serve();
+    const r1 = receiver();
+    const r1port = r1.serve();
+    await pub.publishWeights('v1', model.tensors);
+    await r1.pullWeights('v1', { from: at(pport) });
+    randomFillSync(model.arena.view(0, 16 * CHUNK));
+    await pub.publishWeights('v2', model.tensors);
+    const ac = new AbortController();
+    r1.on('chunks:fetched', (e) => e.chunksDone >= 4 && ac.abort());
+    await expect(r1.pullWeights('v2', { from: at(pport), signal: ac.signal, inflight: 1 })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    expect(r1.version).toBe('v1');
+    expect(await r1.latest(at(r1port))).toBe('v1');
+    const r2 = receiver();
+    await expect(r2.pullWeights(undefined, { from: at(r1port), timeoutMs: 2000 })).resolves.toMatchObject({ version: 'v1' });
+  });
+});

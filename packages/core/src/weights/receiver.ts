@@ -77,6 +77,9 @@ export interface PullResult {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** How long a source may answer 'miss' without progress before the pull asks whether it still has the version. */
+const MISS_RECHECK_MS = 250;
+
 export class WeightReceiver extends EventEmitter<WeightEvents> {
   readonly store: ChunkStore;
   readonly #slots: VersionSlots;
@@ -240,7 +243,14 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
         throw new TierSyncError(`version '${wanted}' uses ${manifest.chunkBytes}-byte chunks, larger than this receiver's ${this.store.slotBytes}-byte slots`, 'ERR_INVALID_ARGUMENT');
       }
       this.#metrics.pulls++;
-      return await this.#assemble(manifest, manifestBytes, source, options, deadline, started);
+      try {
+        return await this.#assemble(manifest, manifestBytes, source, options, deadline, started);
+      } catch (e) {
+        // The version was announced when the pull started; downstream nodes asking for the latest must get the
+        // version this node can serve whole again.
+        this.#announceActive();
+        throw e;
+      }
     } finally {
       if (owned) source.close();
     }
@@ -417,6 +427,10 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
     // asking in order. This keeps wasted requests to a few per stall instead of one per remaining chunk.
     let probing = false;
     let backoff = 1;
+    // A source that keeps answering 'miss' may have given the version up (a publisher past keepVersions, an
+    // upstream receiver that moved on): every MISS_RECHECK_MS of misses without progress, ask for its manifest
+    // again, and fail with ERR_NOT_FOUND when it is gone rather than retrying until the deadline.
+    let stalledSince = 0;
     const worker = async () => {
       while (remaining > 0 && failure === undefined) {
         if (o.signal?.aborted) {
@@ -442,6 +456,20 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
             } finally {
               probing = false;
             }
+            if (remaining >= before && failure === undefined) {
+              const now = Date.now();
+              if (stalledSince === 0) stalledSince = now;
+              else if (now - stalledSince >= MISS_RECHECK_MS) {
+                stalledSince = now;
+                try {
+                  if (!(await this.#fetchBlob(source, manifestKey(m.version)))) {
+                    failure ??= new TierSyncError(`${source.description} no longer serves version '${m.version}' (${remaining} chunks were still missing)`, 'ERR_NOT_FOUND');
+                  }
+                } catch (e) {
+                  failure ??= e;
+                }
+              }
+            } else stalledSince = 0;
             if (remaining < before) {
               backoff = 1;
               ready.push(...delayed.sort((x, y) => y - x)); // pop() takes the earliest first
@@ -509,6 +537,21 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       else this.store.commit(m.chunks[c]!.hash, slots[i] as Slot, m.chunks[c]!.length, m.chunks[c]!.crc32c);
     });
     return cs.filter((_, i) => bad.has(i));
+  }
+
+  /**
+   * Points the latest pointer back at the active version (after a failed pull announced another one); with no
+   * active version, or no room for the pointer, announces none.
+   */
+  #announceActive(): void {
+    const active = this.#slots.version;
+    try {
+      if (active === undefined) throw new TierSyncError('no active version', 'ERR_NOT_FOUND');
+      const pointer = Buffer.from(JSON.stringify({ version: active }));
+      this.store.putBlob(LATEST_KEY, pointer, crc32c(pointer));
+    } catch {
+      this.store.drop(LATEST_KEY);
+    }
   }
 
   /** Releases a version's retained keys (chunks, then its manifest last) and drops the manifest unless still held. */
