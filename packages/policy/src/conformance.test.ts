@@ -4,7 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createPolicy, policyNames } from './registry.js';
+import { LruPolicy } from './policies/lru.js';
+import { createPolicy, policyNames, PolicyRegistry } from './registry.js';
 import { PriorityPolicy } from './priority.js';
 import { TenantQuotaPolicy } from './tenant-quota.js';
 import type { CapacityUnit, EvictionPolicy } from './types.js';
@@ -25,7 +26,12 @@ interface Setup {
 
 type Factory = (setup: Setup) => EvictionPolicy<number>;
 
+/** A custom policy: it runs behind the contract's checks (internal/checked-policy.ts), which must pass it untouched. */
+const custom = new PolicyRegistry(false);
+custom.register('custom-lru', (options) => new LruPolicy(options));
+
 const factories: [string, Factory][] = [
+  ['custom-lru (checked)', ({ unit, capacity }) => custom.create<number>('custom-lru', { unit, capacity })],
   ...policyNames().map((name): [string, Factory] => [
     name,
     ({ unit, capacity }) =>

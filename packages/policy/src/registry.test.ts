@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createPolicy, policyNames, PolicyRegistry, registerPolicy } from './registry.js';
+import { CheckedPolicy } from './internal/checked-policy.js';
 import { LruPolicy } from './policies/lru.js';
 import { S3FifoPolicy, type S3FifoOptions } from './policies/s3fifo.js';
 
@@ -20,13 +21,20 @@ describe('policy registry', () => {
   });
 
   it('plugs custom policies in through the same interface', () => {
-    registerPolicy<S3FifoOptions>('s3fifo-quarter', (options) => new S3FifoPolicy({ ...options, smallRatio: 0.25 }));
+    let built: S3FifoPolicy<number> | undefined;
+    registerPolicy<S3FifoOptions>('s3fifo-quarter', (options) => (built = new S3FifoPolicy({ ...options, smallRatio: 0.25 })));
     const policy = createPolicy<number>('s3fifo-quarter', { capacity: 40, unit: 'objects' });
-    expect((policy as S3FifoPolicy<number>).smallCapacity).toBe(10);
+    expect(built!.smallCapacity).toBe(10);
+    // A custom policy comes back behind the contract's checks, named as registered; the built-ins come back bare.
+    expect(policy).toBeInstanceOf(CheckedPolicy);
+    expect([policy.name, policy.capacity, policy.unit]).toEqual(['s3fifo-quarter', 40, 'objects']);
+    expect(createPolicy('s3fifo', { capacity: 40, unit: 'objects' })).toBeInstanceOf(S3FifoPolicy);
     expect(policyNames()).toContain('s3fifo-quarter');
     expect(() => registerPolicy('s3fifo-quarter', (o) => new LruPolicy(o))).toThrow(/already registered/);
-    registerPolicy('s3fifo-quarter', (o) => new LruPolicy(o), { replace: true });
-    expect(createPolicy('s3fifo-quarter', { capacity: 4 }).name).toBe('lru');
+    let replaced: unknown;
+    registerPolicy('s3fifo-quarter', (o) => (replaced = new LruPolicy(o)), { replace: true });
+    createPolicy('s3fifo-quarter', { capacity: 4 });
+    expect(replaced).toBeInstanceOf(LruPolicy);
   });
 
   it('keeps separate registries apart and refuses bad names and options', () => {

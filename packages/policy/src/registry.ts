@@ -18,6 +18,7 @@ import { OptSizePolicy } from './policies/opt-size.js';
 import { SlruPolicy, type SlruOptions } from './policies/slru.js';
 import { TwoQPolicy, type TwoQOptions } from './policies/twoq.js';
 import { WTinyLfuPolicy, type WTinyLfuOptions } from './policies/wtinylfu.js';
+import { CheckedPolicy } from './internal/checked-policy.js';
 import { checkFunction, checkOptions, describe } from './internal/validate.js';
 import type { EvictionPolicy, PolicyKey, PolicyOptions } from './types.js';
 import { PrefixAwarePolicy } from './wrappers/prefix-aware.js';
@@ -139,8 +140,12 @@ export class PolicyRegistry {
   }
 
   /**
-   * Creates the policy registered as `name`.
-   * @throws RangeError when no policy has that name; whatever the factory throws for bad options
+   * Creates the policy registered as `name`. A custom policy comes back behind the contract's checks
+   * (internal/checked-policy.ts): an answer that breaks the {@link EvictionPolicy} contract (a victim that was not
+   * resident, or is still resident, or named twice, or the key being inserted; a capacity overrun; a hit on an
+   * absent key), and any throw from its methods, become a `PolicyError` naming the policy, the call and the rule.
+   * @throws RangeError when no policy has that name; whatever the factory throws for bad options; PolicyError when
+   * a custom factory builds something that is not an EvictionPolicy
    */
   create<N extends BuiltinPolicyName, K extends PolicyKey = PolicyKey>(
     name: N,
@@ -160,7 +165,9 @@ export class PolicyRegistry {
     if (factory === undefined) {
       throw new RangeError(`name: no policy ${describe(name)}; registered: ${this.names().join(', ')}`);
     }
-    return (factory as PolicyFactory)(options) as EvictionPolicy<K>;
+    const policy = (factory as PolicyFactory)(options) as EvictionPolicy<K>;
+    // A custom policy is checked on every answer (internal/checked-policy.ts); the built-ins run bare.
+    return this.#builtin.has(name) ? policy : new CheckedPolicy<K>(policy, name);
   }
 
   /** Whether `spec` names a registered policy, with any wrappers (`prefix-aware:lru`) known too. */

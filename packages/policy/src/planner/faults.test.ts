@@ -24,6 +24,24 @@ class FaultyLru extends LruPolicy<string> {
     return super.insert(key, size, hint);
   }
 }
+/** LRU that, from its `from`-th insert on, also names as a victim a page it keeps (the oldest other one). */
+class PhantomLru extends LruPolicy<string> {
+  inserts = 0;
+  constructor(
+    options: PolicyOptions,
+    readonly from: number,
+  ) {
+    super(options);
+  }
+  override insert(key: string, size: number, hint?: PageHint<string>): string[] {
+    const victims = super.insert(key, size, hint);
+    if (++this.inserts < this.from) return victims;
+    const kept = this.peekVictims(1)[0];
+    return kept === undefined || kept === key ? victims : [...victims, kept];
+  }
+}
+registerPolicy('test-phantom-lru', (o) => new PhantomLru(o as PolicyOptions, 25) as never);
+
 let throwAt = 0;
 let throwFrom = Infinity;
 registerPolicy('test-faulty-lru', (o) => new FaultyLru(o as PolicyOptions, throwAt, throwFrom) as never);
@@ -144,6 +162,17 @@ describe('Planner: a policy that fails', () => {
     expect(errors[0]!.message).toBe('policy test-faulty-lru on tier hbm: insert() threw: Error: insert #30 exploded');
     expect(p.view(0).policyErrors).toBe(1);
     expect(p.view(1).policyErrors).toBe(0);
+  });
+
+  it('a custom policy naming victims it keeps is caught by its checks; the tiers stay what the planner says', () => {
+    const errors: PolicyError[] = [];
+    const p = new Planner(config('test-phantom-lru'), { onPolicyError: (e) => errors.push(e) });
+    const ledger = new Ledger(p, [20, 400]);
+    for (let n = 0; n < 20; n++) expect(ledger.store(batch(n))).not.toBeInstanceOf(Error);
+    ledger.expectConsistent();
+    expect(errors.length).toBeGreaterThan(0);
+    expect(errors[0]).toMatchObject({ policy: 'test-phantom-lru', tier: 'hbm', call: 'insert' });
+    expect(errors[0]!.message).toMatch(/^policy test-phantom-lru on tier hbm: insert\(\) broke a rule: a victim is no longer resident: has\("r\d+p\d+"\) is still true/);
   });
 
   it('a policy that throws on every insert leaves the hierarchy consistent, its pages refused on that tier', () => {

@@ -1,0 +1,114 @@
+/**
+ * Custom policies (registerPolicy) in the simulator: their answers are checked as live, their factories see the
+ * options they would see live, and their failures name them.
+ */
+import { describe, expect, it } from 'vitest';
+import { registerPolicy, type EvictionPolicy, type PolicyOptions } from '@tiersync/policy';
+import { runExact } from './exact.js';
+import type { LlmTrace, ObjectTrace } from './trace/types.js';
+
+/** A Map-backed LRU (objects: every key costs 1) written from scratch, as a user would; `evicts: false` never evicts. */
+class MapLru implements EvictionPolicy<number> {
+  readonly name = 'map-lru';
+  readonly unit = 'objects' as const;
+  readonly capacity: number;
+  readonly map = new Map<number, number>();
+  constructor(
+    options: PolicyOptions,
+    readonly evicts = true,
+  ) {
+    this.capacity = options.capacity;
+  }
+  get count() {
+    return this.map.size;
+  }
+  get used() {
+    return this.map.size;
+  }
+  get usedBytes() {
+    return [...this.map.values()].reduce((a, b) => a + b, 0);
+  }
+  readonly pinnedCount = 0;
+  readonly pinnedUsed = 0;
+  has(k: number) {
+    return this.map.has(k);
+  }
+  sizeOf(k: number) {
+    return this.map.get(k);
+  }
+  keys() {
+    return this.map.keys();
+  }
+  access(k: number) {
+    const s = this.map.get(k);
+    if (s === undefined) return false;
+    this.map.delete(k);
+    this.map.set(k, s);
+    return true;
+  }
+  canAdmit(k: number) {
+    return !this.map.has(k);
+  }
+  insert(k: number, size: number) {
+    const victims: number[] = [];
+    while (this.evicts && this.map.size >= this.capacity) victims.push(this.evict()!);
+    this.map.set(k, size);
+    return victims;
+  }
+  evict() {
+    const v = this.map.keys().next().value;
+    if (v !== undefined) this.map.delete(v);
+    return v;
+  }
+  peekVictims(n: number) {
+    return [...this.map.keys()].slice(0, n);
+  }
+  remove(k: number) {
+    return this.map.delete(k);
+  }
+  pin() {
+    return 0;
+  }
+  unpin() {
+    return 0;
+  }
+  pinCount() {
+    return 0;
+  }
+  reset() {
+    this.map.clear();
+  }
+}
+registerPolicy('test-map-lru', (o) => new MapLru(o) as never);
+registerPolicy('test-never-evicts', (o) => new MapLru(o, false) as never);
+
+function objects(ids: number[]): ObjectTrace {
+  return {
+    kind: 'object', source: 'test', times: new Float64Array(ids.length), keys: Uint32Array.from(ids),
+    sizes: Float64Array.from(ids.map(() => 1)), length: ids.length, distinct: new Set(ids).size,
+  };
+}
+
+function llm(requests: number[][]): LlmTrace {
+  return {
+    kind: 'llm', source: 'test', blockTokens: 512,
+    requests: requests.map((p, i) => ({ timeMs: i, inputTokens: p.length * 512, outputTokens: 1, pages: Uint32Array.from(p) })),
+    distinctPages: new Set(requests.flat()).size, pageRefs: requests.flat().length,
+  };
+}
+
+describe('custom policies in exact mode', () => {
+  // A B A C B A, capacity 2 objects: LRU misses 5.
+  const t = objects([0, 1, 0, 2, 1, 0]);
+
+  it('a well-behaved one counts as the built-in it imitates', () => {
+    expect(runExact(t, { policy: 'test-map-lru', unit: 'objects', capacity: 2 }).misses).toBe(runExact(t, { policy: 'lru', unit: 'objects', capacity: 2 }).misses);
+  });
+
+  it('one that never evicts is refused, naming the rule, instead of beating LRU', () => {
+    expect(() => runExact(t, { policy: 'test-never-evicts', unit: 'objects', capacity: 2 })).toThrow(
+      /policy test-never-evicts: insert\(\) broke a rule: used <= capacity after insert\(\): 3 > 2 objects/,
+    );
+    expect(() => runExact(llm([[1, 2, 3], [1, 2, 3]]), { policy: 'test-never-evicts', unit: 'objects', capacity: 2 })).toThrow(/used <= capacity/);
+  });
+});
