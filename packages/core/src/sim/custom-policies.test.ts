@@ -2,10 +2,15 @@
  * Custom policies (registerPolicy) in the simulator: their answers are checked as live, their factories see the
  * options they would see live, and their failures name them.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { registerPolicy, type EvictionPolicy, type PolicyOptions } from '@tiersync/policy';
+import { main } from '../cli/main.js';
+import { parseConfig } from '../hierarchy/index.js';
 import { runExact } from './exact.js';
+import { replayPlanned } from './planned.js';
+import { bundledTrace } from './trace/bundled.js';
 import type { LlmTrace, ObjectTrace } from './trace/types.js';
+import { workloadPages } from './workload.js';
 
 /** A Map-backed LRU (objects: every key costs 1) written from scratch, as a user would; `evicts: false` never evicts. */
 class MapLru implements EvictionPolicy<number> {
@@ -82,6 +87,18 @@ class MapLru implements EvictionPolicy<number> {
 registerPolicy('test-map-lru', (o) => new MapLru(o) as never);
 registerPolicy('test-never-evicts', (o) => new MapLru(o, false) as never);
 
+/** MapLru whose 3rd insert throws. */
+class ThrowsLate extends MapLru {
+  inserts = 0;
+  override insert(k: number, size: number) {
+    if (++this.inserts === 3) throw new Error(`insert #${this.inserts} exploded`);
+    return super.insert(k, size);
+  }
+}
+registerPolicy('test-throws-late', (o) => new ThrowsLate(o) as never);
+
+afterEach(() => vi.restoreAllMocks());
+
 function objects(ids: number[]): ObjectTrace {
   return {
     kind: 'object', source: 'test', times: new Float64Array(ids.length), keys: Uint32Array.from(ids),
@@ -110,5 +127,40 @@ describe('custom policies in exact mode', () => {
       /policy test-never-evicts: insert\(\) broke a rule: used <= capacity after insert\(\): 3 > 2 objects/,
     );
     expect(() => runExact(llm([[1, 2, 3], [1, 2, 3]]), { policy: 'test-never-evicts', unit: 'objects', capacity: 2 })).toThrow(/used <= capacity/);
+  });
+});
+
+describe('a failing policy stops a simulation with an error naming it', () => {
+  it('exact mode: ERR_INVALID_ARGUMENT naming the policy and the call', () => {
+    expect(() => runExact(objects([0, 1, 2, 3]), { policy: 'test-throws-late', unit: 'objects', capacity: 2 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: 'policy test-throws-late: insert() threw: Error: insert #3 exploded' }),
+    );
+  });
+
+  it('through the planner (--config, tiered): ERR_CONFIG naming the policy, the tier and the call', () => {
+    const LAYOUT = { tokensPerPage: 4, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 1, headDim: 8 } }] };
+    const PAGE = 4 * 2 * 8 * 2;
+    const config = parseConfig({
+      model: 'm',
+      layout: LAYOUT,
+      tiers: [
+        { url: `hbm://sim?capacity=${2 * PAGE}`, highWatermark: 1, lowWatermark: 1 },
+        { url: `host://?capacity=${10 * PAGE}`, name: 'host', policy: 'test-throws-late', highWatermark: 1, lowWatermark: 1 },
+      ],
+    });
+    const requests = [[1], [2], [3], [4], [5], [6]].map((pages, i) => ({ timeMs: i, inputTokens: 4, outputTokens: 1, pages: Uint32Array.from(pages) }));
+    const trace: LlmTrace = { kind: 'llm', source: 'test', blockTokens: 4, requests, distinctPages: 7, pageRefs: 6 };
+    expect(() => replayPlanned({ config, workload: workloadPages(trace, 4) })).toThrow(
+      expect.objectContaining({ code: 'ERR_CONFIG', tier: 'host', message: 'policy test-throws-late on tier host: insert() threw: Error: insert #3 exploded' }),
+    );
+  });
+
+  it('the CLI reports it with that code, not as an internal error', async () => {
+    const out: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+    vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    const code = await main(['sim', '--trace', bundledTrace(), '--requests', '20', '--objects', '64', '--policy', 'test-throws-late', '--no-bound', '--threads', '1', '--json', '--quiet']);
+    expect(code).toBe(1);
+    expect(JSON.parse(out.join('\n'))).toEqual({ error: { code: 'ERR_INVALID_ARGUMENT', message: 'policy test-throws-late: insert() threw: Error: insert #3 exploded' } });
   });
 });

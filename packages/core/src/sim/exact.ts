@@ -20,7 +20,7 @@
 import { NEVER_AGAIN, nextAccessDistances, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
 import { isChainAware, isOracle, makePolicy } from './policies.js';
 import type { LlmTrace, ObjectTrace, SimTrace } from './trace/types.js';
-import { invalid } from './errors.js';
+import { invalid, policyFailure } from './errors.js';
 
 /** One exact-mode run. */
 export interface ExactJob {
@@ -221,9 +221,18 @@ export function replayPages(
 
 /**
  * Runs one exact-mode job on a loaded trace.
- * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown policy or options it refuses
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown policy or options it refuses, or a policy that fails
+ * (throws, or breaks the EvictionPolicy contract: custom policies are checked, `@tiersync/policy` registry)
  */
 export function runExact(trace: SimTrace, job: ExactJob): ExactResult {
+  try {
+    return exact(trace, job);
+  } catch (e) {
+    throw policyFailure(e, 'ERR_INVALID_ARGUMENT');
+  }
+}
+
+function exact(trace: SimTrace, job: ExactJob): ExactResult {
   const policy = makePolicy(job.policy, job.capacity, job.unit, { denseKeyBound: denseKeyBound(trace) });
   const next = isOracle(job.policy) ? nextAccesses(trace) : undefined;
   if (trace.kind === 'object') {

@@ -12,11 +12,11 @@
  * {@link replayPlanned} replays a workload as `tiersync demo` replays it live (bench/live-replay.ts): per request
  * lookup, load of the found prefix, flush, store of the prompt, flush.
  */
-import { Planner, type Move, type PlannerLookup, type PlannerStoreOptions, type RetentionHint } from '@tiersync/policy';
+import { Planner, type Move, type PlannerLookup, type PlannerStoreOptions, type PolicyError, type RetentionHint } from '@tiersync/policy';
 import type { ResolvedConfig } from '../hierarchy/index.js';
 import { emptyCounters, type ReplayCounters } from './counters.js';
 import { simHierarchy, type SimHierarchy } from './hierarchy.js';
-import { configError } from './errors.js';
+import { configError, policyFailure } from './errors.js';
 import { checkTierPolicy, isChainAware } from './policies.js';
 import type { LlmTrace } from './trace/types.js';
 import { workloadPages, type Workload } from './workload.js';
@@ -33,6 +33,8 @@ export class CountingHierarchy {
   readonly #maxQueued: number;
   readonly #queue: QueueMove[] = [];
   #queued = 0;
+  /** The first failure of a tier's policy: the run stops at the end of the call that met it. */
+  #policyError: PolicyError | undefined;
   /** Pages the last store() placed, and the ones it turned away (no room, not admitted). */
   lastStore = { placed: 0, dropped: 0 };
   /**
@@ -43,12 +45,15 @@ export class CountingHierarchy {
 
   /**
    * @throws TierSyncError ERR_INVALID_ARGUMENT for an oracle policy (it needs the future, which the planner never
-   * has); ERR_CONFIG naming the tier for a tier its policy refuses, or for any config the planner refuses
+   * has); ERR_CONFIG naming the tier for a tier its policy refuses, or for any config the planner refuses. Each
+   * method below throws ERR_CONFIG, naming the policy, the tier and the call, when a tier's policy fails in it
+   * (throws, or breaks the EvictionPolicy contract): the numbers of a failing policy mean nothing.
    */
   constructor(hierarchy: SimHierarchy) {
     for (const t of hierarchy.planner.tiers) checkTierPolicy(t.name, t.policy ?? 'lru', t.capacityPages);
     try {
-      this.planner = new Planner<PageId>(hierarchy.planner);
+      // The planner keeps going past a failing policy (the live hierarchy must); the simulator stops instead.
+      this.planner = new Planner<PageId>(hierarchy.planner, { onPolicyError: (e) => void (this.#policyError ??= e) });
     } catch (e) {
       // The planner throws TypeError / RangeError on its config: a config error here, never an internal one.
       throw configError(`the planner refuses this hierarchy: ${(e as Error).message}`, e);
@@ -76,6 +81,7 @@ export class CountingHierarchy {
     const moves = this.planner.load(keys.map((key, j) => ({ key, tier: tiers[j]! })));
     this.planner.endLoad(pins);
     this.#run(moves);
+    this.#check();
   }
 
   /**
@@ -86,11 +92,13 @@ export class CountingHierarchy {
     this.lastStore = { placed: 0, dropped: 0 };
     const parents = this.chainAware && options.parents === undefined ? chainParents(keys) : options.parents;
     this.#run(this.planner.store(keys, parents === undefined ? options : { ...options, parents }));
+    this.#check();
   }
 
   /** A soft retention hint for held pages (Planner.retain): session-aware tiers order victims by it. */
   retain(keys: readonly PageId[], retention: RetentionHint, now: number): void {
     if (keys.length) this.planner.retain(keys, { retention, now });
+    this.#check();
   }
 
   /** Runs every queued background copy (and the copies they queue) to completion. */
@@ -99,6 +107,12 @@ export class CountingHierarchy {
       this.#queued -= m.keys.length;
       this.#run(this.planner.dequeue(m));
     }
+    this.#check();
+  }
+
+  /** Stops the run at a tier's failed policy. */
+  #check(): void {
+    if (this.#policyError !== undefined) throw policyFailure(this.#policyError, 'ERR_CONFIG');
   }
 
   #run(moves: readonly Move<PageId>[]): void {

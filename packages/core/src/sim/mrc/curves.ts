@@ -8,7 +8,7 @@
  * `points` log-spaced capacities up to it; the sampled replays then take a second pass.
  */
 import type { CapacityUnit, EvictionPolicy } from '@tiersync/policy';
-import { invalid } from '../errors.js';
+import { invalid, policyFailure } from '../errors.js';
 import type { ExactResult } from '../exact.js';
 import { makePolicy } from '../policies.js';
 import { DistanceHistogram } from './histogram.js';
@@ -100,9 +100,17 @@ interface Sampled {
 /**
  * Computes the curves. `open` yields the trace's chunks from the start each time it is called (it is called twice
  * when no capacities are given and a non-LRU policy is asked for).
- * @throws TierSyncError ERR_INVALID_ARGUMENT for bad options or an unknown policy
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for bad options, an unknown policy or one that fails
  */
 export function missRatioCurves(open: () => Iterable<AccessChunk>, options: MrcOptions): MrcResult {
+  try {
+    return curves(open, options);
+  } catch (e) {
+    throw policyFailure(e, 'ERR_INVALID_ARGUMENT');
+  }
+}
+
+function curves(open: () => Iterable<AccessChunk>, options: MrcOptions): MrcResult {
   const { unit } = options;
   const rate = options.sampleRate ?? 0.01;
   const lruRate = options.lruSampleRate ?? 1;

@@ -5,6 +5,7 @@
  * (same loop, `replayObjects`, same dense ids).
  */
 import { replayObjects, row, type ExactJob, type ExactResult } from '../exact.js';
+import { policyFailure } from '../errors.js';
 import { makePolicy } from '../policies.js';
 import type { ObjectStream } from '../trace/index.js';
 import type { ObjectTrace } from '../trace/types.js';
@@ -14,9 +15,17 @@ const STREAM_DENSE_BOUND = 1 << 30;
 
 /**
  * Replays `stream` through every job in one pass; results in job order.
- * @throws TierSyncError ERR_INVALID_ARGUMENT for a bad job or malformed trace
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for a bad job or malformed trace, or a policy that fails
  */
 export function runExactStream(stream: ObjectStream, jobs: readonly ExactJob[]): ExactResult[] {
+  try {
+    return replayStream(stream, jobs);
+  } catch (e) {
+    throw policyFailure(e, 'ERR_INVALID_ARGUMENT');
+  }
+}
+
+function replayStream(stream: ObjectStream, jobs: readonly ExactJob[]): ExactResult[] {
   const runs = jobs.map((job) => ({
     job,
     policy: makePolicy(job.policy, job.capacity, job.unit, { denseKeyBound: STREAM_DENSE_BOUND }),
