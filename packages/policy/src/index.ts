@@ -39,6 +39,7 @@ export {
   type BuiltinWrapperName,
   type PolicyFactory,
   type PolicyWrapperFactory,
+  type RegisterOptions,
 } from './registry.js';
 export { replay, type ReplayOptions, type ReplayResult, type TraceRequest } from './replay.js';
 export {

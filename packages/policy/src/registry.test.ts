@@ -37,6 +37,20 @@ describe('policy registry', () => {
     expect(replaced).toBeInstanceOf(LruPolicy);
   });
 
+  it('hands denseKeys only to factories that take them', () => {
+    const registry = new PolicyRegistry();
+    const seen: string[][] = [];
+    registry.register('plain', (o) => (seen.push(Object.keys(o)), new LruPolicy(o)));
+    registry.register('dense', (o) => (seen.push(Object.keys(o)), new LruPolicy(o)), { denseKeys: true });
+    const options = { capacity: 4, unit: 'objects' as const, denseKeys: { bound: 100 } };
+    registry.create('plain', options);
+    registry.create('dense', options);
+    registry.create('prefix-aware:plain', options);
+    expect(seen).toEqual([['capacity', 'unit'], ['capacity', 'unit', 'denseKeys'], ['capacity', 'unit']]);
+    // The built-ins take them (a key out of the bound is refused).
+    expect(() => registry.create<number>('lru', options).insert(100, 1)).toThrow(RangeError);
+  });
+
   it('keeps separate registries apart and refuses bad names and options', () => {
     const registry = new PolicyRegistry(false);
     expect(registry.names()).toEqual([]);

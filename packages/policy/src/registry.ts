@@ -108,10 +108,24 @@ export function parsePolicySpec(spec: string): { wrappers: string[]; policy: str
   return { wrappers: parts.slice(0, -1), policy: parts[parts.length - 1]! };
 }
 
+/** Options of {@link PolicyRegistry.register} and {@link registerPolicy}. */
+export interface RegisterOptions {
+  /** Allow replacing a custom policy of the same name (built-ins are never replaced). Default false. */
+  replace?: boolean;
+  /**
+   * The factory takes {@link PolicyOptions.denseKeys} (the built-ins do). Default false: `denseKeys` is taken out of
+   * the options before they reach the factory, so a factory that refuses options it does not know (as it should)
+   * is created the same way by the simulator, which asks for dense keys, and by a live tier, which does not.
+   */
+  denseKeys?: boolean;
+}
+
 /** A table of policy factories by name. Most code uses the process-wide one through the functions below. */
 export class PolicyRegistry {
   readonly #factories = new Map<string, PolicyFactory<never>>();
   readonly #builtin = new Set<string>();
+  /** Factories that take `denseKeys`. */
+  readonly #dense = new Set<string>();
   readonly #wrappers = new Map<string, PolicyWrapperFactory>(Object.entries(WRAPPERS));
 
   /** @param withBuiltins register the built-in policies (the keys of {@link BuiltinPolicyOptions}; default true) */
@@ -120,16 +134,17 @@ export class PolicyRegistry {
     for (const [name, factory] of Object.entries(BUILTINS)) {
       this.#factories.set(name, factory as PolicyFactory<never>);
       this.#builtin.add(name);
+      this.#dense.add(name);
     }
   }
 
   /**
    * Registers `factory` under `name` (lowercase letters, digits, `.`, `_`, `-`; at most 64 characters).
-   * @param options.replace allow replacing a custom policy of the same name (built-ins are never replaced)
+   * @param options see {@link RegisterOptions}
    * @throws TypeError when `name` is not a string or `factory` not a function
    * @throws RangeError when `name` is malformed or taken
    */
-  register<O extends PolicyOptions>(name: string, factory: PolicyFactory<O>, options: { replace?: boolean } = {}): void {
+  register<O extends PolicyOptions>(name: string, factory: PolicyFactory<O>, options: RegisterOptions = {}): void {
     checkName(name);
     checkFunction(factory, 'factory');
     if (this.#builtin.has(name)) throw new RangeError(`name: ${describe(name)} is a built-in policy`);
@@ -137,10 +152,13 @@ export class PolicyRegistry {
       throw new RangeError(`name: a policy ${describe(name)} is already registered (pass { replace: true })`);
     }
     this.#factories.set(name, factory as PolicyFactory<never>);
+    if (options.denseKeys === true) this.#dense.add(name);
+    else this.#dense.delete(name);
   }
 
   /**
-   * Creates the policy registered as `name`. A custom policy comes back behind the contract's checks
+   * Creates the policy registered as `name`. `options.denseKeys` reaches only factories that take it (the built-ins,
+   * and custom ones registered with `denseKeys: true`); the others get the options without it. A custom policy comes back behind the contract's checks
    * (internal/checked-policy.ts): an answer that breaks the {@link EvictionPolicy} contract (a victim that was not
    * resident, or is still resident, or named twice, or the key being inserted; a capacity overrun; a hit on an
    * absent key), and any throw from its methods, become a `PolicyError` naming the policy, the call and the rule.
@@ -165,7 +183,12 @@ export class PolicyRegistry {
     if (factory === undefined) {
       throw new RangeError(`name: no policy ${describe(name)}; registered: ${this.names().join(', ')}`);
     }
-    const policy = (factory as PolicyFactory)(options) as EvictionPolicy<K>;
+    let given = options;
+    if (options.denseKeys !== undefined && !this.#dense.has(name)) {
+      const { denseKeys: _, ...rest } = options;
+      given = rest;
+    }
+    const policy = (factory as PolicyFactory)(given) as EvictionPolicy<K>;
     // A custom policy is checked on every answer (internal/checked-policy.ts); the built-ins run bare.
     return this.#builtin.has(name) ? policy : new CheckedPolicy<K>(policy, name);
   }
@@ -230,7 +253,7 @@ export function createPolicy<K extends PolicyKey>(name: string, options: PolicyO
 export function registerPolicy<O extends PolicyOptions>(
   name: string,
   factory: PolicyFactory<O>,
-  options: { replace?: boolean } = {},
+  options: RegisterOptions = {},
 ): void {
   registry.register(name, factory, options);
 }

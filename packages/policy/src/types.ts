@@ -27,7 +27,8 @@ export interface PolicyOptions {
    * Decisions are identical to the default path; only the accepted keys differ. A key that is not a number throws
    * `TypeError`; a number that is not an integer in `[0, bound)` throws `RangeError` naming the key.
    * `bound` is an integer in `[1, 2^31 - 1]`. Meant for traces whose ids are densified (the simulator's readers).
-   * Policies that do not support it (custom ones, the composites) may ignore it.
+   * The registry hands it only to factories that take it: the built-ins, and custom ones registered with
+   * `{ denseKeys: true }` (`RegisterOptions`); other custom factories never see it. The composites ignore it.
    */
   denseKeys?: DenseKeys;
 }

@@ -96,6 +96,11 @@ class ThrowsLate extends MapLru {
   }
 }
 registerPolicy('test-throws-late', (o) => new ThrowsLate(o) as never);
+/** A factory that validates its options, as packages/policy/README.md asks: it refuses any it does not know. */
+registerPolicy('test-strict', (o) => {
+  for (const k of Object.keys(o)) if (k !== 'capacity' && k !== 'unit') throw new RangeError(`unknown option ${k}`);
+  return new MapLru(o) as never;
+});
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -120,6 +125,11 @@ describe('custom policies in exact mode', () => {
 
   it('a well-behaved one counts as the built-in it imitates', () => {
     expect(runExact(t, { policy: 'test-map-lru', unit: 'objects', capacity: 2 }).misses).toBe(runExact(t, { policy: 'lru', unit: 'objects', capacity: 2 }).misses);
+  });
+
+  it('its factory gets the options a live tier gives it: no denseKeys (the built-ins take them)', () => {
+    expect(runExact(t, { policy: 'test-strict', unit: 'objects', capacity: 2 }).misses).toBe(5);
+    expect(runExact(llm([[1, 2, 3], [1, 2, 3]]), { policy: 'test-strict', unit: 'objects', capacity: 8 }).misses).toBe(3);
   });
 
   it('one that never evicts is refused, naming the rule, instead of beating LRU', () => {

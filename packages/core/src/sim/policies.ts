@@ -13,6 +13,8 @@ export interface MakePolicyOptions {
   /**
    * Every key the policy will see is an integer in `[0, denseKeyBound)`: the built-in policies then take the
    * dense-key fast path (`denseKeys` of `@tiersync/policy`; same decisions, no hashing). See `denseKeyBound`.
+   * The registry passes it on only to factories that take it (a custom one never sees it unless registered with
+   * `denseKeys: true`), so a custom factory gets here the options a live tier gives it.
    */
   denseKeyBound?: number;
 }
