@@ -1,4 +1,5 @@
 import { randomFillSync } from 'node:crypto';
+import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostArena } from '@tiersync/native';
 import { LATEST_KEY, WeightPublisher, WeightReceiver, manifestKey, type TensorSource } from './index.js';
@@ -162,5 +163,58 @@ describe('weights: a version the source gave up', () => {
     expect(await r1.latest(at(r1port))).toBe('v1');
     const r2 = receiver();
     await expect(r2.pullWeights(undefined, { from: at(r1port), timeoutMs: 2000 })).resolves.toMatchObject({ version: 'v1' });
+  });
+});
+
+describe('weights: a pull honours its deadline and abort signal in every wait', () => {
+  /** A TCP port that accepts connections and never answers (a hung process, a wrong service). */
+  async function silentPort(): Promise<number> {
+    const sockets: net.Socket[] = [];
+    const server = net.createServer((s) => void sockets.push(s));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanup.push(() => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    });
+    return (server.address() as net.AddressInfo).port;
+  }
+
+  it('settles at timeoutMs while a request to a silent source is on the wire', async () => {
+    const port = await silentPort();
+    const rx = receiver();
+    const t0 = Date.now();
+    await expect(rx.pullWeights(undefined, { from: at(port), timeoutMs: 400 })).rejects.toMatchObject({ code: 'ERR_TIMEOUT' });
+    expect(Date.now() - t0).toBeLessThan(1500);
+  });
+
+  it('settles with ERR_ABORTED (not ERR_TIMEOUT) when aborted while a request is on the wire', async () => {
+    const port = await silentPort();
+    const rx = receiver();
+    const t0 = Date.now();
+    await expect(rx.pullWeights('v1', { from: at(port), signal: AbortSignal.timeout(300) })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    expect(Date.now() - t0).toBeLessThan(1500);
+  });
+
+  it('caps the wait for readers by the deadline, and ends it on abort', async () => {
+    const model = tensors(4);
+    const pub = publisher();
+    const port = pub.serve();
+    const rx = receiver();
+    await pub.publishWeights('v0', model.tensors);
+    await rx.pullWeights('v0', { from: at(port) });
+    const lease0 = rx.acquire()!;
+    for (const v of ['v1', 'v2']) {
+      randomFillSync(model.arena.view(0, 4 * CHUNK));
+      await pub.publishWeights(v, model.tensors);
+    }
+    await rx.pullWeights('v1', { from: at(port) });
+    let t0 = Date.now();
+    await expect(rx.pullWeights('v2', { from: at(port), leaseWaitMs: 10_000, timeoutMs: 300 })).rejects.toMatchObject({ code: 'ERR_TIMEOUT' });
+    expect(Date.now() - t0).toBeLessThan(1500);
+    t0 = Date.now();
+    await expect(rx.pullWeights('v2', { from: at(port), leaseWaitMs: 10_000, signal: AbortSignal.timeout(200) })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    expect(Date.now() - t0).toBeLessThan(1500);
+    lease0.release();
+    await expect(rx.pullWeights('v2', { from: at(port) })).resolves.toMatchObject({ version: 'v2' });
   });
 });

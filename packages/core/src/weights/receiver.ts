@@ -12,6 +12,7 @@ import { ChunkStore, type ServeOptions } from './chunk-store.js';
 import { emptyMetrics, type WeightEvents, type WeightMetrics } from './events.js';
 import { LATEST_KEY, checkVersion, chunkHash, manifestKey, parseManifest, placements, type Placement, type WeightManifest } from './manifest.js';
 import { PeerSource, StoreSource, type ChunkSource, type PeerAddress } from './sources.js';
+import { PullDeadline } from './deadline.js';
 import { VersionSlots, type SlotMemory, type WeightLease } from './version-slots.js';
 
 const STATUS_OK = 0;
@@ -166,13 +167,17 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
   async latest(from: PeerAddress | ChunkSource): Promise<string | undefined> {
     const { source, owned } = await this.#source(from);
     try {
-      const bytes = await this.#fetchBlob(source, LATEST_KEY);
-      if (!bytes) return undefined;
-      const v = (JSON.parse(Buffer.from(bytes).toString('utf8')) as { version?: unknown }).version;
-      return checkVersion(v);
+      return await this.#latestAt(source);
     } finally {
       if (owned) source.close();
     }
+  }
+
+  async #latestAt(source: ChunkSource, guard?: PullDeadline): Promise<string | undefined> {
+    const bytes = await this.#fetchBlob(source, LATEST_KEY, guard);
+    if (!bytes) return undefined;
+    const v = (JSON.parse(Buffer.from(bytes).toString('utf8')) as { version?: unknown }).version;
+    return checkVersion(v);
   }
 
   /** The manifest of `version` (default: the latest) at `from`, without pulling it; undefined when absent. */
@@ -204,38 +209,60 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
     return run;
   }
 
-  async #source(from: PeerAddress | ChunkSource): Promise<{ source: ChunkSource; owned: boolean }> {
+  /** A chunk source for `from`; `owned` when this call connected it (the caller closes it). */
+  async #source(from: PeerAddress | ChunkSource, guard?: PullDeadline): Promise<{ source: ChunkSource; owned: boolean }> {
+    if (typeof from !== 'object' || from === null) {
+      throw new TierSyncError(`from must be a peer address { host, port } or a chunk source, got ${describeValue(from)}`, 'ERR_INVALID_ARGUMENT');
+    }
     if ('fetch' in from && typeof from.fetch === 'function') return { source: from, owned: false };
-    return { source: await PeerSource.connect(from as PeerAddress), owned: true };
+    // The socket deadline never outlasts the pull's: a request on a stalled connection then fails by itself.
+    const address = from as PeerAddress;
+    const connecting = PeerSource.connect(guard ? { ...address, timeoutMs: Math.max(1, Math.min(address.timeoutMs ?? 30_000, guard.left)) } : address);
+    const source = guard ? await guard.race(connecting, (late) => late.then((s) => s.close(), () => undefined)) : await connecting;
+    return { source, owned: true };
   }
 
-  /** Fetches a small blob (manifest, pointer) through a temporary store slot; undefined when the source lacks it. */
-  async #fetchBlob(source: ChunkSource, key: string): Promise<Uint8Array | undefined> {
+  /**
+   * Fetches a small blob (manifest, pointer) through a temporary store slot; undefined when the source lacks it.
+   * The slot is freed only once the request settles (an abandoned request may still write into it).
+   */
+  async #fetchBlob(source: ChunkSource, key: string, guard?: PullDeadline): Promise<Uint8Array | undefined> {
     const [slot] = this.store.allocate(1);
+    const offset = this.store.offsetOf(slot!);
+    const request = source.fetch(this.store.arena, [key], Float64Array.of(offset), Uint32Array.of(this.store.slotBytes));
+    const free = () => this.store.free([slot!]);
+    let abandoned = false;
+    let r;
     try {
-      const offset = this.store.offsetOf(slot!);
-      const r = await source.fetch(this.store.arena, [key], Float64Array.of(offset), Uint32Array.of(this.store.slotBytes));
+      r = guard ? await guard.race(request, (late) => ((abandoned = true), late.then(free, free))) : await request;
+    } catch (e) {
+      if (!abandoned) free(); // the request itself failed: settled, nothing writes any more
+      throw e;
+    }
+    try {
       if (r.statuses[0] === STATUS_MISS) return undefined;
       if (r.statuses[0] !== STATUS_OK) throw new TierSyncError(`${source.description}: could not fetch ${key} (status ${r.statuses[0]}; larger than a ${this.store.slotBytes}-byte slot?)`, 'ERR_IO');
       return Uint8Array.from(this.store.arena.view(offset, r.lengths[0]!));
     } finally {
-      this.store.free([slot!]);
+      free();
     }
   }
 
   async #pull(version: string | undefined, options: PullOptions): Promise<PullResult> {
     const started = performance.now();
     const deadline = Date.now() + (options.timeoutMs ?? 600_000);
-    const { source, owned } = await this.#source(options.from);
+    const guard = new PullDeadline(deadline, options.signal, `pull of ${version === undefined ? 'the latest version' : `'${version}'`}`);
+    const { source, owned } = await this.#source(options.from, guard);
     try {
-      const wanted = version ?? (await this.latest(source));
+      const wanted = version ?? (await this.#latestAt(source, guard));
       if (wanted === undefined) throw new TierSyncError(`${source.description} announces no version`, 'ERR_NOT_FOUND');
       const waitUntil = Date.now() + (options.waitForVersionMs ?? 0);
-      let manifestBytes = await this.#fetchBlob(source, manifestKey(wanted));
+      let manifestBytes = await this.#fetchBlob(source, manifestKey(wanted), guard);
       for (let backoff = 1; !manifestBytes && Date.now() < Math.min(waitUntil, deadline); backoff = Math.min(backoff * 2, 5)) {
-        if (options.signal?.aborted) throw new TierSyncError(`pull of '${wanted}' aborted`, 'ERR_ABORTED', { cause: options.signal.reason });
+        const stop = guard.check();
+        if (stop) throw stop;
         await sleep(backoff);
-        manifestBytes = await this.#fetchBlob(source, manifestKey(wanted));
+        manifestBytes = await this.#fetchBlob(source, manifestKey(wanted), guard);
       }
       if (!manifestBytes) throw new TierSyncError(`unknown version '${wanted}' at ${source.description}`, 'ERR_NOT_FOUND');
       const manifest = parseManifest(manifestBytes, wanted);
@@ -244,7 +271,7 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       }
       this.#metrics.pulls++;
       try {
-        return await this.#assemble(manifest, manifestBytes, source, options, deadline, started);
+        return await this.#assemble(manifest, manifestBytes, source, options, guard, started);
       } catch (e) {
         // The version was announced when the pull started; downstream nodes asking for the latest must get the
         // version this node can serve whole again.
@@ -252,11 +279,15 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
         throw e;
       }
     } finally {
-      if (owned) source.close();
+      // Requests given up on still run on the client's native threads; close it once they have settled.
+      if (owned) {
+        if (guard.late.length === 0) source.close();
+        else void Promise.all(guard.late).then(() => source.close());
+      }
     }
   }
 
-  async #assemble(m: WeightManifest, manifestBytes: Uint8Array, source: ChunkSource, o: PullOptions, deadline: number, started: number): Promise<PullResult> {
+  async #assemble(m: WeightManifest, manifestBytes: Uint8Array, source: ChunkSource, o: PullOptions, guard: PullDeadline, started: number): Promise<PullResult> {
     // Hold this version's chunks and manifest from eviction, and announce it so downstream receivers can start
     // right away. A version given up for this one stops being announced.
     const keys = [...m.chunks.map((c) => c.hash), manifestKey(m.version)];
@@ -278,7 +309,8 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       m.version,
       m.slotBytes,
       places.map((p) => ({ slotOffset: p.slotOffset, length: p.length, hash: m.chunks[p.chunk]!.hash })),
-      o.leaseWaitMs ?? 30_000,
+      Math.min(o.leaseWaitMs ?? 30_000, guard.left),
+      o.signal,
     );
     this.#metrics.bytesInPlace += slot.inPlaceBytes;
     const placed = slot.placed;
@@ -382,10 +414,17 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
       const slots = this.store.allocate(batch.length);
       const offsets = Float64Array.from(slots, (s) => this.store.offsetOf(s));
       const room = new Uint32Array(batch.length).fill(this.store.slotBytes);
-      const reply = await source.fetch(this.store.arena, batch.map((c) => m.chunks[c]!.hash), offsets, room).catch((e: unknown) => {
-        this.store.free(slots);
+      const request = source.fetch(this.store.arena, batch.map((c) => m.chunks[c]!.hash), offsets, room);
+      const free = () => this.store.free(slots);
+      let abandoned = false;
+      let reply;
+      try {
+        // An abandoned request may still write into its slots: they are freed when it settles.
+        reply = await guard.race(request, (late) => ((abandoned = true), late.then(free, free)));
+      } catch (e) {
+        if (!abandoned) free();
         throw e;
-      });
+      }
       const arrived: number[] = [];
       await Promise.all(
         batch.map(async (c, i) => {
@@ -433,12 +472,9 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
     let stalledSince = 0;
     const worker = async () => {
       while (remaining > 0 && failure === undefined) {
-        if (o.signal?.aborted) {
-          failure ??= new TierSyncError(`pull of '${m.version}' aborted`, 'ERR_ABORTED', { cause: o.signal.reason });
-          break;
-        }
-        if (Date.now() > deadline) {
-          failure ??= new TierSyncError(`pull of '${m.version}' did not finish before its deadline (${remaining} chunks left)`, 'ERR_TIMEOUT');
+        const stop = guard.check();
+        if (stop) {
+          failure ??= stop;
           break;
         }
         if (delayed.length > 0 && ready.length > 0) delayed.push(...ready.splice(0));
@@ -462,7 +498,7 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
               else if (now - stalledSince >= MISS_RECHECK_MS) {
                 stalledSince = now;
                 try {
-                  if (!(await this.#fetchBlob(source, manifestKey(m.version)))) {
+                  if (!(await this.#fetchBlob(source, manifestKey(m.version), guard))) {
                     failure ??= new TierSyncError(`${source.description} no longer serves version '${m.version}' (${remaining} chunks were still missing)`, 'ERR_NOT_FOUND');
                   }
                 } catch (e) {

@@ -90,22 +90,27 @@ export class VersionSlots {
   /**
    * The slot to assemble `version` into, with its record of placements already done: kept from an interrupted
    * attempt at the same version, or found in place (the chunk a placement needs already sits at its offset, left
-   * by the version the slot held before). Waits up to `waitMs` for readers of that slot to release.
-   * @throws TierSyncError ERR_TIMEOUT when readers hold the slot past the deadline
+   * by the version the slot held before). Waits up to `waitMs` for readers of that slot to release, or until
+   * `signal` aborts.
+   * @throws TierSyncError ERR_TIMEOUT when readers hold the slot past the deadline, ERR_ABORTED
    */
-  async beginWrite(version: string, slotBytes: number, places: SlotPlacement[], waitMs: number): Promise<{ arena: HostArena | DeviceArena; placed: Uint8Array; inPlaceBytes: number }> {
+  async beginWrite(version: string, slotBytes: number, places: SlotPlacement[], waitMs: number, signal?: AbortSignal): Promise<{ arena: HostArena | DeviceArena; placed: Uint8Array; inPlaceBytes: number }> {
     const index = this.#active === 0 ? 1 : 0;
     const slot = this.#slots[index]!;
     const deadline = Date.now() + waitMs;
     while (slot.readers > 0) {
+      if (signal?.aborted) throw new TierSyncError(`pull of '${version}' aborted while a reader held its slot`, 'ERR_ABORTED', { cause: signal.reason });
       const left = deadline - Date.now();
       if (left <= 0) throw new TierSyncError(`a reader still holds version '${slot.manifest?.version}' in the slot needed for '${version}' after ${waitMs} ms`, 'ERR_TIMEOUT');
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.#releaseWaiters.push(() => {
+        const wake = () => {
           clearTimeout(t);
+          signal?.removeEventListener('abort', wake);
           resolve();
-        });
+        };
+        const t = setTimeout(wake, left);
+        signal?.addEventListener('abort', wake, { once: true });
+        this.#releaseWaiters.push(wake);
       });
     }
     this.#ensureArena(slot, slotBytes);
