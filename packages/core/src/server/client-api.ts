@@ -21,14 +21,15 @@
  * deadline passes, so a client that dies or stalls cannot hold slots or grow the daemon's memory.
  */
 import type { IncomingMessage } from 'node:http';
-import { HostArena, PeerClient, PeerStatus, TierSyncError, crc32cRanges } from '@tiersync/native';
+import { HostArena, TierSyncError, crc32cRanges } from '@tiersync/native';
 import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { Logger } from 'pino';
 import { Counter, type Registry } from 'prom-client';
 import type { RetentionHint } from '@tiersync/policy';
 import type { TierSync } from '../hierarchy/index.js';
-import type { ClusterRegistry, NodeInfo } from './registry.js';
+import type { ClusterRegistry } from './registry.js';
 import { rendezvousOwner } from './rendezvous.js';
+import { ClusterPeers } from './cluster-peers.js';
 import { AccessBatch, warnRefused } from './access-batch.js';
 import { PageRecorder } from './page-recorder.js';
 import { crc32cLibrary } from './crc32c-library.js';
@@ -118,7 +119,8 @@ export class ClientApi {
   readonly #o: ClientApiOptions;
   readonly #leases = new Map<number, Lease>();
   readonly #leasedPages = new Map<string, number>();
-  readonly #peers = new Map<string, Promise<PeerClient>>();
+  /** Connections to the other nodes' peer servers (cluster pulls and pushes), made on first use (#peer). */
+  #peers: ClusterPeers | undefined;
   readonly #sweep: NodeJS.Timeout;
   readonly #pages: Counter<'tenant' | 'op'>;
   readonly #refused: Counter<'tenant' | 'why'>;
@@ -531,7 +533,7 @@ export class ClientApi {
       if (held.length) this.#o.ts.retain(held, body.retention);
     }
     this.#pages.inc({ tenant: tenant.name, op: 'store' }, landed.length);
-    if (this.#o.placement === 'rendezvous' && landed.length) void this.#push(landed).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'rendezvous push failed'));
+    if (this.#o.placement === 'rendezvous' && landed.length) void this.#push(tenant, landed).catch((e: unknown) => this.#o.log.warn({ err: (e as Error).message }, 'rendezvous push failed'));
     return { stored: landed.length, existing: lease.keys.length - copied.length, badChecksum: bad };
   }
 
@@ -843,101 +845,25 @@ export class ClientApi {
     if (landed.length) await ts.adoptPages(hostTierName, landed);
   }
 
-  async #peer(address: string): Promise<PeerClient> {
-    let p = this.#peers.get(address);
-    if (!p) {
-      const i = address.lastIndexOf(':');
-      p = PeerClient.connect({ host: address.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(address.slice(i + 1)), streams: 2, timeoutMs: this.#o.peerTimeoutMs, ...(this.#o.peerSecret ? { secret: this.#o.peerSecret } : {}) });
-      this.#peers.set(address, p);
-      p.catch(() => this.#peers.delete(address));
-    }
-    return p;
+  /** The cluster's peer connections, made on the first pull or push (closed with this API). */
+  #peer(registry: ClusterRegistry): ClusterPeers {
+    const o = this.#o;
+    this.#peers ??= new ClusterPeers({ ts: o.ts, hostTier: o.hostTier, hostTierName: o.hostTierName, registry, placement: o.placement, nodeId: o.nodeId, peerSecret: o.peerSecret, peerTimeoutMs: o.peerTimeoutMs, log: o.log });
+    return this.#peers;
   }
 
-  /** Pulls stored keys that no local tier holds from the nodes that hold them (rendezvous owner first). */
+  /** Pulls stored keys that no local tier holds from the nodes that hold them (ClusterPeers.pull). */
   async #pull(tenant: Tenant, keys: PageKey[]): Promise<void> {
-    const registry = this.#o.registry!;
-    const holders = await registry.locate(keys);
-    const nodes = await registry.nodes();
-    const ids = nodes.map((n) => n.id);
-    const bySource = new Map<string, { node: NodeInfo; keys: PageKey[] }>();
-    keys.forEach((k, i) => {
-      const list = holders[i]!.filter((n) => n.id !== this.#o.nodeId && n.peer);
-      if (!list.length) return;
-      const owner = this.#o.placement === 'rendezvous' ? rendezvousOwner(k, ids) : undefined;
-      const from = list.find((n) => n.id === owner) ?? list[0]!;
-      const group = bySource.get(from.id) ?? { node: from, keys: [] };
-      group.keys.push(k);
-      bySource.set(from.id, group);
-    });
-    const { ts, hostTier, hostTierName } = this.#o;
-    for (const { node, keys: part } of bySource.values()) {
-      await ts.makeRoomOn(hostTierName, part.length);
-      const got = hostTier.reserveRemote(part);
-      if (!got) return;
-      const fetch = part.filter((_, i) => got.offsets[i]! >= 0);
-      const offsets = Float64Array.from(got.offsets.filter((o) => o >= 0));
-      let reply;
-      try {
-        const client = await this.#peer(node.peer);
-        reply = fetch.length ? await client.get(this.arena, fetch, offsets, new Uint32Array(fetch.length).fill(ts.pageBytes)) : undefined;
-      } catch (e) {
-        hostTier.commitRemote(part, got.offsets, new Uint32Array(part.length), new Uint32Array(part.length), () => false);
-        throw e;
-      }
-      const landed: Array<{ key: PageKey; length: number; crc32c: number }> = [];
-      const lengths = new Uint32Array(part.length);
-      const crcs = new Uint32Array(part.length);
-      fetch.forEach((k, j) => {
-        // The peer protocol checked the CRC32C on arrival (badChecksum otherwise): only intact pages are kept.
-        if (reply!.statuses[j] !== PeerStatus.ok) return;
-        const i = part.indexOf(k);
-        lengths[i] = reply!.lengths[j]!;
-        crcs[i] = reply!.crcs[j]!;
-        landed.push({ key: k, length: lengths[i]!, crc32c: crcs[i]! });
-      });
-      const ok = new Set(landed.map((p) => p.key));
-      hostTier.commitRemote(part, got.offsets, lengths, crcs, (i) => ok.has(part[i]!));
-      if (landed.length) await ts.adoptPages(hostTierName, landed);
-      this.#pages.inc({ tenant: tenant.name, op: 'pulled' }, landed.length);
-    }
+    const pulled = await this.#peer(this.#o.registry!).pull(keys);
+    this.#pages.inc({ tenant: tenant.name, op: 'pulled' }, pulled);
   }
 
-  /** Rendezvous placement: pushes committed pages to their owner's host tier when that is another node. */
-  async #push(pages: Array<{ key: PageKey; length: number; crc32c: number }>): Promise<void> {
+  /** Rendezvous placement: pushes `tenant`'s committed pages to their owners' host tiers (ClusterPeers.push). */
+  async #push(tenant: Tenant, pages: Array<{ key: PageKey; length: number; crc32c: number }>): Promise<void> {
     const registry = this.#o.registry;
     if (!registry) return;
-    const nodes = await registry.nodes();
-    const ids = nodes.map((n) => n.id);
-    const byOwner = new Map<string, typeof pages>();
-    for (const p of pages) {
-      const owner = rendezvousOwner(p.key, ids);
-      if (!owner || owner === this.#o.nodeId) continue;
-      byOwner.set(owner, [...(byOwner.get(owner) ?? []), p]);
-    }
-    for (const [owner, part] of byOwner) {
-      const node = nodes.find((n) => n.id === owner)!;
-      if (!node.peer) continue;
-      // Pinned while the bytes leave from their slots.
-      const keys = part.map((p) => p.key);
-      const where = this.#o.hostTier.pinRemote(keys);
-      try {
-        const have = part.filter((_, i) => where[i]);
-        if (!have.length) continue;
-        const client = await this.#peer(node.peer);
-        const r = await client.put(
-          this.arena,
-          have.map((p) => p.key),
-          Float64Array.from(where.filter(Boolean), (w) => w!.offset),
-          Uint32Array.from(have, (p) => p.length),
-          Uint32Array.from(have, (p) => p.crc32c),
-        );
-        const sent = Array.from(r.statuses).filter((s) => s === PeerStatus.ok || s === PeerStatus.existing).length;
-        this.#pages.inc({ tenant: '', op: 'pushed' }, sent);
-      } finally {
-        this.#o.hostTier.unpin(keys.filter((_, i) => where[i]));
-      }
-    }
+    const pushed = await this.#peer(registry).push(pages);
+    this.#pages.inc({ tenant: tenant.name, op: 'pushed' }, pushed);
   }
 
   /** Undoes every open lease, records committed pages in the block index, closes peer connections. */
@@ -949,8 +875,7 @@ export class ClientApi {
     // Damaged pages waiting for the next turn are dropped now, while the hierarchy is still open.
     this.#dropDamaged(this.#takeDamagedByReads(), 'found by a read of the host tier');
     for (const l of [...this.#leases.values()]) this.#close(l);
-    for (const p of this.#peers.values()) void p.then((c) => c.close(), () => undefined);
-    this.#peers.clear();
+    this.#peers?.close();
     await this.recorded();
   }
 }
