@@ -155,8 +155,8 @@ function refuseGiven(values: Values, flags: readonly string[], why: string): voi
 }
 
 /**
- * Errors of the files a plan reads (the `--config` hierarchy): not the command line's, so they keep their own
- * class and exit code, whatever their code.
+ * Errors that are not the command line's, so they keep their own class and exit code whatever their code: those of
+ * the files a plan reads (the `--config` hierarchy), and a policy's factory failing while a sweep is planned.
  */
 const fileErrors = new WeakSet<object>();
 
@@ -208,7 +208,15 @@ function exactJobs(policies: readonly string[], caps: readonly number[], unit: '
   const skipped: SkippedPoint[] = [];
   for (const policy of policies) {
     for (const capacity of caps) {
-      const reason = capacityRefusal(policy, capacity, unit);
+      let reason: string | undefined;
+      try {
+        reason = capacityRefusal(policy, capacity, unit);
+      } catch (e) {
+        // A factory that fails otherwise than by refusing (a bug in a custom one): the policy's fault, not the
+        // command line's (an unknown name never gets here: checkPolicies came first).
+        if (typeof e === 'object' && e !== null) fileErrors.add(e);
+        throw e;
+      }
       if (reason === undefined) jobs.push({ kind: 'exact', job: { policy, unit, capacity, pageBytes } });
       else skipped.push({ policy, unit, capacity, reason });
     }

@@ -7,6 +7,7 @@ import { registerPolicy, type EvictionPolicy, type PolicyOptions } from '@tiersy
 import { main } from '../cli/main.js';
 import { parseConfig } from '../hierarchy/index.js';
 import { runExact } from './exact.js';
+import { capacityRefusal, checkTierPolicy } from './policies.js';
 import { replayPlanned } from './planned.js';
 import { bundledTrace } from './trace/bundled.js';
 import type { LlmTrace, ObjectTrace } from './trace/types.js';
@@ -96,6 +97,15 @@ class ThrowsLate extends MapLru {
   }
 }
 registerPolicy('test-throws-late', (o) => new ThrowsLate(o) as never);
+/** A factory with a bug above 1000 objects (a TypeError), and one that refuses (RangeError) below 10. */
+registerPolicy('test-buggy', (o) => {
+  if (o.capacity > 1000) (null as unknown as { x: number }).x;
+  return new MapLru(o) as never;
+});
+registerPolicy('test-min-10', (o) => {
+  if (o.capacity < 10) throw new RangeError(`capacity must be at least 10, got ${o.capacity}`);
+  return new MapLru(o) as never;
+});
 /** A factory that validates its options, as packages/policy/README.md asks: it refuses any it does not know. */
 registerPolicy('test-strict', (o) => {
   for (const k of Object.keys(o)) if (k !== 'capacity' && k !== 'unit') throw new RangeError(`unknown option ${k}`);
@@ -172,5 +182,32 @@ describe('a failing policy stops a simulation with an error naming it', () => {
     const code = await main(['sim', '--trace', bundledTrace(), '--requests', '20', '--objects', '64', '--policy', 'test-throws-late', '--no-bound', '--threads', '1', '--json', '--quiet']);
     expect(code).toBe(1);
     expect(JSON.parse(out.join('\n'))).toEqual({ error: { code: 'ERR_INVALID_ARGUMENT', message: 'policy test-throws-late: insert() threw: Error: insert #3 exploded' } });
+  });
+});
+
+describe('a factory that fails is not a policy refusing a capacity', () => {
+  it('only a RangeError is a refusal: a point to leave out of a sweep, with the least a tier takes', () => {
+    expect(capacityRefusal('test-min-10', 5, 'objects')).toBe('capacity must be at least 10, got 5');
+    expect(capacityRefusal('test-min-10', 10, 'objects')).toBeUndefined();
+    expect(() => checkTierPolicy('hbm', 'test-min-10', 5)).toThrow('tier hbm holds 5 pages, too few for policy test-min-10: it needs at least 10 pages (capacity must be at least 10, got 5)');
+  });
+
+  it('anything else fails, naming the policy and the error (it was reported as a refusal and the point skipped)', () => {
+    expect(capacityRefusal('test-buggy', 500, 'objects')).toBeUndefined();
+    expect(() => capacityRefusal('test-buggy', 2000, 'objects')).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/^policy test-buggy with capacity 2000 objects: TypeError: Cannot read properties of null/) }),
+    );
+    expect(() => checkTierPolicy('host', 'test-buggy', 2048)).toThrow(
+      expect.objectContaining({ code: 'ERR_CONFIG', message: expect.stringMatching(/^tier host: policy test-buggy with capacity 2048 objects: TypeError: /) }),
+    );
+  });
+
+  it('tiersync sim fails on it instead of listing the point as refused', async () => {
+    const out: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+    vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    const code = await main(['sim', '--trace', bundledTrace(), '--requests', '20', '--objects', '500,2000', '--policy', 'test-buggy', '--no-bound', '--threads', '1', '--json', '--quiet']);
+    expect(code).toBe(1);
+    expect(JSON.parse(out.join('\n')).error).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/^policy test-buggy with capacity 2000 objects: TypeError: /) });
   });
 });

@@ -21,8 +21,8 @@ export interface MakePolicyOptions {
 
 /**
  * Creates policy `name` with `capacity` units (`Infinity` = unbounded).
- * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown name or options the policy refuses (e.g. S3-FIFO
- * below 20 objects)
+ * @throws TierSyncError ERR_INVALID_ARGUMENT for an unknown name, options the policy refuses (e.g. S3-FIFO below
+ * 20 objects), or any other failure of its factory (named, with the error's class), the factory's error as `cause`
  */
 export function makePolicy(name: string, capacity: number, unit: CapacityUnit, options: MakePolicyOptions = {}): EvictionPolicy<number> {
   if (!hasPolicy(name)) throw invalid(`unknown policy '${name}'; known: ${policyNames().join(', ')}`);
@@ -31,7 +31,9 @@ export function makePolicy(name: string, capacity: number, unit: CapacityUnit, o
     const dense = options.denseKeyBound;
     return createPolicy<number>(name, dense === undefined ? { capacity: cap, unit } : { capacity: cap, unit, denseKeys: { bound: dense } });
   } catch (e) {
-    throw invalid(`policy ${name} with capacity ${capacity} ${unit}: ${(e as Error).message}`, e);
+    // A refusal reads as the factory's own message; anything else (a bug in a custom factory) says what it was.
+    const why = e instanceof RangeError || !(e instanceof Error) ? String((e as Error)?.message ?? e) : `${e.name}: ${e.message}`;
+    throw invalid(`policy ${name} with capacity ${capacity} ${unit}: ${why}`, e);
   }
 }
 
@@ -39,7 +41,10 @@ export function makePolicy(name: string, capacity: number, unit: CapacityUnit, o
  * Why policy `name` (a known one) refuses `capacity` units, or undefined when it takes them: the policy's own
  * message (e.g. S3-FIFO below 2 objects), found by building it once. Building is cheap whatever the capacity (the
  * slot tables grow as keys arrive), so a sweep asks before it runs and leaves the refused points out instead of
- * failing whole, as `--mrc` does.
+ * failing whole, as `--mrc` does. Only a `RangeError` from the factory is a refusal (what factories throw for an
+ * option out of range, see `PolicyFactory`); anything else is a failure, not a point to leave out.
+ * @throws TierSyncError ERR_INVALID_ARGUMENT naming the policy for an unknown name or a factory that fails
+ * otherwise (a TypeError from a bug in a custom factory, say)
  */
 export function capacityRefusal(name: string, capacity: number, unit: CapacityUnit): string | undefined {
   try {
@@ -47,7 +52,8 @@ export function capacityRefusal(name: string, capacity: number, unit: CapacityUn
     return undefined;
   } catch (e) {
     const cause = (e as Error).cause;
-    return cause instanceof Error ? cause.message : (e as Error).message;
+    if (cause instanceof RangeError) return cause.message;
+    throw e;
   }
 }
 
@@ -89,15 +95,23 @@ const PROBE_LIMIT = 1 << 24;
  * Checks that a tier of `pages` pages can run policy spec `policy` in the planner, so a refusal names the tier (the
  * planner's own error names only the policy's option). Unknown names are left to the planner.
  * @throws TierSyncError ERR_INVALID_ARGUMENT for an oracle policy ({@link refuseLiveOracle}); ERR_CONFIG for a tier
- * the policy refuses (too small for S3-FIFO, say), with the least page count it takes when one is found
+ * the policy refuses (too small for S3-FIFO, say), with the least page count it takes when one is found, and for
+ * a policy whose factory fails otherwise (naming the tier and the policy)
  */
 export function checkTierPolicy(tier: string, policy: string, pages: number): void {
   refuseLiveOracle(policy, `tier ${tier}: `);
   if (!hasPolicy(policy)) return;
-  const refusal = capacityRefusal(policy, pages, 'objects');
+  const refusalAt = (capacity: number): string | undefined => {
+    try {
+      return capacityRefusal(policy, capacity, 'objects');
+    } catch (e) {
+      throw configError(`tier ${tier}: ${(e as Error).message}`, e);
+    }
+  };
+  const refusal = refusalAt(pages);
   if (refusal === undefined) return;
   // The least capacity it takes: policies refuse only below a minimum (doubling, then bisection).
-  const fits = (capacity: number) => capacityRefusal(policy, capacity, 'objects') === undefined;
+  const fits = (capacity: number) => refusalAt(capacity) === undefined;
   let hi = Math.max(2, pages * 2);
   while (hi <= PROBE_LIMIT && !fits(hi)) hi *= 2;
   let least: number | undefined;
