@@ -110,6 +110,10 @@ function int(text: string | undefined, name: string, fallback: number): number {
   return n;
 }
 
+/** `pull --follow`: first wait after a failed pull, and the most it doubles to, ms. */
+const FOLLOW_BACKOFF_MS = 100;
+const FOLLOW_BACKOFF_MAX_MS = 5000;
+
 type Values = ReturnType<typeof parseArgs<{ args: string[]; options: typeof options; allowPositionals: true }>>['values'] & { secret: string | undefined };
 
 async function publish(v: Values): Promise<number> {
@@ -229,13 +233,35 @@ async function pull(v: Values): Promise<number> {
       process.stdin.destroy(); // an open stdin would keep the process alive after 'exit'
     } else if (v.follow) {
       let stopped = false;
-      process.once('SIGINT', () => (stopped = true));
-      process.once('SIGTERM', () => (stopped = true));
+      let wake: () => void = () => {};
+      const stop = () => {
+        stopped = true;
+        wake();
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      const pause = (ms: number) => new Promise<void>((r) => setTimeout((wake = r), ms));
+      // A failed pull (the trainer restarting, a version dropped mid-pull, no room) is reported and retried after
+      // a backoff (100 ms doubling to 5 s, reset by the next switch): a follower outlives its trainer's hiccups.
+      let backoff = FOLLOW_BACKOFF_MS;
       while (!stopped) {
         const latest = from ? await receiver.latest(from).catch(() => undefined) : undefined;
-        if (latest !== undefined && latest !== receiver.version) await pullOne(latest);
-        else await new Promise((r) => setTimeout(r, 20));
+        if (latest === undefined || latest === receiver.version) {
+          await pause(20);
+          continue;
+        }
+        try {
+          await pullOne(latest);
+          backoff = FOLLOW_BACKOFF_MS;
+        } catch (e) {
+          if (!(e instanceof TierSyncError)) throw e;
+          out(json, { event: 'error', version: latest, code: e.code, message: e.message, retryMs: backoff }, `pull of ${latest} failed: ${e.message} (${e.code}); retrying in ${backoff} ms`);
+          await pause(backoff);
+          backoff = Math.min(backoff * 2, FOLLOW_BACKOFF_MAX_MS);
+        }
       }
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
     } else {
       await pullOne(v.version);
     }
