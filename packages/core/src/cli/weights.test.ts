@@ -43,3 +43,18 @@ describe('tiersync weights pull --follow', () => {
     expect(await run).toBe(0);
   });
 });
+
+describe('tiersync weights publish --steps --change', () => {
+  it('sizes its store for the tensors a step actually rewrites (--change 0.7 rewrites all of them)', async () => {
+    const lines: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
+    vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
+    const code = await main(['weights', 'publish', '--generate', '4MiB', '--tensors', '8', '--chunk', '64KiB', '--steps', '4', '--change', '0.7', '--interval-ms', '1', '--exit-after-ms', '1500', '--json']);
+    const events = lines.map((l) => JSON.parse(l) as { event: string; version?: string; newChunks?: number });
+    expect(events.filter((e) => e.event === 'error')).toEqual([]);
+    expect(code).toBe(0);
+    const published = events.filter((e) => e.event === 'published');
+    expect(published.map((e) => e.version)).toEqual(['step-0', 'step-0+1', 'step-0+2', 'step-0+3', 'step-0+4']);
+    expect(published.at(-1)!.newChunks).toBe(64); // every chunk rewritten
+  });
+});

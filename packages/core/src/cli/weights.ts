@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { TierSyncError, TransferEngine } from '@tiersync/native';
 import { createTier, type TierDriver } from '@tiersync/tiers';
 import { parseBytes } from '../sim/index.js';
-import { changeTensors, DEFAULT_CHUNK_BYTES, generateTensors, loadSafetensors, TierSource, WeightPublisher, WeightReceiver, type ChunkSource, type LoadedTensors, type PeerAddress } from '../weights/index.js';
+import { changeTensors, chunksChangedPerStep, DEFAULT_CHUNK_BYTES, generateTensors, loadSafetensors, TierSource, WeightPublisher, WeightReceiver, type ChunkSource, type LoadedTensors, type PeerAddress } from '../weights/index.js';
 import { UsageError, type Command } from './command.js';
 
 const usage = `Usage: tiersync weights <publish|pull|status> [options]
@@ -124,9 +124,12 @@ async function publish(v: Values): Promise<number> {
   const steps = int(v.steps, '--steps', 0);
   const change = v.change === undefined ? 0.1 : Number(v.change);
   if (!(change > 0 && change <= 1)) throw new TierSyncError(`--change must be in (0, 1], got '${v.change}'`, 'ERR_INVALID_ARGUMENT');
-  // Slots (one per chunk, whatever its length) for two retained versions, one cutting window and the blobs.
+  // Slots (one per chunk, whatever its length): two retained versions (the older whole, the newer's changed
+  // chunks), the changed chunks of the version being cut, one cutting window and the blobs. The chunks a step
+  // changes follow the tensors changeTensors actually rewrites (0.7 rewrites all of them), not --change itself.
   const pieces = set.tensors.reduce((s, t) => s + Math.ceil(t.length / chunkBytes), 0);
-  const slots = Math.ceil(pieces * (steps > 0 ? 1 + 2 * change : 1) * 1.05) + 24;
+  const perStep = steps > 0 ? chunksChangedPerStep(set, change, chunkBytes) : 0;
+  const slots = Math.ceil((pieces + 2 * perStep) * 1.05) + 24;
   const pub = new WeightPublisher({ capacity: slots * chunkBytes, chunkBytes });
   const engine = new TransferEngine({ threads: 1 });
   const tier = v.stage ? await openStage(v.stage, engine, chunkBytes) : undefined;

@@ -9,7 +9,7 @@ export { ChunkStore, type ChunkStoreOptions, type StoredChunk, type ServeOptions
 export { VersionSlots, type SlotMemory, type WeightLease } from './version-slots.js';
 export { PeerSource, TierSource, StoreSource, type ChunkSource, type PeerAddress, type FetchReply } from './sources.js';
 export { stageVersion } from './staging.js';
-export { loadSafetensors, generateTensors, changeTensors, type LoadedTensors } from './tensor-sets.js';
+export { loadSafetensors, generateTensors, changeTensors, chunksChangedPerStep, type LoadedTensors } from './tensor-sets.js';
 export { emptyMetrics, type WeightEvents, type WeightMetrics } from './events.js';
 export {
   MANIFEST_FORMAT, DEFAULT_CHUNK_BYTES, TENSOR_ALIGNMENT, DTYPE_BYTES, LATEST_KEY, manifestKey, parseManifest, encodeManifest, placements, checkVersion, chunkHash,

@@ -108,12 +108,29 @@ export function generateTensors(bytes: number, count = 40): LoadedTensors {
  * bytes, as when a step updates some layers and leaves frozen ones alone. Returns the bytes changed.
  */
 export function changeTensors(set: LoadedTensors, fraction: number, seedStep = 0): number {
-  const every = Math.max(1, Math.round(1 / fraction));
   let changed = 0;
   set.tensors.forEach((t, i) => {
-    if ((i + seedStep) % every !== 0) return;
+    if (!changesTensor(i, fraction, seedStep)) return;
     forEachView(t.arena as HostArena, t.offset, t.length, (view) => randomFillSync(view));
     changed += t.length;
   });
   return changed;
+}
+
+/** Whether {@link changeTensors} rewrites tensor `i` at `seedStep` (every k-th tensor, k = round(1 / fraction)). */
+export function changesTensor(i: number, fraction: number, seedStep = 0): boolean {
+  return (i + seedStep) % Math.max(1, Math.round(1 / fraction)) === 0;
+}
+
+/**
+ * The most chunks ({@link changeTensors} at any step) one step rewrites: what a step adds to a publisher's store.
+ * It follows the tensors actually rewritten, not `fraction` (0.7 rewrites every tensor; 0.3 one in three).
+ */
+export function chunksChangedPerStep(set: LoadedTensors, fraction: number, chunkBytes: number): number {
+  const every = Math.max(1, Math.round(1 / fraction));
+  let most = 0;
+  for (let step = 0; step < every; step++) {
+    most = Math.max(most, set.tensors.reduce((n, t, i) => n + (changesTensor(i, fraction, step) ? Math.ceil(t.length / chunkBytes) : 0), 0));
+  }
+  return most;
 }
