@@ -121,7 +121,7 @@ export function parseManifest(bytes: Uint8Array, expectedVersion?: string): Weig
     if (sum !== x.length) throw bad(`tensor '${x.name}' chunks hold ${sum} bytes, tensor has ${x.length}`);
     return { name: x.name, dtype: x.dtype, shape: x.shape as number[], offset: x.offset, length: x.length, chunks: x.chunks as number[] };
   });
-  const sorted = [...tensors].sort((a, b) => a.offset - b.offset);
+  const sorted = tensors.filter((t) => t.length > 0).sort((a, b) => a.offset - b.offset); // zero-size ones overlap nothing
   for (let i = 1; i < sorted.length; i++) {
     const p = sorted[i - 1]!;
     if (p.offset + p.length > sorted[i]!.offset) throw bad(`tensors '${p.name}' and '${sorted[i]!.name}' overlap in the slot`);

@@ -1,7 +1,11 @@
 import { randomFillSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostArena } from '@tiersync/native';
-import { WeightPublisher, type TensorSource } from './index.js';
+import { loadSafetensors } from './tensor-sets.js';
+import { WeightPublisher, WeightReceiver, type TensorSource } from './index.js';
 
 const CHUNK = 64 * 1024;
 
@@ -46,5 +50,44 @@ describe('weights publisher: version names', () => {
     const big = tensors(8, CHUNK);
     await expect(pub.publishWeights('v1', big.tensors)).rejects.toMatchObject({ code: 'ERR_TIER_FULL' });
     await expect(pub.publishWeights('v1', big.tensors.slice(0, 2))).resolves.toMatchObject({ version: 'v1', chunks: 2 });
+  });
+});
+
+describe('weights: zero-size tensors', () => {
+  it('publishes and pulls a zero-size tensor as a manifest entry without chunks', async () => {
+    const { arena, tensors: [w] } = tensors(1, 3 * CHUNK);
+    const pub = publisher(32);
+    const port = pub.serve();
+    // Empty tensors may sit anywhere, even inside another tensor's bytes: they hold none.
+    const empty: TensorSource[] = [
+      { name: 'empty.bias', dtype: 'bf16', shape: [0], arena, offset: CHUNK, length: 0 },
+      { name: 'empty.end', dtype: 'f32', shape: [4, 0], arena, offset: arena.capacity, length: 0 },
+    ];
+    await pub.publishWeights('v1', [w!, ...empty]);
+    expect(pub.manifest('v1')!.tensors.find((t) => t.name === 'empty.bias')).toMatchObject({ length: 0, shape: [0], chunks: [] });
+    const rx = new WeightReceiver({ capacity: 32 * CHUNK, slotBytes: CHUNK, memory: { kind: 'host' } });
+    cleanup.push(() => rx.close());
+    await rx.pullWeights('v1', { from: { host: '127.0.0.1', port } });
+    const lease = rx.acquire()!;
+    try {
+      expect(lease.tensors.get('empty.end')).toMatchObject({ length: 0, shape: [4, 0] });
+      const t = lease.tensors.get('t0')!;
+      expect(Buffer.compare((lease.arena as HostArena).view(t.offset, t.length), arena.view(0, 3 * CHUNK))).toBe(0);
+    } finally {
+      lease.release();
+    }
+  });
+
+  it('loads a zero-size tensor from a safetensors file', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-st-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const header = Buffer.from(JSON.stringify({ 'w': { dtype: 'U8', shape: [4], data_offsets: [0, 4] }, 'empty.bias': { dtype: 'BF16', shape: [0], data_offsets: [4, 4] } }));
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(header.length));
+    const file = path.join(dir, 'm.safetensors');
+    writeFileSync(file, Buffer.concat([len, header, Buffer.from([1, 2, 3, 4])]));
+    const set = loadSafetensors(file);
+    cleanup.push(() => set.arena.close());
+    expect(set.tensors.map((t) => [t.name, t.length])).toEqual([['w', 4], ['empty.bias', 0]]);
   });
 });

@@ -334,7 +334,8 @@ function checkTensors(tensors: readonly TensorSource[]): void {
     }
     if (!(t.arena instanceof HostArena || t.arena instanceof DeviceArena)) throw new TierSyncError(`tensor '${t.name}': arena must be a HostArena or DeviceArena`, 'ERR_INVALID_ARGUMENT');
     if (!Number.isSafeInteger(t.offset) || t.offset < 0) throw new TierSyncError(`tensor '${t.name}': offset must be an integer >= 0, got ${describeValue(t.offset)}`, 'ERR_INVALID_ARGUMENT');
-    if (!Number.isSafeInteger(t.length) || t.length < 1) throw new TierSyncError(`tensor '${t.name}': length must be an integer >= 1, got ${describeValue(t.length)}`, 'ERR_INVALID_ARGUMENT');
+    // A zero-size tensor (a dimension of 0, allowed by safetensors) is listed in the manifest with no chunks.
+    if (!Number.isSafeInteger(t.length) || t.length < 0) throw new TierSyncError(`tensor '${t.name}': length must be an integer >= 0, got ${describeValue(t.length)}`, 'ERR_INVALID_ARGUMENT');
     if (t.offset + t.length > t.arena.capacity) {
       throw new TierSyncError(`tensor '${t.name}': range [${t.offset}, +${t.length}) exceeds its arena's ${t.arena.capacity} bytes`, 'ERR_OUT_OF_RANGE');
     }
@@ -345,6 +346,7 @@ function checkTensors(tensors: readonly TensorSource[]): void {
         throw new TierSyncError(`tensor '${t.name}': shape [${t.shape.join(', ')}] of ${t.dtype} is ${elements * size} bytes, length says ${t.length}`, 'ERR_INVALID_ARGUMENT');
       }
     }
+    if (t.length === 0) return; // holds no bytes: overlaps nothing
     const list = byArena.get(t.arena) ?? [];
     list.push({ name: t.name, start: t.offset, end: t.offset + t.length });
     byArena.set(t.arena, list);

@@ -53,8 +53,8 @@ export function loadSafetensors(file: string): LoadedTensors {
     }
     const dataStart = 8 + headerBytes;
     const dataBytes = size - dataStart;
-    if (dataBytes < 1) throw new TierSyncError(`${file}: holds no tensor data`, 'ERR_INVALID_ARGUMENT');
-    const arena = HostArena.create({ capacity: dataBytes });
+    // Zero-size tensors only leave an empty data section; the arena still needs a byte.
+    const arena = HostArena.create({ capacity: Math.max(dataBytes, 1) });
     forEachView(arena, 0, dataBytes, (view, at) => {
       readSync(fd, view, 0, view.length, dataStart + at);
     });
@@ -68,9 +68,9 @@ export function loadSafetensors(file: string): LoadedTensors {
         throw new TierSyncError(`${file}: tensor '${name}' lacks dtype, shape or data_offsets`, 'ERR_INVALID_ARGUMENT');
       }
       const [begin, end] = offsets as [number, number];
-      if (!(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && end > begin && end <= dataBytes)) {
+      if (!(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && end >= begin && end <= dataBytes)) {
         arena.close();
-        throw new TierSyncError(`${file}: tensor '${name}' data_offsets [${begin}, ${end}] outside the ${dataBytes}-byte data section`, 'ERR_INVALID_ARGUMENT');
+        throw new TierSyncError(`${file}: tensor '${name}' data_offsets [${begin}, ${end}] are not a range within the ${dataBytes}-byte data section`, 'ERR_INVALID_ARGUMENT');
       }
       tensors.push({ name, dtype: t.dtype.toLowerCase(), shape: t.shape as number[], arena, offset: begin, length: end - begin });
     }
