@@ -12,6 +12,6 @@ export { stageVersion } from './staging.js';
 export { loadSafetensors, generateTensors, changeTensors, chunksChangedPerStep, type LoadedTensors } from './tensor-sets.js';
 export { emptyMetrics, type WeightEvents, type WeightMetrics } from './events.js';
 export {
-  MANIFEST_FORMAT, DEFAULT_CHUNK_BYTES, TENSOR_ALIGNMENT, DTYPE_BYTES, LATEST_KEY, manifestKey, parseManifest, encodeManifest, placements, checkVersion, chunkHash,
+  MANIFEST_FORMAT, DEFAULT_CHUNK_BYTES, TENSOR_ALIGNMENT, DTYPE_BYTES, LATEST_KEY, canonicalDtype, manifestKey, parseManifest, encodeManifest, placements, checkVersion, chunkHash,
   type WeightManifest, type ManifestTensor, type ManifestChunk, type Placement,
 } from './manifest.js';

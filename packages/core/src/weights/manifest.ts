@@ -17,6 +17,23 @@ export const DTYPE_BYTES: Readonly<Record<string, number>> = {
   f64: 8, f32: 4, f16: 2, bf16: 2, f8_e4m3: 1, f8_e5m2: 1, i64: 8, i32: 4, i16: 2, i8: 1, u8: 1, bool: 1,
 };
 
+/** Other spellings of the known dtypes: safetensors' upper case, torch and numpy names. */
+const DTYPE_ALIASES: Readonly<Record<string, string>> = {
+  float64: 'f64', double: 'f64', float32: 'f32', float: 'f32', float16: 'f16', half: 'f16', bfloat16: 'bf16',
+  float8_e4m3fn: 'f8_e4m3', float8_e4m3: 'f8_e4m3', float8_e5m2: 'f8_e5m2', int64: 'i64', long: 'i64', int32: 'i32',
+  int: 'i32', int16: 'i16', short: 'i16', int8: 'i8', uint8: 'u8', bool_: 'bool',
+};
+
+/**
+ * The tiersync name of a dtype ('BF16', 'torch.bfloat16', 'bfloat16' -> 'bf16'), or the name unchanged when it is
+ * none of the known ones (then its shape cannot be checked against the length).
+ */
+export function canonicalDtype(dtype: string): string {
+  const name = dtype.toLowerCase().replace(/^(torch|numpy|np)\./, '');
+  if (DTYPE_BYTES[name] !== undefined) return name;
+  return DTYPE_ALIASES[name] ?? dtype;
+}
+
 export interface ManifestChunk {
   /** SHA-256 of the chunk's bytes, lowercase hex: its key everywhere. */
   hash: string;

@@ -91,3 +91,24 @@ describe('weights: zero-size tensors', () => {
     expect(set.tensors.map((t) => [t.name, t.length])).toEqual([['w', 4], ['empty.bias', 0]]);
   });
 });
+
+describe('weights: bad input is refused with a typed error that says what is wrong', () => {
+  it('checks the shape of dtypes spelt as safetensors and torch spell them, and lists them canonically', async () => {
+    const pub = publisher(32);
+    const { tensors: [w] } = tensors(1, 2048);
+    for (const dtype of ['BF16', 'torch.bfloat16', 'bfloat16']) {
+      expect(() => pub.publishWeights('v1', [{ ...w!, dtype, shape: [7] }])).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/shape \[7\] of .* is 14 bytes, length says 2048/) }));
+    }
+    await pub.publishWeights('v1', [{ ...w!, dtype: 'torch.bfloat16', shape: [1024] }]);
+    expect(pub.manifest('v1')!.tensors[0]!.dtype).toBe('bf16');
+  });
+
+  it('names a bad shape and a bad from', () => {
+    const pub = publisher(32);
+    const { tensors: [w] } = tensors(1, 2048);
+    expect(() => pub.publishWeights('v1', [{ ...w!, shape: [-1, -2048] }])).toThrow(/got \[-1, -2048\]/);
+    const rx = new WeightReceiver({ capacity: 4 * CHUNK, slotBytes: CHUNK });
+    cleanup.push(() => rx.close());
+    expect(() => rx.pullWeights('v1', { from: '127.0.0.1:1234' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('"127.0.0.1:1234"') }));
+  });
+});

@@ -9,7 +9,7 @@ import { EventEmitter } from 'eventemitter3';
 import { ChunkStore, type ServeOptions } from './chunk-store.js';
 import { emptyMetrics, type WeightEvents, type WeightMetrics } from './events.js';
 import {
-  DEFAULT_CHUNK_BYTES, DTYPE_BYTES, LATEST_KEY, MANIFEST_FORMAT, TENSOR_ALIGNMENT, alignUp, checkVersion, chunkHash, encodeManifest, manifestKey,
+  DEFAULT_CHUNK_BYTES, DTYPE_BYTES, LATEST_KEY, canonicalDtype, MANIFEST_FORMAT, TENSOR_ALIGNMENT, alignUp, checkVersion, chunkHash, encodeManifest, manifestKey,
   type ManifestChunk, type ManifestTensor, type WeightManifest,
 } from './manifest.js';
 import type { PeerAddress } from './sources.js';
@@ -18,7 +18,10 @@ import { stageVersion } from './staging.js';
 /** One tensor to publish: `length` bytes at `offset` of `arena`. */
 export interface TensorSource {
   name: string;
-  /** e.g. 'bf16', 'f32' (see DTYPE_BYTES); with a known dtype, shape x element size must equal length. */
+  /**
+   * e.g. 'bf16', 'f32' (see DTYPE_BYTES; 'BF16', 'torch.bfloat16', 'bfloat16' are the same and the manifest
+   * lists 'bf16'); with a known dtype, shape x element size must equal length. Other names pass unchecked.
+   */
   dtype: string;
   shape: number[];
   arena: HostArena | DeviceArena;
@@ -144,7 +147,7 @@ export class WeightPublisher extends EventEmitter<WeightEvents> {
     const pieces: Piece[] = [];
     tensors.forEach((t, ti) => {
       for (let at = 0, k = 0; at < t.length; at += this.chunkBytes, k++) pieces.push({ tensor: ti, index: k, src: t, offset: t.offset + at, length: Math.min(this.chunkBytes, t.length - at) });
-      outTensors.push({ name: t.name, dtype: t.dtype, shape: [...t.shape], offset: slotOffset, length: t.length, chunks: [] });
+      outTensors.push({ name: t.name, dtype: canonicalDtype(t.dtype), shape: [...t.shape], offset: slotOffset, length: t.length, chunks: [] });
       slotOffset = alignUp(slotOffset + t.length, TENSOR_ALIGNMENT);
     });
     // Unique chunks of this version not yet retained: each is retained exactly once.
@@ -330,7 +333,7 @@ function checkTensors(tensors: readonly TensorSource[]): void {
     names.add(t.name);
     if (typeof t.dtype !== 'string' || t.dtype.length === 0) throw new TierSyncError(`tensor '${t.name}': dtype must be a non-empty string`, 'ERR_INVALID_ARGUMENT');
     if (!Array.isArray(t.shape) || !(t.shape as unknown[]).every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
-      throw new TierSyncError(`tensor '${t.name}': shape must be an array of non-negative integers, got ${describeValue(t.shape)}`, 'ERR_INVALID_ARGUMENT');
+      throw new TierSyncError(`tensor '${t.name}': shape must be an array of non-negative integers, got ${Array.isArray(t.shape) ? `[${(t.shape as unknown[]).map((d) => describeValue(d)).join(', ')}]` : describeValue(t.shape)}`, 'ERR_INVALID_ARGUMENT');
     }
     if (!(t.arena instanceof HostArena || t.arena instanceof DeviceArena)) throw new TierSyncError(`tensor '${t.name}': arena must be a HostArena or DeviceArena`, 'ERR_INVALID_ARGUMENT');
     if (!Number.isSafeInteger(t.offset) || t.offset < 0) throw new TierSyncError(`tensor '${t.name}': offset must be an integer >= 0, got ${describeValue(t.offset)}`, 'ERR_INVALID_ARGUMENT');
@@ -339,7 +342,7 @@ function checkTensors(tensors: readonly TensorSource[]): void {
     if (t.offset + t.length > t.arena.capacity) {
       throw new TierSyncError(`tensor '${t.name}': range [${t.offset}, +${t.length}) exceeds its arena's ${t.arena.capacity} bytes`, 'ERR_OUT_OF_RANGE');
     }
-    const size = DTYPE_BYTES[t.dtype];
+    const size = DTYPE_BYTES[canonicalDtype(t.dtype)];
     if (size !== undefined) {
       const elements = (t.shape as number[]).reduce((a: number, b: number) => a * b, 1);
       if (elements * size !== t.length) {

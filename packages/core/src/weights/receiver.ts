@@ -204,6 +204,9 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
     if (typeof options !== 'object' || options === null || options.from === undefined) {
       throw new TierSyncError(`pullWeights needs options.from (a peer address or a chunk source), got ${describeValue(options)}`, 'ERR_INVALID_ARGUMENT');
     }
+    if (typeof options.from !== 'object' || options.from === null) {
+      throw new TierSyncError(`options.from must be a peer address { host, port } or a chunk source, got ${describeValue(options.from)}`, 'ERR_INVALID_ARGUMENT');
+    }
     const run = this.#busy.then(() => this.#pull(version, options));
     this.#busy = run.catch(() => undefined);
     return run;
