@@ -218,3 +218,32 @@ describe('weights: a pull honours its deadline and abort signal in every wait', 
     await expect(rx.pullWeights('v2', { from: at(port) })).resolves.toMatchObject({ version: 'v2' });
   });
 });
+
+describe('weights: reserve during a pull', () => {
+  it('is deferred until the pull ends instead of reallocating the slot being filled', async () => {
+    const model = tensors(16);
+    const pub = publisher();
+    const port = pub.serve();
+    const rx = receiver();
+    await pub.publishWeights('v0', model.tensors);
+    let reserved = false;
+    rx.on('chunks:fetched', (e) => {
+      if (reserved || e.chunksDone < 4) return;
+      reserved = true;
+      rx.reserve(64 * CHUNK);
+    });
+    await expect(rx.pullWeights('v0', { from: at(port), inflight: 1 })).resolves.toMatchObject({ version: 'v0', chunksFetched: 16 });
+    expect(reserved).toBe(true);
+    const lease = rx.acquire()!;
+    try {
+      const t = lease.tensors.get('t3')!;
+      expect(Buffer.compare((lease.arena as HostArena).view(t.offset, t.length), model.arena.view(3 * CHUNK, CHUNK))).toBe(0);
+    } finally {
+      lease.release();
+    }
+    // Applied once the pull ended, to the slot the next version goes to: it is assembled there without trouble.
+    randomFillSync(model.arena.view(0, CHUNK));
+    await pub.publishWeights('v1', model.tensors);
+    await expect(rx.pullWeights('v1', { from: at(port) })).resolves.toMatchObject({ version: 'v1', chunksFetched: 1 });
+  });
+});

@@ -112,7 +112,8 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
   /**
    * Allocates the slot the next version will be assembled into now (device memory of `slotBytes`), so the first
    * pull does not pay for the allocation; with `slots: 2` (before the first pull) the second slot too, which the
-   * first delta pull would otherwise allocate.
+   * first delta pull would otherwise allocate. Called while a pull is assembling, it waits for that pull to end
+   * (it would otherwise reallocate the slot being filled).
    */
   reserve(slotBytes: number, slots: 1 | 2 = 1): void {
     this.#slots.reserve(slotBytes, slots);
@@ -279,6 +280,7 @@ export class WeightReceiver extends EventEmitter<WeightEvents> {
         // The version was announced when the pull started; downstream nodes asking for the latest must get the
         // version this node can serve whole again.
         this.#announceActive();
+        this.#slots.endWrite();
         throw e;
       }
     } finally {

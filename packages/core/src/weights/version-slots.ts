@@ -53,6 +53,10 @@ export class VersionSlots {
   ];
   #active = -1;
   #releaseWaiters: Array<() => void> = [];
+  /** A pull is assembling into the inactive slot (from beginWrite to commit or endWrite). */
+  #writing = false;
+  /** A reserve() asked for while a pull was assembling: applied when it ends. */
+  #deferred: { slotBytes: number; slots: 1 | 2 } | undefined;
 
   constructor(memory: SlotMemory) {
     this.#memory = memory;
@@ -97,6 +101,7 @@ export class VersionSlots {
   async beginWrite(version: string, slotBytes: number, places: SlotPlacement[], waitMs: number, signal?: AbortSignal): Promise<{ arena: HostArena | DeviceArena; placed: Uint8Array; inPlaceBytes: number }> {
     const index = this.#active === 0 ? 1 : 0;
     const slot = this.#slots[index]!;
+    this.#writing = true;
     const deadline = Date.now() + waitMs;
     while (slot.readers > 0) {
       if (signal?.aborted) throw new TierSyncError(`pull of '${version}' aborted while a reader held its slot`, 'ERR_ABORTED', { cause: signal.reason });
@@ -147,9 +152,16 @@ export class VersionSlots {
    * Allocates slot memory ahead of the pulls that need it: the slot the next version is assembled into, and with
    * `slots: 2` (before the first version) the other one too. A receiver uses both from its second version on;
    * without this the second slot's allocation is paid inside the first delta pull. No-op for a slot readers hold.
+   * While a pull is assembling (into the slot this would reallocate) the reservation is deferred until the pull
+   * ends, and then applies to the slot the next version goes to.
    */
   reserve(slotBytes: number, slots: 1 | 2 = 1): void {
     if (slots !== 1 && slots !== 2) throw new TierSyncError(`slots must be 1 or 2, got ${describeValue(slots)}`, 'ERR_INVALID_ARGUMENT');
+    if (!Number.isSafeInteger(slotBytes) || slotBytes < 1) throw new TierSyncError(`slotBytes must be an integer >= 1, got ${describeValue(slotBytes)}`, 'ERR_INVALID_ARGUMENT');
+    if (this.#writing) {
+      this.#deferred = { slotBytes: Math.max(slotBytes, this.#deferred?.slotBytes ?? 0), slots: this.#deferred?.slots === 2 ? 2 : slots };
+      return;
+    }
     const next = this.#active === 0 ? 1 : 0;
     for (const i of slots === 2 && this.#active < 0 ? [next, 1 - next] : [next]) {
       const slot = this.#slots[i]!;
@@ -184,6 +196,15 @@ export class VersionSlots {
     slot.contents = new Map();
     slot.manifest = manifest;
     this.#active = index;
+    this.endWrite();
+  }
+
+  /** The assembly started by beginWrite ended (committed or failed): applies a reserve() deferred meanwhile. */
+  endWrite(): void {
+    this.#writing = false;
+    const d = this.#deferred;
+    this.#deferred = undefined;
+    if (d) this.reserve(d.slotBytes, d.slots);
   }
 
   close(): void {
