@@ -14,7 +14,7 @@ import {
   accelerator as acceleratorPreset, bundledTrace, checkFormat, checkPolicies, withBound, isOracle, isChainAware, refuseLiveOracle, countersLine, exactCsv, formatSize, guessFormat, kvBytesPerToken, model as modelPreset,
   parseCount, parseList, parseSize, progressBar, renderHtml, runSweep, silentProgress, simHierarchy, storage as storagePreset, tieredCsv,
   type ExactJob, type ExactResult, type PlannedResult, type SweepJob, type TierConfig, type TieredResult, type TraceSource,
-  chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult, isObjectSource, streamObjects, capacityRefusal,
+  chunkOpener, missRatioCurves, mrcCsv, runExactStream, type MrcResult, isObjectSource, streamObjects, capacityRefusal, loadPolicyModules,
 } from '../sim/index.js';
 import { UsageError, type Command } from './command.js';
 import { loadReplayConfig } from './replay-config.js';
@@ -37,6 +37,10 @@ Hierarchy config (--config):
                          TTFT model over these tiers (hbm in place, host RAM, fs as local-nvme, s3/gs as gcs,
                          peer as filestore). --trace defaults to the bundled Mooncake conversation trace.
   --requests N           replay only the first N requests (any mode)
+  --policy-module FILE   import FILE first (repeatable): a module that registers custom policies with
+                         @tiersync/policy's registerPolicy, on this thread and on every worker, so --policy and
+                         config tiers can name them. Other commands (demo, doctor, serve) take
+                         NODE_OPTIONS='--import ./FILE.mjs', which works here too; docs/SIMULATION.md
   --policy LIST          with --config: run every tier with each of these policies instead of the config's
 
 Trace:
@@ -226,7 +230,8 @@ function exactJobs(policies: readonly string[], caps: readonly number[], unit: '
 }
 
 function planArgs(args: string[]): { plan: SimPlan; values: Values } {
-  const { values } = parseArgs({
+  // --policy-module files were imported before (loadModulesOf): the policies they register are known by now.
+  const { values: { 'policy-module': _imported, ...values } } = parseArgs({
     args,
     options: {
       trace: { type: 'string' }, format: { type: 'string' }, workload: { type: 'string' },
@@ -237,7 +242,7 @@ function planArgs(args: string[]): { plan: SimPlan; values: Values } {
       model: { type: 'string' }, accelerator: { type: 'string' }, chips: { type: 'string' }, mfu: { type: 'string' }, hbm: { type: 'string' },
       host: { type: 'string' }, storage: { type: 'string' }, 'no-layerwise': { type: 'boolean' }, 'load-all': { type: 'boolean' }, 'no-bound': { type: 'boolean' },
       json: { type: 'boolean' }, out: { type: 'string' }, threads: { type: 'string' }, quiet: { type: 'boolean' },
-      config: { type: 'string' }, requests: { type: 'string' },
+      config: { type: 'string' }, requests: { type: 'string' }, 'policy-module': { type: 'string', multiple: true },
       mrc: { type: 'boolean' }, 'shards-adj': { type: 'boolean' }, 'sample-rate': { type: 'string' }, 'lru-sample-rate': { type: 'string' }, 'mrc-points': { type: 'string' },
     },
   });
@@ -478,7 +483,7 @@ function textTable(mode: 'exact' | 'tiered', results: Array<ExactResult | Tiered
  * Runs the plan's jobs: exact jobs over an object file in one streamed pass (bounded memory), anything else
  * through the worker sweep on the loaded trace.
  */
-async function runJobs(plan: SimPlan, threads: number | undefined, progress: ReturnType<typeof progressBar>): Promise<Array<ExactResult | TieredResult | PlannedResult>> {
+async function runJobs(plan: SimPlan, threads: number | undefined, progress: ReturnType<typeof progressBar>, policyModules: readonly string[]): Promise<Array<ExactResult | TieredResult | PlannedResult>> {
   if (plan.mode === 'exact' && isObjectSource(plan.source) && plan.jobs.length > 0) {
     const exact = plan.jobs.map((j) => (j as { kind: 'exact'; job: ExactJob }).job);
     const online = exact.filter((j) => !isOracle(j.policy));
@@ -490,7 +495,7 @@ async function runJobs(plan: SimPlan, threads: number | undefined, progress: Ret
     if (oracle.length === 0) progress.done();
     return exact.map((j) => (isOracle(j.policy) ? bound.shift()! : streamed.shift()!));
   }
-  const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress });
+  const tagged = await runSweep({ source: plan.source, jobs: plan.jobs, ...(threads !== undefined ? { threads } : {}), progress, policyModules });
   return tagged.map((t) => t.result);
 }
 
@@ -501,7 +506,7 @@ async function runMrc(plan: SimPlan, mrc: MrcPlan, values: Record<string, string
     sampleRate: mrc.sampleRate, lruSampleRate: mrc.lruSampleRate, points: mrc.points, adjust: mrc.adjust,
   });
   const progress = values.quiet || plan.jobs.length === 0 ? silentProgress : progressBar(plan.jobs.length);
-  const bounds = plan.jobs.length > 0 ? ((await runJobs(plan, undefined, progress)) as ExactResult[]) : [];
+  const bounds = plan.jobs.length > 0 ? ((await runJobs(plan, undefined, progress, [])) as ExactResult[]) : [];
   const json = JSON.stringify({ mrc: curves, bounds, ...(plan.skipped ? { skipped: plan.skipped } : {}) });
   if (typeof values.out === 'string') {
     fs.writeFileSync(path.join(values.out, 'mrc.json'), `${json}\n`);
@@ -535,16 +540,32 @@ function prepareOut(dir: string): void {
   }
 }
 
+/**
+ * Imports the `--policy-module` files of `args` (before the rest is read: the policies they register are checked by
+ * name) and answers their URLs, for the sweep's workers.
+ * @throws UsageError for a module that cannot be loaded
+ */
+async function loadModulesOf(args: string[]): Promise<string[]> {
+  const { values } = parseArgs({ args, options: { 'policy-module': { type: 'string', multiple: true } }, strict: false, allowPositionals: true });
+  const files = (values['policy-module'] ?? []).filter((f): f is string => typeof f === 'string');
+  try {
+    return await loadPolicyModules(files);
+  } catch (e) {
+    throw e instanceof TierSyncError ? new UsageError(`--policy-module: ${e.message}`) : e;
+  }
+}
+
 export const simCommand: Command = {
   summary: 'simulate caches offline: policies x capacities on traces, hit ratios and TTFT',
   usage,
   async run(args) {
+    const policyModules = await loadModulesOf(args);
     const { plan, values } = planSim(args);
     const threads = int(values.threads as string | undefined, '--threads', 1);
     if (typeof values.out === 'string') prepareOut(values.out);
     if (plan.mrc) return runMrc(plan, plan.mrc, values, args);
     const progress = values.quiet ? silentProgress : progressBar(plan.jobs.length);
-    const results = await runJobs(plan, threads, progress);
+    const results = await runJobs(plan, threads, progress, policyModules);
     if (plan.mode === 'planned') {
       // Counters only: results.json when asked; the last line is the counters of the (first) run, as demo prints.
       if (typeof values.out === 'string') {

@@ -15,7 +15,7 @@ export { runExact, replayObjects, replayPages, replayObjectsOracle, replayPagesO
 export { runTiered, type TierConfig, type TieredJob, type TieredResult, type TierResult } from './tiered.js';
 export { ACCELERATORS, STORAGE, MODELS, kvBytesPerToken, accelerator, storage, model, type AcceleratorSpec, type StorageSpec, type ModelShape } from './model/presets.js';
 export { computeSpec, prefillSeconds, loadSeconds, combine, noCacheSeconds, defaultHbmKvBytes, type ComputeSpec } from './model/ttft.js';
-export { runSweep, type SweepOptions } from './sweep.js';
+export { loadPolicyModules, runSweep, type SweepOptions } from './sweep.js';
 export type { SweepJob, SweepResult } from './jobs.js';
 export { progressBar, silentProgress, type Progress } from './progress.js';
 export { renderHtml, type ReportInput } from './report/html.js';

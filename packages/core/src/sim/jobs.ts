@@ -1,4 +1,5 @@
 /** A unit of sweep work and how to run it on a loaded trace (shared by the main thread and the workers). */
+import { parsePolicySpec } from '@tiersync/policy';
 import { invalid } from './errors.js';
 import { runExact, type ExactJob, type ExactResult } from './exact.js';
 import { runPlanned, type PlannedJob, type PlannedResult } from './planned.js';
@@ -10,6 +11,18 @@ export type SweepJob = { readonly kind: 'exact'; readonly job: ExactJob } | { re
 
 /** The result of a {@link SweepJob}, tagged like it. */
 export type SweepResult = { kind: 'exact'; result: ExactResult } | { kind: 'tiered'; result: TieredResult } | { kind: 'planned'; result: PlannedResult };
+
+/**
+ * The registry names of the policies `job` creates (wrappers left out: they are built in): what a thread must have
+ * registered to run it.
+ */
+export function jobPolicies(job: SweepJob): string[] {
+  let specs: readonly (string | undefined)[];
+  if (job.kind === 'exact') specs = [job.job.policy];
+  else if (job.kind === 'planned') specs = job.job.policy !== undefined ? [job.job.policy] : job.job.config.tiers.map((t) => t.policy);
+  else specs = job.job.hierarchy ? job.job.hierarchy.planner.tiers.map((t) => t.policy) : [job.job.policy];
+  return [...new Set(specs.map((s) => parsePolicySpec(s ?? 'lru').policy))];
+}
 
 /** Runs one job. @throws TierSyncError for bad jobs (tiered and planned modes need an LLM trace) */
 export function runJob(trace: SimTrace, job: SweepJob): SweepResult {

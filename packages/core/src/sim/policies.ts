@@ -5,6 +5,14 @@
 import { createPolicy, hasPolicy, ORACLE_POLICIES, parsePolicySpec, policyNames, type CapacityUnit, type EvictionPolicy } from '@tiersync/policy';
 import { configError, invalid } from './errors.js';
 
+/**
+ * What an unknown policy's error adds: how a custom policy gets registered where the simulator runs it (the
+ * process-wide registry of each thread: the calling one and every sweep worker).
+ */
+export const CUSTOM_POLICY_HINT =
+  'a custom policy must be registered (registerPolicy) by a module this process loads: `tiersync sim --policy-module FILE`, ' +
+  "`node --import ./FILE.mjs` (or NODE_OPTIONS='--import ./FILE.mjs') for any tiersync command, or runSweep's policyModules";
+
 /** Capacity used for "unbounded" (`--capacity inf`): the largest safe integer, which nothing fills. */
 export const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 
@@ -25,7 +33,7 @@ export interface MakePolicyOptions {
  * 20 objects), or any other failure of its factory (named, with the error's class), the factory's error as `cause`
  */
 export function makePolicy(name: string, capacity: number, unit: CapacityUnit, options: MakePolicyOptions = {}): EvictionPolicy<number> {
-  if (!hasPolicy(name)) throw invalid(`unknown policy '${name}'; known: ${policyNames().join(', ')}`);
+  if (!hasPolicy(name)) throw invalid(`unknown policy '${name}'; known: ${policyNames().join(', ')}; ${CUSTOM_POLICY_HINT}`);
   const cap = Number.isFinite(capacity) ? capacity : UNBOUNDED;
   try {
     const dense = options.denseKeyBound;
@@ -61,7 +69,7 @@ export function capacityRefusal(name: string, capacity: number, unit: CapacityUn
 export function checkPolicies(names: readonly string[]): string[] {
   if (names.length === 0) throw invalid('--policy needs at least one policy name');
   for (const n of names) {
-    if (!hasPolicy(n)) throw invalid(`unknown policy '${n}'; known: ${policyNames().join(', ')}`);
+    if (!hasPolicy(n)) throw invalid(`unknown policy '${n}'; known: ${policyNames().join(', ')}; ${CUSTOM_POLICY_HINT}`);
     if (n.includes(':') && isOracle(parsePolicySpec(n).policy)) throw invalid(`policy '${n}': an oracle policy cannot be wrapped (wrappers do not pass the next access on)`);
   }
   return [...names];

@@ -3,8 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { TierSyncError } from '@tiersync/native/errors';
+import { LruPolicy, registerPolicy } from '@tiersync/policy';
 import { planSim, simCommand } from '../cli/index.js';
 import type { SweepJob } from './jobs.js';
+import { checkPolicies } from './policies.js';
 import { runSweep, workerScript } from './sweep.js';
 import { encodeOracleGeneral } from './trace/oracle-general.js';
 
@@ -61,6 +63,51 @@ describe('sweeps', () => {
       expect(err, `threads ${threads}`).toBeInstanceOf(Error);
       expect(err, `threads ${threads}`).not.toBeInstanceOf(TierSyncError);
     }
+  });
+});
+
+// Registered by this script only: a sweep worker (a fresh module graph) does not have it.
+registerPolicy('test-script-lru', (options) => new LruPolicy(options));
+const fixture = path.resolve(__dirname, 'custom-policy.fixture.mjs');
+
+describe('custom policies in sweeps', () => {
+  const source = { file: conversation, format: 'mooncake' as const, requests: 2000 };
+  const exact = (policy: string, capacity: number): SweepJob => ({ kind: 'exact', job: { policy, unit: 'objects', capacity } });
+  const misses = (results: Awaited<ReturnType<typeof runSweep>>) => results.map((r) => r.kind === 'exact' && `${r.result.policy}@${r.result.capacityObjects}: ${r.result.misses}`);
+
+  it('a policy the calling script registered runs, on its thread, whatever the threads (it was \"unknown policy\" with workers)', async () => {
+    const jobs = [exact('lru', 500), exact('test-script-lru', 500), exact('fifo', 500), exact('test-script-lru', 2000)];
+    const inline = await runSweep({ source, jobs, threads: 1 });
+    const threaded = await runSweep({ source, jobs, threads: 2 });
+    expect(misses(threaded)).toEqual(misses(inline));
+    // The custom LRU counts as LRU.
+    expect(threaded[1]).toEqual({ ...threaded[0], result: { ...(threaded[0] as { result: object }).result, policy: 'test-script-lru' } });
+  });
+
+  it('policyModules are loaded by every worker (and the calling thread)', async () => {
+    const jobs = [exact('test-module-lru', 500), exact('lru', 500), exact('test-module-lru', 2000)];
+    const threaded = await runSweep({ source, jobs, threads: 2, policyModules: [fixture] });
+    expect(misses(threaded)).toEqual(misses(await runSweep({ source, jobs, threads: 1 })));
+    expect(() => checkPolicies(['test-module-lru'])).not.toThrow();
+    await expect(runSweep({ source, jobs, threads: 2, policyModules: [path.join(tmp, 'missing.mjs')] })).rejects.toThrow(/policy module .*missing\.mjs cannot be loaded/);
+  });
+
+  it('an unknown policy says how to register one', () => {
+    expect(() => checkPolicies(['mine'])).toThrow(/unknown policy 'mine'; known: .*; a custom policy must be registered \(registerPolicy\) by a module this process loads: `tiersync sim --policy-module FILE`/);
+  });
+
+  it('tiersync sim --policy-module FILE: the same results with workers as without', async () => {
+    const run = async (threads: string) => {
+      const c = capture();
+      const code = await simCommand.run(['--trace', conversation, '--requests', '2000', '--policy-module', fixture, '--policy', 'test-module-lru,lru', '--objects', '500,2000', '--no-bound', '--json', '--quiet', '--threads', threads]);
+      c.restore();
+      expect(code).toBe(0);
+      return JSON.parse(c.out.at(-1)!) as { results: Array<{ policy: string; misses: number }> };
+    };
+    const two = await run('2');
+    expect(two).toEqual(await run('1'));
+    expect(two.results.map((r) => r.policy)).toEqual(['test-module-lru', 'test-module-lru', 'lru', 'lru']);
+    expect(simCommand.usage).toContain('--policy-module FILE');
   });
 });
 

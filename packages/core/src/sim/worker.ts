@@ -1,10 +1,12 @@
 /**
- * Sweep worker thread: loads the trace once (from the plain-data source in `workerData`), then runs each job it
- * is sent and posts the result back. Errors travel as `{ message, code }` so the main thread rethrows a
+ * Sweep worker thread: imports the policy modules it is given, loads the trace once (from the plain-data source in
+ * `workerData`), says which policies it has (`{ ready: names }`), then runs each job it is sent and posts the
+ * result back. Errors travel as `{ message, code }` so the main thread rethrows a
  * TierSyncError with the same code (`{ message }` alone for an untyped error, rethrown untyped).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { TierSyncError } from '@tiersync/native/errors';
+import { policyNames } from '@tiersync/policy';
 import { runJob, type SweepJob } from './jobs.js';
 import { loadTrace, type TraceSource } from './trace/index.js';
 
@@ -15,13 +17,18 @@ interface Request {
 
 const port = parentPort;
 if (port) {
+  const data = workerData as { source: TraceSource; policyModules?: readonly string[] };
   let trace: ReturnType<typeof loadTrace> | undefined;
   let loadError: unknown;
   try {
-    trace = loadTrace((workerData as { source: TraceSource }).source);
+    // Custom policies first (file URLs, already loaded once by the calling thread), then the trace.
+    for (const url of data.policyModules ?? []) await import(url);
+    trace = loadTrace(data.source);
   } catch (e) {
     loadError = e;
   }
+  // The policies this thread has: the calling thread keeps the jobs naming others.
+  port.postMessage({ ready: policyNames() });
   port.on('message', (msg: Request | 'exit') => {
     if (msg === 'exit') {
       port.close();
