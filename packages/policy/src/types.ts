@@ -17,9 +17,9 @@ export type CapacityUnit = 'bytes' | 'objects';
 
 /** Options every policy accepts. */
 export interface PolicyOptions {
-  /** Capacity in `unit`s. A positive safe integer. Required. */
+  /** Capacity in `unit`s. A positive safe integer. Required. (The planner gives each tier's page count.) */
   capacity: number;
-  /** What `capacity` counts. Default `'bytes'`. */
+  /** What `capacity` counts. Default `'bytes'`. (The planner always asks for `'objects'`.) */
   unit?: CapacityUnit;
   /**
    * The dense-key fast path (built-in policies): every key must be an integer in `[0, bound)`, and the key ->
@@ -66,12 +66,34 @@ export interface PageHint<K extends PolicyKey = PolicyKey> {
 /**
  * An eviction policy over a set of resident objects with a shared capacity.
  *
- * The request flow, the same as libCacheSim's `cache_get_base` (see {@link replay}):
+ * Two callers drive policies, in two patterns; a policy must be right under both.
+ *
+ * **Trace replay** ({@link replay}, the simulator's exact mode and `--mrc`): libCacheSim's `cache_get_base`, one
+ * request at a time:
  * 1. `access(key)`: a hit updates the policy's metadata and returns `true`. A miss returns `false`; a policy with
  *    ghost history (ARC, S3-FIFO) consumes the key's ghost entry here and remembers it for step 3.
  * 2. `canAdmit(key, size)`: whether step 3 would succeed. `false` for an object larger than the capacity, for one
  *    that cannot fit beside the pinned objects, and for what the policy itself refuses (S3-FIFO).
  * 3. `insert(key, size)`: evicts victims until the object fits, then inserts it; returns the victims in order.
+ * Keys are numbers (the trace readers' dense ids; `denseKeys` for the built-ins), sizes the objects' bytes (the
+ * page size for request traces), `unit` as asked (`--objects` or `--capacity`). Oracle policies get `nextAccess`.
+ *
+ * **The planner** (`Planner`, planner/planner.ts: every live tier of a hierarchy, and the simulator's tiered mode
+ * and `--config` runs), one instance per tier, created with `{ capacity: <the tier's pages>, unit: 'objects' }`:
+ * - keys are page keys: in a live hierarchy strings of 64 lower-case hex characters (chained hashes), in the
+ *   simulator integer page ids; sizes are always 1 (a page costs 1 whatever its bytes);
+ * - `access(key)` is called only for pages a load served from this tier (a hit: the key is resident, or a victim
+ *   still being freed, for which it answers `false`), never for a lookup, never for a miss, never with `nextAccess`. A key that is not resident reaches the policy directly
+ *   through `canAdmit(key, 1)` then `insert(key, 1, hint)`, without an `access` first: a policy with ghost history
+ *   must look its ghosts up in `insert` too (the built-ins do);
+ * - room is made before pages are placed: the planner takes victims one at a time with `evict()` (down to the
+ *   tier's low watermark, or `peekVictims(n)` first to decide whether to wait for writes in flight), so `insert`
+ *   usually has nothing to evict; victims it does return are freed all the same;
+ * - `insert` runs when the page's bytes have landed, `remove(key)` when a copy vanished without a move (deleted,
+ *   lost, damaged), `pin`/`unpin` around loads and for TTL pins, `hint(key, h)` for a retention hint given later;
+ *   `reset` and `evictKey` are never called (wrappers call `evictKey` on their inner policy);
+ * - a call that throws or breaks this contract costs the request's key on that tier, not the tier (see
+ *   `PlannerOptions.onPolicyError`).
  *
  * Pinned objects (pin count > 0) are never victims; they still count towards `used`.
  * Sizes are in bytes (positive safe integers); `used` and `capacity` are in `unit`s.
@@ -104,6 +126,8 @@ export interface EvictionPolicy<K extends PolicyKey = PolicyKey> {
   /**
    * A request for `key`: on a hit, updates the policy's metadata (recency, frequency, reference bit) and returns
    * `true`; on a miss returns `false` (and may consume ghost history, which the next `insert` of `key` uses).
+   * Trace replay calls it for every request; the planner only for pages a load served, so live it is the hit
+   * signal alone (see the interface's comment).
    * @param nextAccess oracle knowledge for offline bounds: in how many requests `key` is requested again (1 = the
    *   very next request; `Infinity` = never), counting every `access` call as one request. Only the oracle policies
    *   (`opt`, `opt-size`) read it, and they also apply it to the `insert` that follows this miss; every other
@@ -122,7 +146,8 @@ export interface EvictionPolicy<K extends PolicyKey = PolicyKey> {
   /**
    * Inserts an absent object of `size` bytes, first evicting victims (in the policy's order) until it fits.
    * `hint` says what the caller knows of the page (its parent, a retention hint); the plain algorithms ignore it,
-   * the wrappers (`prefix-aware`, `session-aware`) order victims by it.
+   * the wrappers (`prefix-aware`, `session-aware`) order victims by it. The planner passes `size` 1 (its policies
+   * count pages, `unit: 'objects'`) and may insert a key no `access` announced.
    * @returns the evicted keys, oldest decision first (empty when nothing had to go)
    * @throws RangeError when `key` is already resident or `canAdmit(key, size)` is false
    */
