@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { TierSync } from '../hierarchy/index.js';
+import { HostArena } from '@tiersync/native';
+import type { HostTier } from '@tiersync/tiers';
+import { TierSync } from '../hierarchy/index.js';
 import { PageRecorder, RECORD_BATCH_PAGES, type UnrecordedPage } from './page-recorder.js';
 
 function pages(n: number, from = 0): UnrecordedPage[] {
@@ -45,5 +50,35 @@ describe('PageRecorder', () => {
     release();
     await recorder.recorded();
     expect(recorder.has(last)).toBe(false);
+  });
+
+  it('reserves room although the first victims the planner picks are pages leases pinned in the tier', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-recorder-'));
+    const PAGE = 8192;
+    const layout = { tokensPerPage: 16, dtype: 'bf16', groups: [{ name: 'full', layers: 1, attention: { type: 'mha', kvHeads: 2, headDim: 64 } }] };
+    const ts = new TierSync({ model: 'recorder@1', layout, tiers: [{ url: `host://?capacity=${64 * PAGE}`, name: 'host', highWatermark: 1, lowWatermark: 0.75 }, { url: `fs://${dir}/fs?capacity=${256 * PAGE}`, name: 'fs', writeThrough: true }] });
+    await ts.open();
+    const src = HostArena.create({ capacity: 60 * PAGE });
+    try {
+      const stored = pages(60).map((p) => p.key);
+      await ts.storeKeys(stored, stored.map((_, i) => ({ arena: src, offset: i * PAGE, length: PAGE })));
+      await ts.flush();
+      const host = ts.tierDriver('host') as HostTier;
+      // Leases pin the oldest pages in the tier only (the planner does not know): its least recently used, its victims.
+      const leased = stored.slice(0, 16);
+      expect(host.pinRemote(leased).every(Boolean)).toBe(true);
+      const recorder = new PageRecorder({ ts, tierName: 'host' });
+      const fresh = pages(16, 1000).map((p) => p.key);
+      // 60 + 16 do not fit the 64 slots: room must be made, and the pinned victims cannot go.
+      const got = await recorder.reserve(host, fresh);
+      expect(got).toBeDefined();
+      expect(Array.from(got!.offsets).every((o) => o >= 0)).toBe(true);
+      host.commitRemote(fresh, got!.offsets, new Uint32Array(16), new Uint32Array(16), () => false);
+      host.unpin(leased);
+    } finally {
+      src.close();
+      await ts.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -12,6 +12,9 @@
 import type { HostTier, PageKey } from '@tiersync/tiers';
 import type { TierSync } from '../hierarchy/index.js';
 
+/** Rounds of room-making a reservation takes after the first (see reserve): pinned victims, then pages recorded meanwhile. */
+const RESERVE_ROUNDS = 2;
+
 /** A committed page the block index has yet to record. */
 export interface UnrecordedPage {
   key: PageKey;
@@ -120,17 +123,19 @@ export class PageRecorder {
    * Reserves one slot per key in `tier` after the planner makes room (`TierSync.makeRoomOn`). Committed pages the
    * index has yet to record hold slots the planner cannot count or evict yet: when short, they are recorded first
    * and room is made once more. Slots the planner cannot see either are asked for too: `ghosts` (evicted pages a
-   * lease still holds) and the tier's slots that native readers still hold after their page was deleted; more of
-   * them after the first try also earns the second. undefined: still no room.
+   * lease still holds) and the tier's slots that native readers still hold after their page was deleted. When
+   * that is not enough, room is asked for again with the tier's pinned pages on top: the planner does not know
+   * which pages leases pin in the tier, so its victims may be such pages, whose evict is refused (after a restart,
+   * when the victims' order is the tiers' listing order, often the pages a concurrent lease just pinned).
+   * undefined: still no room.
    */
   async reserve(tier: HostTier, keys: readonly PageKey[], ghosts: () => number = () => 0): Promise<ReturnType<HostTier['reserveRemote']>> {
     const hidden = () => ghosts() + tier.slotsHeldByReaders;
-    const before = hidden();
-    await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + before);
+    await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + hidden());
     let got = tier.reserveRemote(keys);
-    if (!got && (hidden() > before || this.#unrecorded.size)) {
-      await this.recorded();
-      await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + hidden());
+    for (let round = 0; !got && round < RESERVE_ROUNDS; round++) {
+      if (this.#unrecorded.size) await this.recorded();
+      await this.#o.ts.makeRoomOn(this.#o.tierName, keys.length + hidden() + tier.stats().pinned);
       got = tier.reserveRemote(keys);
     }
     return got;
