@@ -71,6 +71,7 @@ class MapLru implements EvictionPolicy<number> {
   }
   insert(k: number, size: number): number[] {
     if (this.fault === 'throw-insert') throw new Error('boom');
+    if (!this.canAdmit(k)) throw new RangeError(`cannot admit ${k}`);
     const victims: number[] = [];
     if (this.fault !== 'no-evict' && this.fault !== 'phantom-victim') {
       while (this.map.size + 1 > this.capacity) {
@@ -209,5 +210,17 @@ describe('CheckedPolicy (custom policies behind the contract)', () => {
     expect(() => policy.insert(9, 0)).toThrow(RangeError);
     expect(() => policy.insert(1, 10)).toThrow(/already resident/);
     expect(() => policy.peekVictims(-1)).toThrow(RangeError);
+    // An insert canAdmit() refuses (every resident key pinned): the policy's RangeError, as the contract says.
+    for (let k = 1; k <= 4; k++) policy.pin(k);
+    expect(policy.canAdmit(9, 10)).toBe(false);
+    const e = (() => {
+      try {
+        policy.insert(9, 10);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(e).toBeInstanceOf(RangeError);
+    expect(e).not.toBeInstanceOf(PolicyError);
   });
 });

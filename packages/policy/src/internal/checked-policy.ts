@@ -141,6 +141,8 @@ export class CheckedPolicy<K extends PolicyKey = PolicyKey> implements EvictionP
       victims = this.#inner.insert(key, size, hint);
       rule = this.#checkInsert(key, size, victims);
     } catch (e) {
+      // A RangeError for an insert canAdmit() refuses is the contract's answer to the caller's mistake.
+      if (e instanceof RangeError && !this.#admitsQuietly(key, size)) throw e;
       throw this.#failed('insert', undefined, e, key);
     }
     if (rule !== undefined) throw this.#failed('insert', rule, undefined, key);
@@ -257,6 +259,15 @@ export class CheckedPolicy<K extends PolicyKey = PolicyKey> implements EvictionP
     const pinned = this.#inner.pinnedCount;
     if (pinned >= this.#resident.size) return undefined;
     return `evict() answers undefined only when every resident key is pinned: ${this.#resident.size - pinned} of ${this.#resident.size} are not`;
+  }
+
+  /** Whether the policy admits `key` now; `true` (the insert was no mistake of the caller's) when it cannot say. */
+  #admitsQuietly(key: K, size: number): boolean {
+    try {
+      return this.#inner.canAdmit(key, size) === true;
+    } catch {
+      return true;
+    }
   }
 
   /** The first rule that insert(key, size)'s answer breaks, if any. */
