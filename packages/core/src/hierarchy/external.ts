@@ -38,7 +38,18 @@ export function adoptPages(s: HierarchyState, tier: string, pages: ReadonlyArray
     const more = begin.existing.length ? index.beginCopies(t.name, begin.existing.map((key) => ({ key, location: key }))).added : [];
     const adopted = [...begin.fresh, ...more];
     const crcOf = new Map(pages.map((p) => [p.key, p.crc32c]));
-    index.commitCopies(adopted.map((key) => ({ key, tier: t.name, crc32c: crcOf.get(key)!, durable: t.driver.capabilities.persistent })));
+    try {
+      index.commitCopies(adopted.map((key) => ({ key, tier: t.name, crc32c: crcOf.get(key)!, durable: t.driver.capabilities.persistent })));
+    } catch (e) {
+      // Not left pending (a caller that tries again, as the page recorder does, would find them begun and skip
+      // them, so the planner never learned the pages); best effort: an index whose disk is full may refuse this too.
+      try {
+        index.abortCopies(t.name, adopted);
+      } catch {
+        // pending copies are dropped at the index's next open
+      }
+      throw e;
+    }
     if (adopted.length) {
       s.counters.pagesStored += adopted.length;
       s.emit('block:stored', { keys: adopted, tier: t.name });

@@ -173,9 +173,8 @@ export class ClientApi {
       turn: () => this.#recordTurn(),
       onRecorded: (batch) => this.#retainRecorded(batch),
       onFailed: (batch, e) => {
-        // The bytes stay in the host tier (its slot table records them); the index adopts them at its next open.
-        this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index');
-        for (const p of batch) this.#retention.delete(p.key);
+        // The bytes stay in the host tier (its slot table records them); the recorder tries again after a pause.
+        this.#o.log.error({ err: (e as Error).message, pages: batch.length }, 'could not record committed client pages in the block index; retrying');
       },
     });
     this.#accesses = new AccessBatch({
@@ -869,6 +868,7 @@ export class ClientApi {
   /** Undoes every open lease, records committed pages in the block index, closes peer connections. */
   async close(): Promise<void> {
     clearInterval(this.#sweep);
+    this.#unrecorded.close();
     this.#accesses.close();
     this.#o.ts.off('block:evicted', this.#onEvicted);
     this.#o.ts.off('integrity:failed', this.#onIntegrity);

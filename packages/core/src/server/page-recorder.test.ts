@@ -52,6 +52,31 @@ describe('PageRecorder', () => {
     expect(recorder.has(last)).toBe(false);
   });
 
+  it('records a batch the index failed to record (its disk full) again after a pause, without holding up waiters', async () => {
+    let failures = 2;
+    const recorded: string[] = [];
+    const ts = {
+      adoptPages: async (_tier: string, batch: readonly UnrecordedPage[]) => {
+        if (failures-- > 0) throw Object.assign(new Error('index: the filesystem holding the index is full'), { code: 'ERR_IO' });
+        recorded.push(...batch.map((p) => p.key));
+      },
+    } as unknown as TierSync;
+    const failed: number[] = [];
+    const recorder = new PageRecorder({ ts, tierName: 'host', onFailed: (batch) => failed.push(batch.length) });
+    const all = pages(3);
+    recorder.add(all);
+    // A caller waiting for the recorder is not held up by a batch waiting for its retry.
+    await recorder.recorded();
+    expect(failed).toEqual([3]);
+    expect(recorder.has(all[0]!.key)).toBe(true);
+    const until = Date.now() + 10_000;
+    while (recorder.size && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    expect(failed).toEqual([3, 3]);
+    expect(recorded.sort()).toEqual(all.map((p) => p.key).sort());
+    expect(recorder.size).toBe(0);
+    recorder.close();
+  });
+
   it('reserves room although the first victims the planner picks are pages leases pinned in the tier', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-recorder-'));
     const PAGE = 8192;

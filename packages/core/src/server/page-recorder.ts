@@ -30,9 +30,17 @@ export interface PageRecorderOptions {
   turn?: () => Promise<void>;
   /** Called with each batch the index recorded. */
   onRecorded?: (batch: readonly UnrecordedPage[]) => void;
-  /** Called with each batch the index failed to record (the bytes stay in the tier: the index adopts them at its next open). */
+  /**
+   * Called with each batch the index failed to record (its disk full, say). The pages stay in the tier and stay
+   * unrecorded: the recorder tries them again after a pause (RETRY_MIN_MS, doubling up to RETRY_MAX_MS), so the
+   * planner can count and evict them once the index works again (a restart adopts them too).
+   */
   onFailed?: (batch: readonly UnrecordedPage[], error: unknown) => void;
 }
+
+/** First pause before recording a failed batch again; it doubles after each failure, up to RETRY_MAX_MS. */
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 30_000;
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -53,6 +61,11 @@ export class PageRecorder {
   readonly #recordingNow = new Set<PageKey>();
   /** Callers of recorded() waiting for the recorder's next batch to finish. */
   readonly #waiters: Array<() => void> = [];
+  /** Of #unrecorded, pages whose recording failed: left out of batches until the retry timer. */
+  readonly #failed = new Set<PageKey>();
+  #retryMs = RETRY_MIN_MS;
+  #retry: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(options: PageRecorderOptions) {
     this.#o = options;
@@ -74,31 +87,54 @@ export class PageRecorder {
   /** Forgets a page (dropped from the tier meanwhile): it will not be recorded. */
   delete(key: PageKey): void {
     this.#unrecorded.delete(key);
+    this.#failed.delete(key);
+  }
+
+  /** Stops retrying failed batches (the tier is closing; its next open adopts what is left). */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
   }
 
   /** Queues committed pages for the block index. */
   add(pages: readonly UnrecordedPage[]): void {
     for (const p of pages) this.#unrecorded.set(p.key, p);
+    this.#kick();
+  }
+
+  #kick(): void {
     this.#recording ??= (this.#o.turn ?? nextTurn)().then(async () => {
       try {
-        while (this.#unrecorded.size) {
+        while (this.#unrecorded.size > this.#failed.size) {
           const batch: UnrecordedPage[] = [];
           for (const p of this.#unrecorded.values()) {
+            if (this.#failed.has(p.key)) continue;
             batch.push(p);
             if (batch.length === RECORD_BATCH_PAGES) break;
           }
           for (const p of batch) this.#recordingNow.add(p.key);
+          let ok = true;
           try {
             await this.#o.ts.adoptPages(this.#o.tierName, batch);
             this.#o.onRecorded?.(batch);
+            this.#retryMs = RETRY_MIN_MS;
           } catch (e) {
-            this.#o.onFailed?.(batch, e);
+            ok = false;
+            // The hierarchy closed: nothing to retry in this process (its next open adopts the pages).
+            if ((e as { code?: string }).code === 'ERR_CLOSED') this.close();
+            else this.#o.onFailed?.(batch, e);
           }
-          for (const p of batch) if (this.#unrecorded.get(p.key) === p) this.#unrecorded.delete(p.key);
+          for (const p of batch) {
+            if (this.#unrecorded.get(p.key) !== p) continue;
+            if (ok) this.#unrecorded.delete(p.key);
+            else this.#failed.add(p.key);
+          }
+          if (!ok && !this.#closed) this.#retryLater();
           this.#recordingNow.clear();
           for (const w of this.#waiters.splice(0)) w();
           // Requests that arrived during this batch run before the next one.
-          if (this.#unrecorded.size) await nextTurn();
+          if (this.#unrecorded.size > this.#failed.size) await nextTurn();
         }
       } finally {
         this.#recording = undefined;
@@ -113,10 +149,23 @@ export class PageRecorder {
    * Pages committed later are not waited for: under a steady stream of commits the recorder never goes idle.
    */
   async recorded(keys: Iterable<PageKey> = [...this.#unrecorded.keys()]): Promise<void> {
-    const pending = [...keys].filter((k) => this.#unrecorded.has(k));
-    while (pending.some((k) => this.#unrecorded.has(k)) && this.#recording) {
+    // Pages waiting for a retry are not waited for: the index may stay unable to record them for long.
+    const pending = [...keys].filter((k) => this.#unrecorded.has(k) && !this.#failed.has(k));
+    while (pending.some((k) => this.#unrecorded.has(k) && !this.#failed.has(k)) && this.#recording) {
       await new Promise<void>((resolve) => this.#waiters.push(resolve));
     }
+  }
+
+  /** Puts the failed pages back into the batches after a pause, doubling while they keep failing. */
+  #retryLater(): void {
+    if (this.#retry) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      this.#failed.clear();
+      this.#kick();
+    }, this.#retryMs);
+    this.#retry.unref();
+    this.#retryMs = Math.min(2 * this.#retryMs, RETRY_MAX_MS);
   }
 
   /**
@@ -149,7 +198,7 @@ export class PageRecorder {
     const early = keys.filter((k) => this.#unrecorded.has(k) && !this.#recordingNow.has(k));
     if (!early.length) return { deleted: [], pinned: [], rest: [...keys] };
     const r = tier.deleteNow(early);
-    for (const k of r.deleted) this.#unrecorded.delete(k);
+    for (const k of r.deleted) this.delete(k);
     const gone = new Set(early);
     return { deleted: r.deleted, pinned: r.pinned, rest: keys.filter((k) => !gone.has(k)) };
   }
