@@ -89,7 +89,7 @@ enum Op : uint16_t {
   kError = 99,
 };
 
-// Entry statuses.
+// Entry statuses. kOutOfRange: a GET range past the page, or a PUT page longer than the server's slots (drained, not stored).
 enum Status : uint8_t { kOk = 0, kMiss = 1, kExisting = 2, kFull = 3, kBadChecksum = 4, kFailed = 5, kPinned = 6, kOutOfRange = 7 };
 
 struct Header {
