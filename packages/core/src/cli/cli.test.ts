@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import type { Command } from './command.js';
 import { commandTable, main } from './main.js';
 import { parseObjectUrl } from '@tiersync/tiers';
+import { HostArena, PeerServer } from '@tiersync/native';
 import { demoConfigPath } from './replay-config.js';
 
 /** Runs the CLI in this process (with `extra` commands added); returns its exit code and what it printed. */
@@ -160,6 +161,27 @@ describe('tiersync CLI conventions', () => {
     } finally {
       vi.unstubAllEnvs();
       await new Promise((resolve) => open.close(resolve));
+    }
+  });
+
+  it('doctor --config checks a peer tier with the whole handshake: a wrong secret fails, as it would at serve', async () => {
+    const arena = HostArena.create({ capacity: 1 << 20 });
+    const server = new PeerServer(arena, () => undefined, { secret: 'the-right-secret' });
+    try {
+      const doctor = async (secret: string) => {
+        const file = path.join(dir, 'peer.json');
+        writeFileSync(file, JSON.stringify({ model: 'm@1', layout: 'llama-3-8b', tokensPerPage: 16, tiers: [{ url: 'host://?capacity=64MiB', name: 'host' }, { url: `peer://127.0.0.1:${server.port}?secret=${secret}`, name: 'remote' }], index: { path: ':memory:' }, http: { port: 0 }, peer: { port: 0 } }));
+        const r = await cli('doctor', '--config', file, '--json');
+        return { code: r.code, check: (JSON.parse(r.out) as { checks: Array<{ check: string; ok: boolean; detail: string }> }).checks.find((c) => c.check.startsWith('tiers.1'))! };
+      };
+      const wrong = await doctor('a-wrong-secret');
+      expect(wrong.code).toBe(1);
+      expect(wrong.check).toMatchObject({ ok: false, detail: expect.stringMatching(/refused the handshake: .*secret/) });
+      const right = await doctor('the-right-secret');
+      expect(right.check).toMatchObject({ ok: true, detail: `127.0.0.1:${server.port} accepts connections and this secret` });
+    } finally {
+      server.close();
+      arena.close();
     }
   });
 

@@ -3,8 +3,8 @@ import { accessSync, constants, existsSync, statfsSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { TierSyncError, formatCrc32c, formatPeerFrames, probeMachine, type MachineReport } from '@tiersync/native';
-import { parseFsUrl, parseHbmUrl, parseHostUrl, parseObjectUrl, parsePeerUrl, shmHugePages, type ObjectTierConfig } from '@tiersync/tiers';
+import { PeerClient, TierSyncError, formatCrc32c, formatPeerFrames, probeMachine, type MachineReport } from '@tiersync/native';
+import { parseFsUrl, parseHbmUrl, parseHostUrl, parseObjectUrl, parsePeerUrl, shmHugePages, type ObjectTierConfig, type PeerTierConfig } from '@tiersync/tiers';
 import { loadServerConfig, type ResolvedServerConfig } from '../server/index.js';
 import { formatSize } from '../sim/index.js';
 import type { Command } from './command.js';
@@ -18,8 +18,8 @@ not), huge pages and the mlock limit.
 
   --config FILE  also check what a daemon/hierarchy config asks for: each tier's folder or /dev/shm file has room
                  and is writable, a cuda HBM tier has a device, an object tier's URL parses and its credentials
-                 variables are set, peers, object endpoints and the cluster's Redis answer on TCP (nothing is
-                 sent to a bucket).
+                 variables are set, peers accept the handshake with the tier's secret, object endpoints and the
+                 cluster's Redis answer on TCP (nothing is sent to a bucket).
                  \`{tmp}\` (demo and sim configs) is checked as the folder the demo would make under the OS temp
                  folder. Exit code 1 when something it asks for is missing.
   --json         one JSON object: { machine, checks: [{ check, ok, detail }], ok }`;
@@ -78,6 +78,22 @@ function tcpCheck(check: string, host: string, port: number, timeoutMs = 2000): 
     socket.once('connect', () => done(true, `${host}:${port} accepts connections`));
     socket.once('error', (e) => done(false, `${host}:${port}: ${e.message}`));
   });
+}
+
+/**
+ * A peer tier's server: the whole handshake, with the tier's secret and encryption (a wrong secret fails the HMAC
+ * challenge here, as it would at the daemon's start; a TCP connect alone passed it). No page is sent.
+ */
+async function peerCheck(check: string, peer: PeerTierConfig, timeoutMs = 2000): Promise<DoctorCheck> {
+  const at = `${peer.host}:${peer.port}`;
+  try {
+    const client = await PeerClient.connect({ host: peer.host, port: peer.port, streams: 1, timeoutMs, encrypt: peer.encrypt, ...(peer.secret ? { secret: peer.secret } : {}) });
+    client.close();
+    return { check, ok: true, detail: `${at} accepts connections${peer.secret ? ` and this secret${peer.encrypt ? ' (frames encrypted)' : ''}` : ''}` };
+  } catch (e) {
+    const err = e as TierSyncError;
+    return { check, ok: false, detail: err.code === 'ERR_AUTH' ? `${at} refused the handshake: ${err.message} (is the secret the one the peer's daemon has?)` : `${at}: ${err.message}` };
+  }
 }
 
 /** Whether this process could listen on host:port now (a daemon already running there holds it). */
@@ -159,7 +175,7 @@ export async function checkConfig(config: ResolvedServerConfig, machine: Machine
       if (hbm.backend === 'cuda') checks.push({ check: `${name}: CUDA device`, ok: machine.cuda.available, detail: machine.cuda.available ? `${machine.cuda.devices} device(s)` : (machine.cuda.reason ?? 'unavailable') });
     } else if (scheme === 'peer') {
       const peer = parsePeerUrl(t.url);
-      checks.push(tcpCheck(`${name}: peer ${peer.host}:${peer.port}`, peer.host, peer.port));
+      checks.push(peerCheck(`${name}: peer ${peer.host}:${peer.port}`, peer));
     } else if (scheme === 's3' || scheme === 'gs') {
       checks.push(...objectChecks(name, t.url));
     }
