@@ -102,6 +102,7 @@ function logOpenNote(log: Logger, tier: string, driver: object): void {
   const note = typeof d.openNote === 'string' ? d.openNote : typeof d.attachNote === 'string' ? d.attachNote : '';
   if (!note) return;
   if (/\b(dropped|skipped)\b/.test(note)) log.warn({ tier, note }, 'tier opened and dropped what it could not keep');
+  else if (/\bunreachable\b/.test(note)) log.warn({ tier, note }, 'tier opened without reaching its peer');
   else log.info({ tier, note }, 'tier opened');
 }
 

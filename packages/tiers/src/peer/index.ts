@@ -96,8 +96,26 @@ export class PeerTier implements TierDriver {
     return PeerClient.connect({ host: c.host, port: c.port, streams: c.streams, timeoutMs: c.timeoutMs, encrypt: c.encrypt, ...(c.secret ? { secret: c.secret } : {}) });
   }
 
+  /**
+   * Set by open() when the peer could not be reached (it connects on the first call instead): the daemon logs it.
+   * A cluster restarted as a whole then starts in any order.
+   */
+  openNote: string | undefined;
+  #opened = false;
+
+  /**
+   * Connects. A peer that cannot be reached now (not up yet, a cut link) does not fail the open: the tier's calls
+   * fail with their typed error until it is (each tries to connect again). A refused handshake (a wrong secret) does.
+   */
   async open(): Promise<void> {
-    this.#client = await this.#connect();
+    this.#opened = true;
+    try {
+      this.#client = await this.#connect();
+    } catch (e) {
+      if (!(e instanceof TierSyncError) || (e.code !== 'ERR_IO' && e.code !== 'ERR_TIMEOUT')) throw e;
+      this.#broken = true;
+      this.openNote = `peer ${this.config.host}:${this.config.port} unreachable at open (${e.message}); the tier connects on its first call`;
+    }
   }
 
   /**
@@ -105,8 +123,8 @@ export class PeerTier implements TierDriver {
    * again, once for all concurrent callers; while the peer stays unreachable each call fails with its typed error.
    */
   async #connection(): Promise<PeerClient> {
-    const client = this.#ready();
-    if (!this.#broken) return client;
+    this.#ready();
+    if (!this.#broken && this.#client) return this.#client;
     this.#reconnecting ??= this.#connect()
       .then((fresh) => {
         if (this.#closed) {
@@ -140,10 +158,9 @@ export class PeerTier implements TierDriver {
     this.#client?.close();
   }
 
-  #ready(): PeerClient {
+  #ready(): void {
     if (this.#closed) throw this.#error('tier is closed', 'ERR_CLOSED');
-    if (!this.#client) throw this.#error('tier is not open; call open() first', 'ERR_CLOSED');
-    return this.#client;
+    if (!this.#opened) throw this.#error('tier is not open; call open() first', 'ERR_CLOSED');
   }
 
   /** Cuts [0, n) into runs of about SPLIT_BYTES, at most one per stream, so the streams move bytes in parallel. */

@@ -768,3 +768,44 @@ describe('peer ranged reads', () => {
     });
   });
 });
+
+describe('peer tier whose peer is not up yet', () => {
+  it('opens anyway (noted), fails calls with ERR_IO until the peer is up, then works: a cluster starts in any order', async () => {
+    const net = await import('node:net');
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen({ host: '127.0.0.1', port: 0 }, () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const engine = new TransferEngine({ threads: 1 });
+    const context = { engine, pageBytes: PAGE, fingerprint: 'late-peer' };
+    const tier = new PeerTier(`peer://127.0.0.1:${port}?secret=late&timeoutMs=2000`, context);
+    const arena = HostArena.create({ capacity: 2 * PAGE });
+    arena.view(0, PAGE).fill(9);
+    const host = new HostTier(`host://?capacity=${8 * PAGE}`, context);
+    let server: PeerServer | undefined;
+    try {
+      await tier.open();
+      expect(tier.openNote).toMatch(new RegExp(`peer 127.0.0.1:${port} unreachable at open`));
+      const page = [{ key: testKey(1, 31), source: { arena, offset: 0, length: PAGE } }];
+      await expect(tier.write(page)).rejects.toMatchObject({ code: 'ERR_IO' });
+      await host.open();
+      server = servePeer(host, { secret: 'late', port });
+      expect((await tier.write(page)).written).toEqual([testKey(1, 31)]);
+      const [r] = await tier.read([{ key: testKey(1, 31), into: { arena, offset: PAGE, length: PAGE } }]);
+      expect(r!.status).toBe('hit');
+      expect(Buffer.compare(arena.view(PAGE, PAGE), arena.view(0, PAGE))).toBe(0);
+      // A wrong secret still fails the open: that is a config error, not a peer that is late.
+      const wrong = new PeerTier(`peer://127.0.0.1:${port}?secret=not-late`, context);
+      await expect(wrong.open()).rejects.toMatchObject({ code: 'ERR_AUTH' });
+      await wrong.close();
+    } finally {
+      await tier.close();
+      server?.close();
+      await host.close();
+      arena.close();
+      await engine.close();
+    }
+  });
+});
