@@ -85,6 +85,25 @@ describe('server config', () => {
   });
 });
 
+describe('TierSyncServer listeners', () => {
+  it('a port in use fails the start naming the config keys of the listener that clashed, and frees the folder', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-serve-ports-'));
+    const busy = http.createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const port = (busy.address() as { port: number }).port;
+    try {
+      await expect(TierSyncServer.start(parseServerConfig(config(dir, { resp: { port } } as Partial<ServerConfig>)))).rejects.toThrow(new RegExp(`^resp.host/resp.port \\(the RESP door\\): cannot listen on 127.0.0.1:${port}`));
+      await expect(TierSyncServer.start(parseServerConfig(config(dir, { peer: { port } })))).rejects.toThrow(new RegExp(`^peer.host/peer.port \\(the peer server\\): cannot listen on 127.0.0.1:${port}`));
+      // Nothing of the failed starts holds the folder: a start on free ports works.
+      const ok = await TierSyncServer.start(parseServerConfig(config(dir)));
+      await ok.close();
+    } finally {
+      busy.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('TierSyncServer', () => {
   let dir: string;
   let server: TierSyncServer;

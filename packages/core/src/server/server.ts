@@ -97,6 +97,20 @@ interface UnixListener {
  * Logs the line a driver leaves on how it opened (fs `openNote`; host and object `attachNote`): at warn when it
  * dropped or skipped what it found (torn or corrupt slots, malformed records, unreadable objects), else at info.
  */
+/** Runs `open` (a listener starting); its error names the config keys it listens by, e.g. which port was in use. */
+function namingListener<T>(what: string, open: () => T): T {
+  const named = (e: unknown): never => {
+    if (e instanceof TierSyncError) throw new TierSyncError(`${what}: ${e.message}`, e.code, { cause: e });
+    throw e;
+  };
+  try {
+    const r = open();
+    return (r instanceof Promise ? r.catch(named) : r) as T;
+  } catch (e) {
+    return named(e);
+  }
+}
+
 function logOpenNote(log: Logger, tier: string, driver: object): void {
   const d = driver as { openNote?: unknown; attachNote?: unknown };
   const note = typeof d.openNote === 'string' ? d.openNote : typeof d.attachNote === 'string' ? d.attachNote : '';
@@ -290,7 +304,7 @@ export class TierSyncServer {
           });
           peerReads = reads;
           undo.push(() => reads.close());
-          peer = servePeer(driver, {
+          peer = namingListener('peer.host/peer.port (the peer server)', () => servePeer(driver, {
             host: config.peer.host,
             port: config.peer.port,
             timeoutMs: config.peer.timeoutMs,
@@ -301,7 +315,7 @@ export class TierSyncServer {
             onCommitted: (pages) => void ts.adoptPages(served, pages).catch((e: unknown) => log.error({ err: e, pages: pages.length }, 'could not record pages a peer put')),
             onDeleted: (keys) => ts.forgetPages(served, keys),
             onServed: (keys) => reads.add(keys),
-          });
+          }));
           const listening = peer;
           undo.push(() => listening.close());
         }
@@ -340,7 +354,7 @@ export class TierSyncServer {
       const self = new TierSyncServer({ config, ts, log, http: server, unix, peer, peerTier, peerReads, registry, nodeId, peerAddress });
       if (config.resp?.port !== undefined) {
         const respLog = log.child({ component: 'resp' });
-        const door = await RespDoor.listen({ config: config.resp, store: new TierSyncPageStore(ts, { log: respLog }), logger: respLog, metrics: self.metrics.registry });
+        const door = await namingListener('resp.host/resp.port (the RESP door)', () => RespDoor.listen({ config: config.resp!, store: new TierSyncPageStore(ts, { log: respLog }), logger: respLog, metrics: self.metrics.registry }));
         self.#resp = door;
         undo.push(() => door.close());
         log.info({ resp: `${config.resp.host}:${door.port}`, respPort: door.port, auth: door.requiresAuth }, 'RESP door listening');
