@@ -143,7 +143,7 @@ export function parseConfig(config: unknown): ResolvedConfig {
   if (!r.success) throw configIssuesError(r.error.issues);
   for (const [i, t] of r.data.tiers.entries()) {
     if (!hasPolicy(t.policy)) {
-      throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')}; wrappers, as 'wrapper:policy': ${policyWrapperNames().join(', ')})`, 'ERR_CONFIG');
+      throw new TierSyncError(`config tiers.${i}.policy: unknown policy '${t.policy}' (known: ${policyNames().join(', ')}; wrappers, as 'wrapper:policy': ${policyWrapperNames().join(', ')}; a custom policy is registered with registerPolicy by a module loaded first, e.g. NODE_OPTIONS='--import ./mypolicy.mjs', see docs/SIMULATION.md)`, 'ERR_CONFIG');
     }
     // Bounds read each request's future from a trace: a live tier has none, so they exist only in the simulator.
     if (ORACLE_POLICIES.includes(parsePolicySpec(t.policy).policy)) {

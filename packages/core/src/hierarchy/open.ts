@@ -59,6 +59,7 @@ async function openAll(s: HierarchyState): Promise<void> {
       s.tiers.map((t) => t.capacityPages),
       s.tiers.map((t) => t.name),
     ),
+    { onPolicyError: (error) => s.emit('policy:failed', { tier: error.tier ?? '', error }) },
   );
   s.planner = planner;
   s.index = BlockIndex.open({

@@ -22,6 +22,8 @@ describe('a custom policy that throws in a live hierarchy', () => {
     process.on('warning', onWarning);
     try {
       const ts = await fx.hierarchy({ hbm: 16, host: 64 }, [{ policy: 'test-live-throw-once' }]);
+      const failed: Array<{ tier: string; error: PolicyError }> = [];
+      ts.on('policy:failed', (e) => failed.push(e));
       const src = fx.arena(4);
       const slots = Array.from({ length: 4 }, (_, i) => ({ arena: src, offset: i * PAGE, length: PAGE }));
       // Keep going after a failed store, as a server would.
@@ -35,11 +37,11 @@ describe('a custom policy that throws in a live hierarchy', () => {
       expect((results[2] as { dropped: number }).dropped).toBe(1);
       for (const t of ts.stats().tiers) expect({ tier: t.name, driver: t.pages }).toEqual({ tier: t.name, driver: t.usedPages });
       expect(ts.stats().tiers[0]!.usedPages).toBeGreaterThanOrEqual(11);
-      // Reported once, as a warning (the hierarchy passes no hook): typed, naming the policy, the tier and the call.
+      // Reported once, as a 'policy:failed' event (not a process warning): typed, naming the policy, the tier and the call.
       await new Promise((r) => setImmediate(r));
-      const faults = warnings.filter((w) => w instanceof PolicyError);
-      expect(faults).toHaveLength(1);
-      expect(faults[0]).toMatchObject({ code: 'ERR_POLICY', policy: 'test-live-throw-once', tier: 'hbm', call: 'insert' });
+      expect(failed).toHaveLength(1);
+      expect(failed[0]).toMatchObject({ tier: 'hbm', error: { code: 'ERR_POLICY', policy: 'test-live-throw-once', tier: 'hbm', call: 'insert' } });
+      expect(warnings.filter((w) => w instanceof PolicyError)).toEqual([]);
     } finally {
       process.off('warning', onWarning);
     }

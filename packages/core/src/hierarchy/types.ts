@@ -2,7 +2,7 @@
  * The public shapes of the hierarchy: events, options and results of TierSync's methods.
  */
 import type { TierSyncError } from '@tiersync/native';
-import type { RetentionHint } from '@tiersync/policy';
+import type { PolicyError, RetentionHint } from '@tiersync/policy';
 import type { PageKey } from '@tiersync/tiers';
 
 export interface TierSyncEvents {
@@ -20,6 +20,11 @@ export interface TierSyncEvents {
   'transfer:failed': (e: { op: 'store' | 'load' | 'move'; tier: string; error: TierSyncError }) => void;
   'tier:pressure': (e: { tier: string; usedPages: number; capacityPages: number; victims: number }) => void;
   'integrity:failed': (e: { key: PageKey; tier: string; error: TierSyncError }) => void;
+  /**
+   * A tier's eviction policy threw or broke its contract (a custom policy): the planner went on without that call
+   * (victims chosen so far freed, a page it could not admit left to the tiers below).
+   */
+  'policy:failed': (e: { tier: string; error: PolicyError }) => void;
   'load:layer': (e: LayerEvent) => void;
 }
 

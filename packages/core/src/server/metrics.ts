@@ -130,6 +130,7 @@ export class ServerMetrics {
     const removed = new Counter({ name: 'tiersync_removed_pages_total', help: 'Copies that left a tier otherwise than by eviction: deleted (by a client or a peer) or lost (found missing or damaged on read).', labelNames: ['tier', 'why'], registers: [r] });
     const demoted = new Counter({ name: 'tiersync_demoted_pages_total', help: 'Pages copied down a tier before eviction.', labelNames: ['from', 'to'], registers: [r] });
     const promoted = new Counter({ name: 'tiersync_promoted_pages_total', help: 'Pages copied up into a faster tier.', labelNames: ['from', 'to'], registers: [r] });
+    const policyFailures = new Counter({ name: 'tiersync_policy_failures_total', help: "Calls of a tier's eviction policy that threw or broke the policy contract (custom policies).", labelNames: ['tier'], registers: [r] });
     // Known label sets start at zero, so every series shows from the first scrape.
     for (const t of src.ts.stats().tiers) integrity.inc({ tier: t.name }, 0);
 
@@ -146,12 +147,14 @@ export class ServerMetrics {
     };
     const onDemoted = (e: { keys: string[]; from: string; to: string }) => demoted.inc({ from: e.from, to: e.to }, e.keys.length);
     const onPromoted = (e: { keys: string[]; from: string; to: string }) => promoted.inc({ from: e.from, to: e.to }, e.keys.length);
+    const onPolicy = (e: { tier: string }) => policyFailures.inc({ tier: e.tier });
     src.ts.on('transfer:completed', onCompleted);
     src.ts.on('transfer:failed', onFailed);
     src.ts.on('integrity:failed', onIntegrity);
     src.ts.on('block:evicted', onEvicted);
     src.ts.on('block:demoted', onDemoted);
     src.ts.on('block:promoted', onPromoted);
+    src.ts.on('policy:failed', onPolicy);
     this.#detach = () => {
       src.ts.off('transfer:completed', onCompleted);
       src.ts.off('transfer:failed', onFailed);
@@ -159,6 +162,7 @@ export class ServerMetrics {
       src.ts.off('block:evicted', onEvicted);
       src.ts.off('block:demoted', onDemoted);
       src.ts.off('block:promoted', onPromoted);
+      src.ts.off('policy:failed', onPolicy);
     };
 
     new Gauge({

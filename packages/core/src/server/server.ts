@@ -284,6 +284,7 @@ export class TierSyncServer {
       // Pages the persistent tiers held that the index did not know (a lost, stale or in-memory index): adopted, never deleted.
       // Warned when bookkeeping changed: copies the index named that a tier no longer holds, stale copies deleted.
       for (const t of ts.reconciled?.tiers ?? []) (t.indexedNotHeld || t.stale ? log.warn.bind(log) : log.info.bind(log))(t, 'tier reconciled with the index');
+      ts.on('policy:failed', (e) => log.error({ tier: e.tier, err: e.error.message }, "a tier's eviction policy failed; the tier went on without that call"));
 
       let peer: PeerServer | undefined;
       let peerTier: string | undefined;
