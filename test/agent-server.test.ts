@@ -119,6 +119,12 @@ describe('agent server: many sessions over few sequences, KV parked in tiersync'
       expect(((await bad.json()) as any).error.code).toBe('ERR_INVALID_ARGUMENT');
       const info = (await (await fetch(`http://127.0.0.1:${port}/sessions/ana`)).json()) as any;
       expect(info.turns).toBe(3);
+      // A first turn refused (over the context size) leaves no session behind.
+      const sessions = ((await (await fetch(`http://127.0.0.1:${port}/stats`)).json()) as any).sessions;
+      const tooLong = await fetch(`http://127.0.0.1:${port}/sessions/never/turns`, { method: 'POST', body: JSON.stringify({ tokens: Array(CONTEXT + 1).fill(1) }) });
+      expect(tooLong.status).toBe(413);
+      expect((await fetch(`http://127.0.0.1:${port}/sessions/never`)).status).toBe(404);
+      expect(((await (await fetch(`http://127.0.0.1:${port}/stats`)).json()) as any).sessions).toEqual(sessions);
       console.log('[agent-server] stats', JSON.stringify(stats));
     } finally {
       await server.close();

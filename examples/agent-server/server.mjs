@@ -149,17 +149,15 @@ export class AgentServer {
   }
 
   async #turn(id, added, maxTokens, t0, retention) {
-    let s = this.#sessions.get(id);
-    if (!s) {
-      s = { id, tokens: [], pending: [], sequence: null, turns: 0, lastUsed: 0, idleTimer: undefined, retention: undefined };
-      this.#sessions.set(id, s);
-    }
-    clearTimeout(s.idleTimer);
+    // A new session is created only once its first turn is accepted: a refused one leaves nothing behind.
+    const s = this.#sessions.get(id) ?? { id, tokens: [], pending: [], sequence: null, turns: 0, lastUsed: 0, idleTimer: undefined, retention: undefined };
     const input = s.pending.concat(added);
     const all = s.tokens.concat(input);
     if (all.length + maxTokens > this.context.contextSize) {
       throw new TierSyncError(`session ${id} would reach ${all.length + maxTokens} tokens, over the context size ${this.context.contextSize}`, 'ERR_OUT_OF_RANGE');
     }
+    clearTimeout(s.idleTimer);
+    this.#sessions.set(id, s);
     let source = 'live';
     let restoredTokens = 0;
     let restore;
