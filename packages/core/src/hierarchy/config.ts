@@ -5,7 +5,7 @@
 import { TierSyncError } from '@tiersync/native/errors';
 import { hasPolicy, ORACLE_POLICIES, parsePolicySpec, policyNames, policyWrapperNames } from '@tiersync/policy';
 import { z } from 'zod';
-import { KV_PRESETS } from '../keys/index.js';
+import { KV_PRESETS, kvLayout, type KvLayoutInput } from '../keys/index.js';
 
 const fraction = z.number().gt(0).lte(1);
 
@@ -137,8 +137,25 @@ export function configIssuesError(issues: readonly z.core.$ZodIssue[]): TierSync
   return new TierSyncError(problems.length === 1 ? problems[0]! : `${problems.length} problems in the config:\n  ${problems.join('\n  ')}`, 'ERR_CONFIG');
 }
 
+/**
+ * `layout`, which the schema only tells apart as a name or an object: an unknown preset lists the presets, and a
+ * layout object's faults are config errors like the rest (kvLayout's own are ERR_INVALID_ARGUMENT).
+ */
+function checkLayout(layout: unknown): void {
+  if (typeof layout === 'string') {
+    if (!Object.hasOwn(KV_PRESETS, layout)) throw new TierSyncError(`config layout: unknown preset '${layout}' (presets: ${Object.keys(KV_PRESETS).join(', ')}; or describe the layout as an object)`, 'ERR_CONFIG');
+  } else if (layout !== null && typeof layout === 'object' && !Array.isArray(layout)) {
+    try {
+      kvLayout(layout as KvLayoutInput);
+    } catch (e) {
+      throw new TierSyncError(`config ${(e as Error).message}`, 'ERR_CONFIG', { cause: e });
+    }
+  }
+}
+
 /** @throws TierSyncError ERR_CONFIG naming every field at fault and why */
 export function parseConfig(config: unknown): ResolvedConfig {
+  checkLayout((config as { layout?: unknown } | null)?.layout);
   const r = tierSyncConfigSchema.safeParse(config);
   if (!r.success) throw configIssuesError(r.error.issues);
   for (const [i, t] of r.data.tiers.entries()) {

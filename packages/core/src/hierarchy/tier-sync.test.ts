@@ -149,6 +149,8 @@ describe('TierSync', () => {
     expect(bad({ tiers: [{ url: 'hbm://sim?capacity=1MiB', policy: 'opt' }] })).toMatch(/tiers.0.policy: 'opt' is an offline bound/);
     expect(bad({ model: '' })).toMatch(/config model/);
     expect(bad({ colour: 'red' })).toMatch(/ERR_CONFIG/);
+    expect(bad({ layout: 'llama-9000' })).toMatch(/^ERR_CONFIG: config layout: unknown preset 'llama-9000' \(presets: llama-3-8b, /);
+    expect(bad({ layout: { tokensPerPage: 16 } })).toMatch(/^ERR_CONFIG: config layout: /);
   });
 });
 
