@@ -82,10 +82,12 @@ HostArena::HostArena(const HostArenaOptions& o) : Memory(MemoryKind::Host, o.cap
       std::string why;
       if (got != static_cast<ssize_t>(sizeof h) || std::memcmp(h.magic, kMagic, 8) != 0 || h.version != kHeaderVersion)
         why = "not a tiersync arena file (bad header)";
-      else if (h.capacity != o.capacity)
-        why = "capacity is " + std::to_string(h.capacity) + " bytes, expected " + std::to_string(o.capacity);
+      // The page size first: a host tier's arena capacity follows from it (its slot table), so another page size
+      // also shows as another capacity, which would name the wrong cause.
       else if (h.pageSize != o.pageSize)
         why = "page size is " + std::to_string(h.pageSize) + " bytes, expected " + std::to_string(o.pageSize);
+      else if (h.capacity != o.capacity)
+        why = "capacity is " + std::to_string(h.capacity) + " bytes, expected " + std::to_string(o.capacity);
       else if (h.fingerprintLength != o.fingerprint.size() ||
                std::memcmp(h.fingerprint, o.fingerprint.data(), o.fingerprint.size()) != 0)
         why = "layout fingerprint is '" + std::string(h.fingerprint, std::min<size_t>(h.fingerprintLength, kFingerprintMax)) +

@@ -58,6 +58,8 @@ describe('HostArena', () => {
     };
     expect(tryAttach(2 << 20, 4096, 'model-a')).toMatch(/capacity/);
     expect(tryAttach(1 << 20, 8192, 'model-a')).toMatch(/page size/);
+    // Both differ (a host tier's arena capacity follows from its page size): the page size is named, the cause.
+    expect(tryAttach((1 << 20) + 8192, 8192, 'model-a')).toMatch(/page size is 4096 bytes, expected 8192/);
     expect(tryAttach(1 << 20, 4096, 'model-b')).toMatch(/fingerprint is 'model-a', expected 'model-b'/);
     // The refused attach left the file and its bytes alone.
     expect(HostArena.create({ capacity: 1 << 20, pageSize: 4096, shmPath: shm, fingerprint: 'model-a' }).attached).toBe(true);
