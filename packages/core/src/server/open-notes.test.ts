@@ -51,3 +51,44 @@ describe('the daemon at start', () => {
     expect(warned).toMatchObject({ msg: 'tier opened and dropped what it could not keep', note: expect.stringMatching(/dropped 1 torn slot/) });
   });
 });
+
+describe('the daemon while a tier fails', () => {
+  it('logs failed transfers at warn level, one line per operation and tier a minute (a write-through tier whose writes all fail)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tiersync-transfer-warn-'));
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(...chunk.toString().split('\n').filter(Boolean));
+        done();
+      },
+    });
+    const inner = encodeURIComponent(`fs://${dir}/fs?capacity=${64 * PAGE}`);
+    const server = await TierSyncServer.start(
+      parseServerConfig({
+        model: 'transfer-warn-test@1',
+        layout,
+        tiers: [{ url: `host://?capacity=${16 * PAGE}`, name: 'host' }, { url: `fault://?inner=${inner}&writeErrors=1`, name: 'cold', writeThrough: true }],
+        index: { path: ':memory:' },
+        http: { port: 0 },
+        peer: { enabled: false },
+      }),
+      { logger: pino({ level: 'info' }, sink) },
+    );
+    const { HostArena } = await import('@tiersync/native');
+    const arena = HostArena.create({ capacity: 4 * PAGE });
+    try {
+      for (let i = 0; i < 4; i++) {
+        const key = `0000fa11${i.toString(16).padStart(8, '0')}`;
+        await server.ts.storeKeys([key], [{ arena, offset: i * PAGE, length: PAGE }]);
+        await server.ts.flush();
+      }
+    } finally {
+      arena.close();
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const warned = lines.map((l) => JSON.parse(l) as { level: number; msg: string; op?: string; tier?: string; err?: string }).filter((l) => l.msg === 'transfer failed');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ level: 40, op: 'move', tier: 'cold', err: expect.any(String) });
+  });
+});

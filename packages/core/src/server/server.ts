@@ -97,6 +97,28 @@ interface UnixListener {
  * Logs the line a driver leaves on how it opened (fs `openNote`; host and object `attachNote`): at warn when it
  * dropped or skipped what it found (torn or corrupt slots, malformed records, unreadable objects), else at info.
  */
+/** Least time between two log lines of failed transfers of one operation on one tier (the metric counts them all). */
+const TRANSFER_WARN_EVERY_MS = 60_000;
+
+/**
+ * Logs failed transfers (a tier whose writes all fail, a bucket down under write-through) at warn level, one line
+ * per operation and tier a minute with how many failed since the last: they were visible only as a counter.
+ */
+function warnTransferFailures(log: Logger): (e: { op: string; tier: string; error: TierSyncError }) => void {
+  const last = new Map<string, { at: number; since: number }>();
+  return (e) => {
+    const id = `${e.op}\0${e.tier}`;
+    const now = Date.now();
+    const seen = last.get(id);
+    if (seen && now - seen.at < TRANSFER_WARN_EVERY_MS) {
+      seen.since++;
+      return;
+    }
+    log.warn({ op: e.op, tier: e.tier, err: e.error.message, code: e.error.code, failedSinceLastLine: seen?.since ?? 0 }, 'transfer failed');
+    last.set(id, { at: now, since: 0 });
+  };
+}
+
 /** Runs `open` (a listener starting); its error names the config keys it listens by, e.g. which port was in use. */
 function namingListener<T>(what: string, open: () => T): T {
   const named = (e: unknown): never => {
@@ -285,6 +307,7 @@ export class TierSyncServer {
       // Warned when bookkeeping changed: copies the index named that a tier no longer holds, stale copies deleted.
       for (const t of ts.reconciled?.tiers ?? []) (t.indexedNotHeld || t.stale ? log.warn.bind(log) : log.info.bind(log))(t, 'tier reconciled with the index');
       ts.on('policy:failed', (e) => log.error({ tier: e.tier, err: e.error.message }, "a tier's eviction policy failed; the tier went on without that call"));
+      ts.on('transfer:failed', warnTransferFailures(log));
 
       let peer: PeerServer | undefined;
       let peerTier: string | undefined;
