@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { registerPolicy, type EvictionPolicy, type PolicyOptions } from '@tiersync/policy';
-import { main } from '../cli/main.js';
+import { main } from '../cli/index.js';
 import { parseConfig } from '../hierarchy/index.js';
 import { runExact } from './exact.js';
 import { capacityRefusal, checkTierPolicy } from './policies.js';
