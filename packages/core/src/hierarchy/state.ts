@@ -7,7 +7,7 @@
 import type { HostArena, TransferEngine } from '@tiersync/native';
 import { TierSyncError } from '@tiersync/native';
 import type { Move, Planner } from '@tiersync/policy';
-import type { TierDriver } from '@tiersync/tiers';
+import type { PageKey, TierDriver } from '@tiersync/tiers';
 import type { BlockIndex } from '../index/index.js';
 import type { Namespace } from '../keys/index.js';
 import type { ResolvedConfig } from './config.js';
@@ -27,6 +27,17 @@ export interface TierState {
 
 /** A background copy waiting in the queue (a planner `queue` move). */
 export type QueuedCopy = Extract<Move, { kind: 'queue' }>;
+
+/** A background copy whose I/O runs outside the lock. */
+export interface CopyInFlight {
+  /** The tier it writes to, by number, and the keys it writes there. */
+  readonly to: number;
+  readonly keys: readonly PageKey[];
+  /** Aborts its driver calls (close()). */
+  readonly abort: AbortController;
+  /** Settles once the copy is reported to the planner (its target slots are then resident pages or free). */
+  readonly reported: Promise<void>;
+}
 
 /** Counters of the hierarchy's work (TierSync.counters). */
 export interface HierarchyCounters {
@@ -61,12 +72,24 @@ export interface HierarchyState {
   /** open() was called (it runs once). */
   opening: boolean;
   closed: boolean;
-  /** Tail of the chain of exclusive sections (stores' planning, moves between tiers). */
+  /**
+   * Tail of the chain of exclusive sections: planning, the moves that make room (evictions, demotions), and the
+   * bookkeeping that begins and reports a background copy. A background copy's I/O runs outside it.
+   */
   lock: Promise<void>;
   /** Background copies (write-through, selective, promotion) waiting to run, and their page count. */
   readonly queue: QueuedCopy[];
   queued: number;
   draining: Promise<void> | undefined;
+  /** Background copies whose I/O runs now, outside the lock (made by the first). */
+  copying?: Set<CopyInFlight>;
+  /**
+   * Set when close() begins; aborted `deadlines.moveMs` later. Background copies that would make pages durable go
+   * on until then; the others stop at once (background.ts).
+   */
+  closing?: AbortSignal;
+  /** Staging of background copies when `stagingPages` is 1 (otherwise they use the second half of `staging`). */
+  backgroundStaging?: HostArena;
   /** Stores whose driver write runs outside the lock; flush() and close() wait for them. */
   readonly storesInFlight: Set<Promise<unknown>>;
   /** Driver writes of stores in flight, settled once their pages are resident in the planner (evictable). */
@@ -80,8 +103,30 @@ export function ready(s: HierarchyState): { index: BlockIndex; planner: Planner 
   return { index: s.index, planner: s.planner };
 }
 
-/** Runs `fn` after every earlier exclusive section has finished (stores' planning and moves run one at a time). */
-export function exclusive<T>(s: HierarchyState, fn: () => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` after every earlier exclusive section has finished: planning, room-making moves and the bookkeeping of
+ * background copies run one at a time (see HierarchyState.lock).
+ *
+ * A background copy runs its I/O outside the lock, but its sources stay held (never victims, kept by deletes) until
+ * it is reported. So when a section's turn comes while copies are in flight, it gives the lock up, waits for them
+ * to be reported, and takes its turn again: a delete or a request for room then finds those pages free to go, as
+ * when copies ran under the lock, while the sections behind it (stores) go on meanwhile, so it may run after some
+ * of them (sections that yield keep their order among themselves). Sections that need no such page pass
+ * `besideCopies` and run at their turn (stores, whose planning waits itself when it needs held pages, and the
+ * background queue's own bookkeeping).
+ */
+export function exclusive<T>(s: HierarchyState, fn: () => Promise<T>, options: { besideCopies?: boolean } = {}): Promise<T> {
+  if (options.besideCopies) return chained(s, fn);
+  const turn = chained(s, async (): Promise<{ value: T } | { copies: Promise<void>[] }> => {
+    if (!s.copying?.size) return { value: await fn() };
+    return { copies: [...s.copying].map((c) => c.reported) };
+  });
+  // Once: copies that start meanwhile are not waited for, so a busy queue cannot hold a section back for ever.
+  return turn.then((r) => ('value' in r ? r.value : Promise.all(r.copies).then(() => chained(s, fn))));
+}
+
+/** Appends `fn` to the chain of exclusive sections. */
+function chained<T>(s: HierarchyState, fn: () => Promise<T>): Promise<T> {
   const run = s.lock.then(fn);
   s.lock = run.then(
     () => undefined,

@@ -2,13 +2,14 @@
  * The store path shared by store() and storeKeys(): the index records pending copies of the new pages, the
  * planner admits them and plans room on the first tier, the room moves run under the lock, and the driver write
  * runs outside it, so stores of different pages overlap. Slots are reserved in the planner, so overlapping stores
- * never promise the same ones.
+ * never promise the same ones. Background copies run their I/O outside the lock too, so a store into free room
+ * waits for no tier but the first; the demotions a store needs for room wait at most `deadlines.storeMs` each.
  */
 import type { TierSyncError } from '@tiersync/native';
 import { parsePolicySpec, type Move, type PlannerStoreOptions, type RetentionHint } from '@tiersync/policy';
 import type { PageKey, PageLocation, PageWrite } from '@tiersync/tiers';
 import type { StorePage } from '../index/index.js';
-import { runMoves } from './background.js';
+import { copiesReported, runMoves } from './background.js';
 import { exclusive, ready, type HierarchyState } from './state.js';
 import type { StoreResult } from './types.js';
 
@@ -27,15 +28,27 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
   const chainAware = planner.config.tiers.some((t) => parsePolicySpec(t.policy).wrappers.some((w) => w.startsWith('prefix-')));
   const parentOf = chainAware ? new Map(entries.map((e) => [e.key, e.parent])) : undefined;
   const top = s.tiers[0]!;
+  const { storeMs } = s.config.deadlines;
+  // The store's own room-making (demotions) is bounded by its deadline, not by the longer one of background moves.
+  const io = { budgetMs: storeMs };
   const run = (async (): Promise<StoreResult> => {
-    const begin = await exclusive(s, async () => index.beginStore(s.namespace.id, top.name, entries));
+    const deadline = Date.now() + storeMs;
+    // Stores run beside background copies in flight (their I/O outside the lock): only a store that needs pages they
+    // hold waits for them, below.
+    const beside = { besideCopies: true };
+    const begin = await exclusive(s, async () => index.beginStore(s.namespace.id, top.name, entries), beside);
     let notAdmitted = 0;
     let dropped = 0;
     let place: Extract<Move, { kind: 'place' }> | undefined;
     for (let waits = 0; ; waits++) {
       const planned = await exclusive(s, async (): Promise<{ place: typeof place } | false> => {
         const now = Date.now();
-        await runMoves(s, planner.expire(now));
+        // A store that could not fit without pages pinned now, while background copies in flight hold some of them
+        // (their sources), waits for those copies to be reported first, as it waited for the lock when they ran under
+        // it; bounded by its deadline, then it goes on with what fits.
+        const v = planner.view(0);
+        if (s.copying?.size && v.capacityPages - v.reservedPages - v.pinnedPages < begin.fresh.length && waits < MAX_ROOM_WAITS && now < deadline) return false;
+        await runMoves(s, planner.expire(now), io);
         const hints: PlannerStoreOptions<PageKey> = {};
         if (parentOf) hints.parents = begin.fresh.map((k) => parentOf.get(k) ?? null);
         if (retention) {
@@ -45,9 +58,10 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
           if (begin.existing.length) planner.retain(begin.existing, { retention, now });
         }
         const moves = planner.store(begin.fresh, { ...levels, ...hints, waitForRoom: waits < MAX_ROOM_WAITS });
-        // Slots reserved by stores still writing cannot be freed yet: wait for those to land (their pages then
-        // become evictable) rather than drop pages that a store run alone would have kept. Bounded, so a stream
-        // of other stores cannot hold this one back for ever: after that, what does not fit is dropped.
+        // Slots reserved by stores still writing (or background copies in flight) cannot be freed yet: wait for
+        // those to land (their pages then become evictable) rather than drop pages that a store run alone would have
+        // kept. Bounded in count and by the store's deadline, so neither a stream of other stores nor a stalled
+        // copy holds this one back for ever: after that, what does not fit is dropped.
         if (moves[0]?.kind === 'wait') return false;
         let placing: typeof place;
         for (const m of moves) {
@@ -58,14 +72,15 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
             else dropped += m.keys.length;
           }
         }
-        await runMoves(s, moves);
+        await runMoves(s, moves, io);
         return { place: placing };
-      });
+      }, beside);
       if (planned) {
         place = planned.place;
         break;
       }
-      await Promise.allSettled([...s.writesInFlight]);
+      // Other stores' writes have their own deadline; background copies may stall for longer: those only until ours.
+      await Promise.all([Promise.allSettled([...s.writesInFlight]), settledBy(copiesReported(s), deadline)]);
     }
     let stored = 0;
     let writeThroughDropped = 0;
@@ -103,7 +118,7 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
         // The reservation becomes resident pages in one synchronous step; what the landing pushes out runs next.
         const follow = planner.completed(place, { done: landed });
         landedNow();
-        const r = follow.length ? await exclusive(s, () => runMoves(s, follow)) : { refused: [], queueDropped: 0 };
+        const r = follow.length ? await exclusive(s, () => runMoves(s, follow, io), beside) : { refused: [], queueDropped: 0 };
         writeThroughDropped = r.queueDropped;
         if (r.refused.length) {
           // The tier's policy refused them (a tenant at its quota with overQuota 'refuse'): not stored.
@@ -131,6 +146,15 @@ export function storePages(s: HierarchyState, entries: StorePage[], pages: reado
   const done = () => s.storesInFlight.delete(run);
   run.then(done, done);
   return run;
+}
+
+/** Resolves once every promise of `work` has settled, or at `deadline` (ms since the epoch) if that comes first. */
+async function settledBy(work: readonly Promise<unknown>[], deadline: number): Promise<void> {
+  const left = deadline - Date.now();
+  if (!work.length || left <= 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(work), new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+  clearTimeout(timer);
 }
 
 /**

@@ -29,7 +29,7 @@ import type { Planner } from '@tiersync/policy';
 import { pageKeys, createNamespace, kvLayout, kvLayoutPreset, type KvLayoutInput, type KvPresetName, type Namespace, type TokenArray } from '../keys/index.js';
 import type { IndexStats, PageRecord } from '../index/index.js';
 import type { PageKey, PageLocation, TierDriver } from '@tiersync/tiers';
-import { enqueue as enqueueCopy, flush } from './background.js';
+import { enqueue as enqueueCopy, flush, stopBackground } from './background.js';
 import { parseConfig, type ResolvedConfig, type TierSyncConfig } from './config.js';
 import { deleteKeys, deleteNamespace } from './delete.js';
 import { adoptPages, forgetPages, makeRoomOn, recordHits } from './external.js';
@@ -293,15 +293,22 @@ export class TierSync extends EventEmitter<TierSyncEvents> {
     return ready(this.#s).index.pages(keys);
   }
 
-  /** Waits for background work, closes tiers, the index and the engine. */
+  /**
+   * Waits for stores in flight, then closes tiers, the index and the engine. Background copies (write-through,
+   * selective, promotion) whose pages already have a durable copy, or that write to a volatile tier, are aborted
+   * (the one in flight) or dropped (queued ones): closing loses nothing by them, and their pages stay where they
+   * are. Copies that make pages of a volatile tier durable may finish, all of them within `deadlines.moveMs` (a
+   * stalled durable tier holds close() that long once, not once per copy). flush() waits for every copy.
+   */
   async close(): Promise<void> {
     const s = this.#s;
     if (s.closed) return;
-    if (s.index) await this.flush().catch(() => undefined);
+    if (s.index) await stopBackground(s).catch(() => undefined);
     s.closed = true;
     for (const t of s.tiers) await t.driver.close();
     s.index?.close();
     s.staging?.close();
+    s.backgroundStaging?.close();
     await s.engine.close();
   }
 
