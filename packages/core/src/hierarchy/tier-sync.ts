@@ -21,7 +21,8 @@
  *   the next tier holding the page, and pages found nowhere are reported by index so the caller recomputes only
  *   those.
  *
- * Stores' planning and tier-to-tier moves run one at a time (a lock); store writes, loads and lookups run beside them.
+ * Planning, the moves that make room and the bookkeeping of moves run one at a time (a lock); store writes, the
+ * I/O of background copies, loads and lookups run beside them (docs/ARCHITECTURE.md, "Locking").
  */
 import { EventEmitter } from 'eventemitter3';
 import { TierSyncError, TransferEngine } from '@tiersync/native';
